@@ -41,7 +41,7 @@
 #define SHMQ_PART_RING 1u
 #define SHMQ_PART_AREA 2u
 
-/* shmq_ring_cons.flags: set by the consumer, read by the producer. */
+/* shmq_ring_wakeup.flags: set by the consumer, read by the producer. */
 #define SHMQ_RING_NEED_WAKEUP (1u << 0)
 
 /* Limits on what a header may describe; attach refuses anything beyond. */
@@ -76,9 +76,20 @@ struct shmq_region_hdr {
 };
 
 /*
- * The control block at the start of every ring part.  Producer line,
- * an empty line (so hardware adjacent-line prefetch does not couple the
- * two sides), consumer line, then the entries at entries_offset.
+ * The control block at the start of every ring part: four lines.
+ *
+ *   prod    tail and the futex word, written by the producer
+ *   pad     empty, so that hardware adjacent-line prefetch does not couple
+ *           the two sides
+ *   cons    head, written by the consumer on every release
+ *   wakeup  NEED_WAKEUP, written by the consumer only when it goes to sleep
+ *           or wakes up, read by the producer after every commit
+ *
+ * The flags word has a line of its own because of who reads it when: the
+ * producer loads it on every commit (the NEED_WAKEUP handshake), so next
+ * to head it would pull the line the consumer dirties on every release
+ * across cores once per commit.  Alone, it stays shared in both caches
+ * while the consumer is awake.  The entries follow at entries_offset.
  */
 struct shmq_ring_prod {
 	uint32_t tail;	/* next index the producer fills; written by producer */
@@ -88,15 +99,19 @@ struct shmq_ring_prod {
 
 struct shmq_ring_cons {
 	uint32_t head;	/* next index the consumer reads; written by consumer */
+	uint32_t resv[SHMQ_LINE / 4 - 1];
+};
+
+struct shmq_ring_wakeup {
 	uint32_t flags; /* SHMQ_RING_NEED_WAKEUP; written by consumer */
-	uint32_t resv[SHMQ_LINE / 4 - 2];
+	uint32_t resv[SHMQ_LINE / 4 - 1];
 };
 
 struct shmq_ring_ctrl {
 	struct shmq_ring_prod prod;
 	uint8_t pad[SHMQ_LINE];
 	struct shmq_ring_cons cons;
-	uint8_t resv[SHMQ_LINE];
+	struct shmq_ring_wakeup wakeup;
 };
 
 #define SHMQ_RING_ENTRIES_OFFSET ((uint64_t)sizeof(struct shmq_ring_ctrl))
@@ -111,7 +126,9 @@ _Static_assert(sizeof(struct shmq_region_hdr) == 64 + 64 * SHMQ_MAX_PARTS, "hdr 
 _Static_assert(sizeof(struct shmq_region_hdr) <= SHMQ_PART_ALIGN, "hdr fits one page");
 _Static_assert(sizeof(struct shmq_ring_prod) == SHMQ_LINE, "prod line");
 _Static_assert(sizeof(struct shmq_ring_cons) == SHMQ_LINE, "cons line");
+_Static_assert(sizeof(struct shmq_ring_wakeup) == SHMQ_LINE, "wakeup line");
 _Static_assert(offsetof(struct shmq_ring_ctrl, cons) == 2 * SHMQ_LINE, "cons line offset");
+_Static_assert(offsetof(struct shmq_ring_ctrl, wakeup) == 3 * SHMQ_LINE, "wakeup line offset");
 _Static_assert(sizeof(struct shmq_ring_ctrl) == 4 * SHMQ_LINE, "ring ctrl size");
 
 #endif /* SHMQ_ABI_H */
