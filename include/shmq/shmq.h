@@ -104,6 +104,7 @@ int shmq_region_create(const char *name, uint32_t app_magic, uint32_t app_versio
  *   -EMSGSIZE   region size differs from the header's, or is absurd
  *   -EINVAL     any part description is inconsistent
  *   -ENOMEM     out of memory / address space
+ *   or the errno of fcntl/fstat/mmap (e.g. -EACCES for a read-only fd).
  */
 int shmq_region_attach(int fd, uint32_t app_magic, struct shmq_region **ret_region);
 
@@ -168,6 +169,13 @@ int shmq_prod_commit(struct shmq_ring *ring, unsigned flags);
  */
 int shmq_prod_wake(struct shmq_ring *ring);
 
+/*
+ * Give back the last @n reserved, not yet committed entries (e.g. a
+ * prepared request that failed validation).  @n larger than what is
+ * reserved gives back everything reserved.
+ */
+void shmq_prod_cancel(struct shmq_ring *ring, uint32_t n);
+
 /* Free entries as last observed (no shared-memory read). */
 uint32_t shmq_prod_space_cached(const struct shmq_ring *ring);
 
@@ -195,8 +203,9 @@ void shmq_cons_release(struct shmq_ring *ring, uint32_t n);
 /*
  * Sleep until entries are available or @timeout_ns passes: sets
  * NEED_WAKEUP, re-checks, futex-waits on the wake word.  Returns the
- * number available (> 0), -ETIMEDOUT, -EINTR (signal), or -EPROTO.
- * NEED_WAKEUP is cleared again before returning.
+ * number available (> 0), -ETIMEDOUT, -EINTR (signal), -EPROTO, or
+ * -EINVAL (not a consumer view, or a negative timeout other than
+ * SHMQ_WAIT_FOREVER).  NEED_WAKEUP is cleared again before returning.
  */
 int shmq_cons_wait(struct shmq_ring *ring, int64_t timeout_ns);
 
