@@ -1,0 +1,846 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "wireio.h"
+
+#define SPIN_NS 50000 /* busy-poll this long before sleeping on the CQ */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void client_log(struct kvs_client *c, int level, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!c->opts.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->opts.log(c->opts.log_arg, level, msg);
+}
+
+const char *kvs_version(void)
+{
+	return KVSTASH_VERSION;
+}
+
+const char *kvs_strerror(int err)
+{
+	err = err < 0 ? -err : err;
+	switch (err) {
+	case KVS_EUNSEALED:
+		return "instance not sealed: memory not registered or ranks missing";
+	case ECONNRESET:
+		return "kvstashd went away";
+	case EPROTONOSUPPORT:
+		return "kvstashd speaks another wire revision";
+	case EXDEV:
+		return "layout differs from the instance's or namespace's";
+	case ENOTUNIQ:
+		return "layer views overlap";
+	default:
+		return strerror(err);
+	}
+}
+
+void kvs_connect_opts_init(struct kvs_connect_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->role = KVS_ROLE_WORKER;
+	o->tp_size = 1;
+	o->world_size = 0; /* tp_size */
+	o->device_kind = KVS_DEVICE_HOST;
+	o->timeout_ms = 5000;
+}
+
+/* ---- socket -------------------------------------------------------- */
+
+ssize_t client_request(struct kvs_client *c, void *msg, size_t len, const int *fds, unsigned nfds,
+		       void *reply, size_t cap, int *ret_fd)
+{
+	struct kvs_msg_hdr *h = msg;
+	uint64_t deadline = mono_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
+	int rfds[KVS_MAX_FDS];
+	unsigned nr = 0;
+	ssize_t n;
+	int r;
+
+	if (c->dead)
+		return -ECONNRESET;
+	h->seq = ++c->seq;
+	r = wireio_send(c->fd, msg, len, fds, nfds, 0);
+	if (r < 0) {
+		if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN)
+			client_mark_dead(c);
+		return r == -EPIPE || r == -ENOTCONN ? -ECONNRESET : r;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		int64_t left = (int64_t)(deadline - mono_ns());
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)(left / 1000000 + 1));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		n = wireio_recv(c->fd, reply, cap, rfds, KVS_MAX_FDS, &nr, 0);
+		if (n == 0 || n == -ECONNRESET) {
+			client_mark_dead(c);
+			return -ECONNRESET;
+		}
+		if (n < 0)
+			return n;
+		if ((size_t)n < sizeof(struct kvs_msg_reply) ||
+		    ((struct kvs_msg_hdr *)reply)->seq != h->seq) {
+			wireio_close_fds(rfds, nr);
+			if ((size_t)n >= sizeof(struct kvs_msg_hdr) &&
+			    ((struct kvs_msg_hdr *)reply)->seq < h->seq)
+				continue; /* a late reply to an earlier, timed-out request */
+			return -EBADMSG;
+		}
+		if (ret_fd && nr == 1) {
+			*ret_fd = rfds[0];
+		} else {
+			wireio_close_fds(rfds, nr);
+		}
+		return n;
+	}
+}
+
+/* ---- completions --------------------------------------------------- */
+
+static bool tag_valid(struct kvs_client *c, uint64_t tag)
+{
+	uint32_t slot = (uint32_t)tag;
+
+	return slot < c->pend_cap && c->pend[slot].used && c->pend[slot].gen == (uint32_t)(tag >> 32);
+}
+
+static void pend_put(struct kvs_client *c, uint32_t slot)
+{
+	c->pend[slot].used = 0;
+	c->pend[slot].gen++;
+	c->pend_free[c->pend_nfree++] = slot;
+}
+
+void client_defer(struct kvs_client *c, const struct local_cqe *l)
+{
+	/* Never overflows: at most pend_cap operations exist at once. */
+	c->lq[(c->lq_head + c->lq_n) % c->lq_cap] = *l;
+	c->lq_n++;
+}
+
+/* Take every completion in the ring into the local queue (death). */
+static void drain_ring(struct kvs_client *c)
+{
+	struct local_cqe l;
+	uint32_t idx;
+
+	while (!c->cur && shmq_cons_peek(&c->cq, 1, &idx) == 1) {
+		struct kvs_cqe *e = shmq_ring_entry(&c->cq, idx);
+
+		l.cqe = *e;
+		l.tag = e->user_data;
+		shmq_cons_release(&c->cq, 1);
+		if (!tag_valid(c, l.tag))
+			continue;
+		l.cqe.user_data = c->pend[(uint32_t)l.tag].user_data;
+		pend_put(c, (uint32_t)l.tag);
+		client_defer(c, &l);
+	}
+}
+
+void client_mark_dead(struct kvs_client *c)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	client_log(c, KVS_LOG_WARNING, "kvstashd went away: completing %u pending operations",
+		   c->pend_cap - c->pend_nfree);
+	drain_ring(c);
+	for (uint32_t i = 0; i < c->pend_cap; i++) {
+		struct local_cqe l = { { 0 } };
+
+		if (!c->pend[i].used)
+			continue;
+		/* A submitted SQE only: one still being prepared is cancelled by its owner. */
+		l.cqe.user_data = c->pend[i].user_data;
+		l.cqe.res = -ECONNRESET;
+		l.cqe.flags = KVS_CQE_LOCAL;
+		l.tag = ((uint64_t)c->pend[i].gen << 32) | i;
+		bool reserved = false;
+
+		for (uint32_t k = 0; k < c->sq_reserved; k++)
+			reserved |= c->reserved_tags[k] == i;
+		if (reserved)
+			continue;
+		pend_put(c, i);
+		client_defer(c, &l);
+	}
+}
+
+/* Is kvstashd still there?  It never writes unasked, so readable = EOF. */
+static bool peer_alive(struct kvs_client *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+
+	if (c->dead)
+		return false;
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLRDHUP | POLLERR))) {
+		client_mark_dead(c);
+		return false;
+	}
+	return true;
+}
+
+int client_reap(struct kvs_client *c, struct local_cqe *ret)
+{
+	uint32_t idx;
+	int n;
+
+	if (c->lq_n) {
+		*ret = c->lq[c->lq_head];
+		c->lq_head = (c->lq_head + 1) % c->lq_cap;
+		c->lq_n--;
+		return 0;
+	}
+	if (c->dead)
+		return -EAGAIN;
+	for (;;) {
+		struct kvs_cqe *e;
+
+		n = shmq_cons_peek(&c->cq, 1, &idx);
+		if (n < 0) {
+			client_log(c, KVS_LOG_ERR, "completion ring corrupt: dropping the session");
+			client_mark_dead(c);
+			return client_reap(c, ret);
+		}
+		if (n == 0)
+			return -EAGAIN;
+		e = shmq_ring_entry(&c->cq, idx);
+		ret->cqe = *e;
+		ret->tag = e->user_data;
+		shmq_cons_release(&c->cq, 1);
+		if (!tag_valid(c, ret->tag)) {
+			client_log(c, KVS_LOG_ERR, "completion for an unknown operation: ignored");
+			continue;
+		}
+		ret->cqe.user_data = c->pend[(uint32_t)ret->tag].user_data;
+		pend_put(c, (uint32_t)ret->tag);
+		return 0;
+	}
+}
+
+int client_wait(struct kvs_client *c, int64_t timeout_ns)
+{
+	struct shmq_spin spin = { SPIN_NS, (int64_t)KVS_DEATH_POLL_MS * 1000000 };
+	int64_t poll_ns = (int64_t)KVS_DEATH_POLL_MS * 1000000;
+	/* Return at least every KVS_DEATH_POLL_MS to look at the socket. */
+	int64_t slice = timeout_ns < poll_ns ? timeout_ns : poll_ns;
+	int r;
+
+	if (c->dead || c->lq_n)
+		return 0;
+	r = shmq_cons_wait_adaptive(&c->cq, &spin, slice);
+	if (r == -EPROTO) {
+		client_mark_dead(c);
+		return 0;
+	}
+	if (r == -ETIMEDOUT)
+		peer_alive(c);
+	return r < 0 && r != -EINTR ? r : 0;
+}
+
+int kvs_peek_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe)
+{
+	uint32_t idx;
+	int n;
+
+	if (c->cur) {
+		*ret_cqe = c->cur;
+		return 0;
+	}
+	if (c->lq_n) {
+		c->cur = &c->lq[c->lq_head].cqe;
+		c->cur_local = true;
+		*ret_cqe = c->cur;
+		return 0;
+	}
+	if (c->dead)
+		return -EAGAIN;
+	for (;;) {
+		struct kvs_cqe *e;
+		uint64_t tag;
+
+		n = shmq_cons_peek(&c->cq, 1, &idx);
+		if (n < 0) {
+			client_mark_dead(c);
+			return kvs_peek_cqe(c, ret_cqe);
+		}
+		if (n == 0)
+			return -EAGAIN;
+		e = shmq_ring_entry(&c->cq, idx);
+		tag = e->user_data;
+		if (!tag_valid(c, tag)) {
+			shmq_cons_release(&c->cq, 1);
+			continue;
+		}
+		/* The entry is ours until released: put the caller's user_data back in. */
+		e->user_data = c->pend[(uint32_t)tag].user_data;
+		pend_put(c, (uint32_t)tag);
+		c->cur = e;
+		c->cur_local = false;
+		*ret_cqe = e;
+		return 0;
+	}
+}
+
+void kvs_cqe_seen(struct kvs_client *c, struct kvs_cqe *cqe)
+{
+	if (!c->cur || cqe != c->cur)
+		return;
+	if (c->cur_local) {
+		c->lq_head = (c->lq_head + 1) % c->lq_cap;
+		c->lq_n--;
+	} else {
+		shmq_cons_release(&c->cq, 1);
+	}
+	c->cur = NULL;
+}
+
+int kvs_wait_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe, int timeout_ms)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ns() + (uint64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		int r = kvs_peek_cqe(c, ret_cqe);
+		uint64_t now;
+
+		if (r != -EAGAIN)
+			return r;
+		if (c->dead && c->lq_n == 0)
+			return -ECONNRESET; /* nothing pending can ever complete */
+		now = mono_ns();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = client_wait(c, deadline - now > (uint64_t)INT64_MAX ? INT64_MAX :
+							      (int64_t)(deadline - now));
+		if (r < 0 && r != -ETIMEDOUT)
+			return r;
+	}
+}
+
+unsigned kvs_pending(const struct kvs_client *c)
+{
+	return c->pend_cap - c->pend_nfree + c->lq_n;
+}
+
+int kvs_connected(struct kvs_client *c)
+{
+	return peer_alive(c) ? 1 : 0;
+}
+
+int kvs_session_info(const struct kvs_client *c, struct kvs_session_info *ret)
+{
+	*ret = c->info;
+	return 0;
+}
+
+/* ---- submission ---------------------------------------------------- */
+
+struct kvs_sqe *kvs_get_sqe(struct kvs_client *c)
+{
+	struct kvs_sqe *sqe;
+	uint32_t idx, slot;
+
+	if (c->pend_nfree == 0)
+		return NULL;
+	if (c->dead) {
+		if (c->sq_reserved == c->info.sq_entries)
+			return NULL;
+		sqe = &c->dead_sqes[c->sq_reserved];
+	} else {
+		if (shmq_prod_reserve(&c->sq, 1, &idx) != 1)
+			return NULL; /* full (or a corrupt head: found at the next wait) */
+		sqe = shmq_ring_entry(&c->sq, idx);
+		c->arg_end[idx & (c->info.sq_entries - 1)] = c->arg_tail;
+	}
+	slot = c->pend_free[--c->pend_nfree];
+	c->pend[slot].used = 1;
+	c->pend[slot].user_data = 0;
+	c->reserved_tags[c->sq_reserved++] = slot;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->user_data = ((uint64_t)c->pend[slot].gen << 32) | slot;
+	return sqe;
+}
+
+/* A failed prep gives its SQE back (always the newest one). */
+static int cancel_sqe(struct kvs_client *c, int err)
+{
+	uint32_t slot = c->reserved_tags[--c->sq_reserved];
+
+	pend_put(c, slot);
+	if (!c->dead)
+		shmq_prod_cancel(&c->sq, 1);
+	return err;
+}
+
+/* Reclaim arguments of SQEs kvstashd has consumed (their head passed them). */
+static void reclaim_args(struct kvs_client *c)
+{
+	int inflight = shmq_prod_inflight(&c->sq);
+	uint32_t head;
+
+	if (inflight < 0)
+		return;
+	head = c->sq_tail - (uint32_t)inflight;
+	if (head != c->sq_freed) {
+		c->arg_head = c->arg_end[(head - 1) & (c->info.sq_entries - 1)];
+		c->sq_freed = head;
+	}
+	if (c->sq_reserved == 0 && inflight == 0)
+		c->arg_head = c->arg_tail; /* nothing outstanding at all */
+}
+
+static int alloc_args(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t len, void **ret)
+{
+	uint64_t pos, size = c->args_size;
+
+	if (len > size)
+		return -E2BIG;
+	for (int pass = 0; pass < 2; pass++) {
+		pos = (c->arg_tail + KVS_ARG_ALIGN - 1) & ~(uint64_t)(KVS_ARG_ALIGN - 1);
+		if (pos % size + len > size)
+			pos += size - pos % size; /* does not fit before the end: wrap */
+		if (pos + len - c->arg_head <= size)
+			break;
+		if (pass)
+			return -ENOSPC;
+		reclaim_args(c);
+	}
+	c->arg_tail = pos + len;
+	if (!c->dead) {
+		/* This SQE's slot: its arguments end here. */
+		uint32_t idx = (uint32_t)((uint8_t *)sqe - (uint8_t *)shmq_ring_entry(&c->sq, 0)) /
+			       sizeof(*sqe);
+
+		c->arg_end[idx] = c->arg_tail;
+	}
+	sqe->arg_off = (uint32_t)(pos % size);
+	sqe->arg_len = (uint32_t)len;
+	*ret = c->args + pos % size;
+	return 0;
+}
+
+static int prep(struct kvs_client *c, struct kvs_sqe *sqe, uint8_t op, uint32_t n,
+		uint64_t user_data, uint64_t argbytes, void **ret_args)
+{
+	uint32_t slot;
+	int r;
+
+	if (!c->sq_reserved)
+		return -EINVAL;
+	slot = c->reserved_tags[c->sq_reserved - 1];
+	if (argbytes) {
+		if (n == 0)
+			return cancel_sqe(c, -EINVAL);
+		if (n > c->info.max_keys)
+			return cancel_sqe(c, -E2BIG);
+		if (c->dead) {
+			/* Arguments will never be read: do not touch the region. */
+			*ret_args = NULL;
+		} else {
+			r = alloc_args(c, sqe, argbytes, ret_args);
+			if (r < 0)
+				return cancel_sqe(c, r);
+		}
+	}
+	sqe->opcode = op;
+	sqe->count = n;
+	c->pend[slot].user_data = user_data;
+	c->pend[slot].opcode = op;
+	return 0;
+}
+
+int kvs_prep_nop(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t user_data)
+{
+	return prep(c, sqe, KVS_OP_NOP, 0, user_data, 0, NULL);
+}
+
+int kvs_prep_save(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys,
+		  const uint32_t *block_ids, uint32_t n, uint64_t user_data)
+{
+	uint8_t *a = NULL;
+	int r = prep(c, sqe, KVS_OP_SAVE, n, user_data, (uint64_t)n * (KVS_KEY_SIZE + 4),
+		     (void **)&a);
+
+	if (r == 0 && a) {
+		memcpy(a, keys, (size_t)n * KVS_KEY_SIZE);
+		memcpy(a + (size_t)n * KVS_KEY_SIZE, block_ids, (size_t)n * 4);
+	}
+	return r;
+}
+
+int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, uint32_t n,
+		   uint64_t req_id, uint32_t flags, uint64_t user_data)
+{
+	uint8_t *a = NULL;
+	int r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_KEY_SIZE, (void **)&a);
+
+	if (r == 0) {
+		if (a)
+			memcpy(a, keys, (size_t)n * KVS_KEY_SIZE);
+		sqe->req_id = req_id;
+		sqe->flags = (uint8_t)flags;
+	}
+	return r;
+}
+
+int kvs_prep_load(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
+		  const uint32_t *block_ids, uint32_t n, uint32_t layer_begin, uint32_t layer_count,
+		  uint64_t user_data)
+{
+	uint8_t *a = NULL;
+	int r = prep(c, sqe, KVS_OP_LOAD, n, user_data, (uint64_t)n * 4, (void **)&a);
+
+	if (r == 0) {
+		if (a)
+			memcpy(a, block_ids, (size_t)n * 4);
+		sqe->lease = lease;
+		sqe->layer_begin = layer_begin;
+		sqe->layer_count = layer_count;
+	}
+	return r;
+}
+
+int kvs_prep_release(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
+		     uint64_t user_data)
+{
+	int r = prep(c, sqe, KVS_OP_RELEASE, 0, user_data, 0, NULL);
+
+	if (r == 0)
+		sqe->lease = lease;
+	return r;
+}
+
+int kvs_prep_flush(struct kvs_client *c, struct kvs_sqe *sqe, uint32_t flags, uint64_t user_data)
+{
+	int r = prep(c, sqe, KVS_OP_FLUSH, 0, user_data, 0, NULL);
+
+	if (r == 0)
+		sqe->flags = (uint8_t)flags;
+	return r;
+}
+
+int kvs_submit(struct kvs_client *c)
+{
+	uint32_t n = c->sq_reserved;
+
+	if (n == 0)
+		return 0;
+	c->sq_reserved = 0;
+	if (c->dead) {
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t slot = c->reserved_tags[i];
+			struct local_cqe l = { { 0 } };
+
+			l.cqe.user_data = c->pend[slot].user_data;
+			l.cqe.res = -ECONNRESET;
+			l.cqe.flags = KVS_CQE_LOCAL;
+			l.tag = ((uint64_t)c->pend[slot].gen << 32) | slot;
+			pend_put(c, slot);
+			client_defer(c, &l);
+		}
+		return (int)n;
+	}
+	/* One store-release of the tail for the batch; a futex wake only if the worker sleeps. */
+	shmq_prod_commit(&c->sq, 0);
+	c->sq_tail += n;
+	return (int)n;
+}
+
+/* ---- connect ------------------------------------------------------- */
+
+static int say_hello(struct kvs_client *c)
+{
+	struct kvs_msg_hello h;
+	struct kvs_msg_hello_reply rep;
+	struct shmq_region *region = NULL;
+	void *args;
+	uint64_t argsz;
+	int fd = -1;
+	ssize_t n;
+	int r;
+
+	memset(&h, 0, sizeof(h));
+	h.hdr.type = KVS_MSG_HELLO;
+	h.hdr.size = sizeof(h);
+	h.rev_major = KVS_WIRE_MAJOR;
+	h.rev_minor = KVS_WIRE_MINOR;
+	h.role = c->opts.role;
+	h.tp_rank = c->opts.tp_rank;
+	h.tp_size = c->opts.tp_size;
+	h.world_size = c->opts.world_size ? c->opts.world_size : c->opts.tp_size;
+	h.device_kind = c->opts.device_kind;
+	memcpy(h.device_uuid, c->opts.device_uuid, sizeof(h.device_uuid));
+	h.sq_entries = c->opts.sq_entries;
+	h.cq_entries = c->opts.cq_entries;
+	h.arg_bytes = c->opts.arg_bytes;
+	memcpy(h.instance, c->instance, sizeof(h.instance));
+	memcpy(h.ns, c->ns, sizeof(h.ns));
+
+	memset(&rep, 0, sizeof(rep));
+	n = client_request(c, &h, sizeof(h), NULL, 0, &rep, sizeof(rep), &fd);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n < sizeof(struct kvs_msg_reply))
+		r = -EBADMSG;
+	else if (rep.r.status < 0)
+		r = rep.r.status;
+	else if ((size_t)n < sizeof(rep) || rep.r.hdr.type != KVS_MSG_HELLO_REPLY)
+		r = -EBADMSG;
+	else
+		r = 0;
+	if (r < 0) {
+		rep.r.text[sizeof(rep.r.text) - 1] = '\0';
+		client_log(c, KVS_LOG_ERR, "kvstashd refused the session: %s (%s)",
+			   rep.r.text[0] ? rep.r.text : "no reason given", kvs_strerror(r));
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	c->info = (struct kvs_session_info){
+		.session_id = rep.session_id,
+		.sq_entries = rep.sq_entries,
+		.cq_entries = rep.cq_entries,
+		.arg_bytes = rep.arg_bytes,
+		.max_keys = rep.max_keys,
+		.max_inflight = rep.max_inflight,
+		.max_layers = rep.max_layers,
+		.lease_ttl_ms = rep.lease_ttl_ms,
+		.daemon_rev_major = rep.r.rev_major,
+		.daemon_rev_minor = rep.r.rev_minor,
+	};
+	if (c->opts.role == KVS_ROLE_ADMIN)
+		return 0;
+	if (fd < 0)
+		return -EBADMSG;
+	r = shmq_region_attach(fd, KVS_REGION_MAGIC, &region);
+	close(fd);
+	if (r < 0) {
+		client_log(c, KVS_LOG_ERR, "cannot attach the session region: %s", strerror(-r));
+		return r;
+	}
+	r = shmq_ring_init(&c->sq, region, KVS_PART_SQ, SHMQ_PRODUCER);
+	if (!r)
+		r = shmq_ring_init(&c->cq, region, KVS_PART_CQ, SHMQ_CONSUMER);
+	if (!r)
+		r = shmq_region_area(region, KVS_PART_ARGS, &args, &argsz);
+	if (!r && (shmq_ring_capacity(&c->sq) != c->info.sq_entries ||
+		   shmq_ring_capacity(&c->cq) != c->info.cq_entries))
+		r = -EBADMSG;
+	if (r < 0) {
+		shmq_region_destroy(region);
+		return r;
+	}
+	c->region = region;
+	c->args = args;
+	c->args_size = argsz;
+	return 0;
+}
+
+static int alloc_state(struct kvs_client *c)
+{
+	uint32_t cap = c->info.max_inflight ? c->info.max_inflight : 1;
+
+	free(c->pend);
+	free(c->pend_free);
+	free(c->lq);
+	free(c->arg_end);
+	free(c->reserved_tags);
+	free(c->dead_sqes);
+	c->pend_cap = cap;
+	c->pend = calloc(cap, sizeof(*c->pend));
+	c->pend_free = calloc(cap, sizeof(*c->pend_free));
+	c->lq_cap = cap + 1;
+	c->lq = calloc(c->lq_cap, sizeof(*c->lq));
+	c->arg_end = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(*c->arg_end));
+	c->reserved_tags = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(uint32_t));
+	c->dead_sqes = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(struct kvs_sqe));
+	if (!c->pend || !c->pend_free || !c->lq || !c->arg_end || !c->reserved_tags ||
+	    !c->dead_sqes)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < cap; i++)
+		c->pend_free[i] = cap - 1 - i;
+	c->pend_nfree = cap;
+	c->lq_head = c->lq_n = 0;
+	c->arg_head = c->arg_tail = 0;
+	c->sq_tail = c->sq_freed = 0;
+	c->sq_reserved = 0;
+	c->cur = NULL;
+	return 0;
+}
+
+static int open_socket(struct kvs_client *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	memcpy(sa.sun_path, c->path, sizeof(c->path));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int err = -errno;
+
+		close(fd);
+		client_log(c, KVS_LOG_ERR, "cannot connect to %s: %s", c->path, strerror(-err));
+		return err;
+	}
+	c->fd = fd;
+	c->dead = false;
+	return 0;
+}
+
+static int start_session(struct kvs_client *c)
+{
+	int r = open_socket(c);
+
+	if (r < 0)
+		return r;
+	r = say_hello(c);
+	if (r == 0)
+		r = alloc_state(c);
+	if (r < 0) {
+		close(c->fd);
+		c->fd = -1;
+		shmq_region_destroy(c->region);
+		c->region = NULL;
+		c->dead = true;
+	}
+	return r;
+}
+
+int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
+		struct kvs_client **ret_client)
+{
+	struct kvs_client *c;
+	int r;
+
+	if (!opts || !ret_client)
+		return -EINVAL;
+	if (!path)
+		path = getenv("KVSTASH_SOCKET");
+	if (!path)
+		path = KVS_DEFAULT_SOCKET;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fd = -1;
+	c->opts = *opts;
+	if (c->opts.timeout_ms <= 0)
+		c->opts.timeout_ms = 5000;
+	if (strlen(path) >= sizeof(c->path) ||
+	    (opts->role != KVS_ROLE_ADMIN &&
+	     (!opts->instance || !opts->ns || strlen(opts->instance) >= sizeof(c->instance) ||
+	      strlen(opts->ns) >= sizeof(c->ns)))) {
+		client_log(c, KVS_LOG_ERR, "socket path, instance and namespace are required and bounded");
+		free(c);
+		return -EINVAL;
+	}
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	if (opts->instance)
+		snprintf(c->instance, sizeof(c->instance), "%s", opts->instance);
+	if (opts->ns)
+		snprintf(c->ns, sizeof(c->ns), "%s", opts->ns);
+	c->opts.instance = c->instance;
+	c->opts.ns = c->ns;
+	r = start_session(c);
+	if (r < 0) {
+		kvs_close(c);
+		return r;
+	}
+	*ret_client = c;
+	return 0;
+}
+
+int kvs_reconnect(struct kvs_client *c)
+{
+	struct local_cqe *keep = NULL;
+	uint32_t nkeep = 0;
+	int r;
+
+	/* Everything pending of the old session completes with -ECONNRESET. */
+	client_mark_dead(c);
+	if (c->cur)
+		return -EBUSY; /* a CQE is being looked at: kvs_cqe_seen() it first */
+	if (c->lq_n) {
+		keep = malloc(c->lq_n * sizeof(*keep));
+		if (!keep)
+			return -ENOMEM;
+		while (c->lq_n) {
+			keep[nkeep++] = c->lq[c->lq_head];
+			c->lq_head = (c->lq_head + 1) % c->lq_cap;
+			c->lq_n--;
+		}
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	shmq_region_destroy(c->region);
+	c->region = NULL;
+	r = start_session(c);
+	if (r == 0 && c->registered)
+		r = client_send_registration(c);
+	for (uint32_t i = 0; i < nkeep && c->lq; i++) {
+		/* Old completions keep no slot: their tags cannot match anything new. */
+		keep[i].tag = UINT64_MAX;
+		if (c->lq_n < c->lq_cap)
+			client_defer(c, &keep[i]);
+	}
+	free(keep);
+	return r;
+}
+
+void kvs_close(struct kvs_client *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0 && !c->dead) {
+		struct kvs_msg_hdr bye = { .type = KVS_MSG_GOODBYE, .size = sizeof(bye) };
+
+		/* Best effort: kvstashd cleans up on EOF all the same. */
+		wireio_send(c->fd, &bye, sizeof(bye), NULL, 0, MSG_DONTWAIT);
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	shmq_region_destroy(c->region);
+	client_free_registration(c);
+	free(c->pend);
+	free(c->pend_free);
+	free(c->lq);
+	free(c->arg_end);
+	free(c->reserved_tags);
+	free(c->dead_sqes);
+	free(c);
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* libkvstash internals shared by client.c, register.c and sync.c. */
+#ifndef KVS_CLIENT_H
+#define KVS_CLIENT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shmq/shmq.h>
+#include <kvstash/kvstash.h>
+
+struct pending {
+	uint64_t user_data;
+	uint32_t gen;
+	uint8_t used;
+	uint8_t opcode;
+};
+
+struct local_cqe {
+	struct kvs_cqe cqe; /* user_data already the application's */
+	uint64_t tag;	    /* the library's tag, for the sync helpers */
+};
+
+struct kvs_client {
+	char path[108];
+	struct kvs_connect_opts opts;
+	char instance[KVS_NAME_MAX];
+	char ns[KVS_NS_MAX];
+	int fd;
+	bool dead;
+	uint32_t seq;
+	struct kvs_session_info info;
+
+	struct shmq_region *region;
+	struct shmq_ring sq; /* producer */
+	struct shmq_ring cq; /* consumer */
+	uint8_t *args;
+	uint64_t args_size;
+	uint64_t arg_head;    /* free-running: bytes below are free again */
+	uint64_t arg_tail;    /* free-running: next byte to hand out */
+	uint64_t *arg_end;    /* per SQ slot: arg_tail once that SQE was prepared */
+	uint32_t sq_tail;     /* committed SQ tail (free-running) */
+	uint32_t sq_freed;    /* SQ index up to which arguments were reclaimed */
+	uint32_t sq_reserved; /* SQEs handed out, not yet submitted */
+	uint32_t *reserved_tags; /* tags of those, in order */
+
+	struct pending *pend;
+	uint32_t *pend_free;
+	uint32_t pend_cap, pend_nfree;
+
+	struct local_cqe *lq; /* completions made or kept by the library */
+	uint32_t lq_head, lq_n, lq_cap;
+	struct kvs_cqe *cur;  /* handed out by peek, not yet seen */
+	bool cur_local;
+
+	struct kvs_sqe *dead_sqes; /* handed out after kvstashd died */
+
+	/* kept for kvs_reconnect() */
+	bool registered;
+	struct kvs_mem *reg_mems;
+	struct kvs_layer *reg_layers;
+	unsigned reg_nr_mems, reg_nr_layers;
+	uint32_t reg_flags;
+};
+
+void client_log(struct kvs_client *c, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * One request/reply exchange on the socket.  @reply receives up to @cap
+ * bytes; a reply fd (HELLO) goes to *@ret_fd when non-NULL.  Returns the
+ * reply length or -errno (-ECONNRESET when kvstashd went away).
+ */
+ssize_t client_request(struct kvs_client *c, void *msg, size_t len, const int *fds, unsigned nfds,
+		       void *reply, size_t cap, int *ret_fd);
+
+/* kvstashd is gone: complete everything pending locally. */
+void client_mark_dead(struct kvs_client *c);
+
+/* Pop one completion (ring or local) as a copy, with its tag.  0 or -EAGAIN. */
+int client_reap(struct kvs_client *c, struct local_cqe *ret);
+/* Keep a completion for later peeks. */
+void client_defer(struct kvs_client *c, const struct local_cqe *l);
+/* Sleep until a completion may be there, up to @timeout_ns, noticing death. */
+int client_wait(struct kvs_client *c, int64_t timeout_ns);
+
+void client_free_registration(struct kvs_client *c);
+int client_send_registration(struct kvs_client *c);
+
+#endif /* KVS_CLIENT_H */

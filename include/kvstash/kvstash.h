@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libkvstash: what an inference engine links to use kvstashd.
+ *
+ * In the spirit of liburing: connect (handshake over the Unix socket, map
+ * the session region), register the KV memory once, then get SQEs, prepare
+ * them, submit (a store into shared memory; a syscall only when the
+ * daemon's I/O worker sleeps), and reap CQEs.  See libkvstash(3) and
+ * kvstash(7).
+ *
+ *   struct kvs_client *c;
+ *   struct kvs_connect_opts o;
+ *   kvs_connect_opts_init(&o);
+ *   o.instance = "vllm-0"; o.ns = "qwen3-8b/bf16/pf16";
+ *   if (kvs_connect("/run/kvstash/kvstash.sock", &o, &c) < 0) ...
+ *   kvs_register(c, mems, 1, layers, 36, 0);
+ *   struct kvs_sqe *sqe = kvs_get_sqe(c);
+ *   kvs_prep_save(c, sqe, keys, block_ids, n, 42);
+ *   kvs_submit(c);
+ *   struct kvs_cqe *cqe;
+ *   kvs_wait_cqe(c, &cqe, 1000);  ... cqe->res ...  kvs_cqe_seen(c, cqe);
+ *
+ * Errors: functions return 0 / a count, or -errno; ret_* outputs are left
+ * untouched on failure.  The library never prints or exits; it reports
+ * through return values and the optional log callback.
+ *
+ * Death: if kvstashd goes away, every operation still pending, and every
+ * one submitted later, completes with res = -ECONNRESET (flag
+ * KVS_CQE_LOCAL) from the library itself, found by the wait functions
+ * within KVS_DEATH_POLL_MS.  kvs_reconnect() then starts a new session.
+ *
+ * Thread safety: a kvs_client is not thread-safe.  One thread at a time
+ * may call into a given client (as with a liburing ring); use one client
+ * per thread, or serialise with your own lock.  Different clients are
+ * independent.
+ *
+ *   call                                 external locking needed
+ *   kvs_connect, kvs_connect_opts_init   no
+ *   everything taking a kvs_client       yes, per client
+ *   kvs_version, kvs_strerror            no
+ */
+#ifndef KVSTASH_KVSTASH_H
+#define KVSTASH_KVSTASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvstash/abi.h>
+#include <kvstash/wire.h>
+#include <kvstash/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvs_client;
+
+#define KVS_DEFAULT_SOCKET "/run/kvstash/kvstash.sock"
+#define KVS_DEATH_POLL_MS 20 /* a waiter checks the socket this often */
+
+/* Log levels for the callback (syslog numbering). */
+#define KVS_LOG_ERR 3
+#define KVS_LOG_WARNING 4
+#define KVS_LOG_INFO 6
+#define KVS_LOG_DEBUG 7
+
+typedef void (*kvs_log_fn)(void *arg, int level, const char *msg);
+
+struct kvs_connect_opts {
+	uint32_t role;		 /* KVS_ROLE_WORKER (default) or _SCHEDULER */
+	uint32_t tp_rank;	 /* default 0 */
+	uint32_t tp_size;	 /* default 1 */
+	uint32_t world_size;	 /* default tp_size */
+	uint32_t device_kind;	 /* KVS_DEVICE_HOST (default) or _CUDA */
+	uint8_t device_uuid[16]; /* KVS_DEVICE_CUDA: the GPU's UUID */
+	const char *instance;	 /* required: names the engine instance */
+	const char *ns;		 /* required: model, dtype and layout */
+	uint32_t sq_entries;	 /* 0: the daemon's default */
+	uint32_t cq_entries;	 /* 0: 2 x sq_entries */
+	uint64_t arg_bytes;	 /* 0: the daemon's default */
+	int timeout_ms;		 /* socket requests; default 5000 */
+	kvs_log_fn log;		 /* optional */
+	void *log_arg;
+	uint64_t resv[4];
+};
+
+/* Fill @opts with the defaults above. */
+void kvs_connect_opts_init(struct kvs_connect_opts *opts);
+
+/*
+ * Connect to kvstashd at @path (NULL: KVS_DEFAULT_SOCKET or $KVSTASH_SOCKET),
+ * say HELLO, map the session region.  Returns 0 or -errno:
+ *   -ENOENT / -ECONNREFUSED  no daemon
+ *   -EPROTONOSUPPORT         the daemon speaks another wire major
+ *   -EACCES                  refused by the daemon's allow-list
+ *   -EUSERS                  the daemon's session limit is reached
+ *   -EINVAL                  bad options (the log callback says which)
+ *   -ETIMEDOUT               no reply within timeout_ms
+ */
+int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
+		struct kvs_client **ret_client);
+
+/*
+ * Start a new session with the same options after the daemon restarted.
+ * Pending operations of the old session are completed with -ECONNRESET
+ * first (reap them as usual).  If memory was registered, the same
+ * registration is sent again (the library keeps duplicates of its fds).
+ */
+int kvs_reconnect(struct kvs_client *client);
+
+/* Say GOODBYE, unmap, close, free.  Accepts NULL. */
+void kvs_close(struct kvs_client *client);
+
+/* Session facts from the HELLO reply. */
+struct kvs_session_info {
+	uint64_t session_id;
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint64_t arg_bytes;
+	uint32_t max_keys;
+	uint32_t max_inflight;
+	uint32_t max_layers;
+	uint32_t lease_ttl_ms;
+	uint16_t daemon_rev_major;
+	uint16_t daemon_rev_minor;
+	uint32_t resv0;
+};
+int kvs_session_info(const struct kvs_client *client, struct kvs_session_info *ret_info);
+
+/* 1 while the session is up, 0 once the library has seen kvstashd go. */
+int kvs_connected(struct kvs_client *client);
+
+/* ---- registration ------------------------------------------------ */
+
+/* One allocation of engine KV memory. */
+struct kvs_mem {
+	uint32_t kind; /* KVS_MEM_HOST_FD, KVS_MEM_CUDA_IPC, KVS_MEM_CUDA_VMM_FD */
+	int fd;	       /* fd kinds: the library sends a duplicate */
+	uint64_t size; /* bytes */
+	uint8_t ipc_handle[KVS_IPC_HANDLE_SIZE]; /* KVS_MEM_CUDA_IPC */
+};
+
+/* One layer's view into an allocation; see struct kvs_wire_layer. */
+struct kvs_layer {
+	const char *name;
+	uint32_t mem; /* index into the mems array */
+	uint32_t segments;
+	uint64_t offset;
+	uint32_t num_blocks;
+	uint64_t segment_bytes;
+	uint64_t kv_stride;
+	uint64_t block_stride;
+};
+
+/*
+ * Register the engine's KV memory (workers only).  @flags:
+ * KVS_REGISTER_REPLICATED.  The daemon validates every view against its
+ * allocation; returns 0 or the daemon's -errno (-EINVAL, -ERANGE,
+ * -EOVERFLOW, -EEXIST for a duplicate name, -EXDEV for geometry that
+ * differs from another rank's, -E2BIG above max_layers, ...).  The reason
+ * goes to the log callback.
+ */
+int kvs_register(struct kvs_client *client, const struct kvs_mem *mems, unsigned nr_mems,
+		 const struct kvs_layer *layers, unsigned nr_layers, uint32_t flags);
+
+/* Flush this session's saves, then drop the mappings.  Idempotent. */
+int kvs_unregister(struct kvs_client *client);
+
+/* ---- submission -------------------------------------------------- */
+
+/*
+ * Next free SQE, zeroed, or NULL when the SQ is full or max_inflight
+ * operations are pending (reap CQEs, then retry).  Prepare it at once
+ * with one kvs_prep_*(); a prep that fails gives the SQE back.
+ */
+struct kvs_sqe *kvs_get_sqe(struct kvs_client *client);
+
+/*
+ * Prepare helpers.  Arguments are copied into the session's argument
+ * area (-ENOSPC when it has no room until earlier SQEs are consumed;
+ * -E2BIG when @n exceeds max_keys; -EINVAL for n == 0 where it needs n).
+ */
+int kvs_prep_nop(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t user_data);
+int kvs_prep_save(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,
+		  const uint32_t *block_ids, uint32_t n, uint64_t user_data);
+int kvs_prep_query(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys, uint32_t n,
+		   uint64_t req_id, uint32_t flags, uint64_t user_data);
+int kvs_prep_load(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t lease,
+		  const uint32_t *block_ids, uint32_t n, uint32_t layer_begin, uint32_t layer_count,
+		  uint64_t user_data);
+int kvs_prep_release(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t lease,
+		     uint64_t user_data);
+int kvs_prep_flush(struct kvs_client *client, struct kvs_sqe *sqe, uint32_t flags,
+		   uint64_t user_data);
+
+/*
+ * Publish every prepared SQE (one index store) and wake the I/O worker if
+ * it sleeps.  Returns the number submitted.  After kvstashd died, the
+ * SQEs are completed locally with -ECONNRESET and the count is returned
+ * all the same.
+ */
+int kvs_submit(struct kvs_client *client);
+
+/* ---- completion -------------------------------------------------- */
+
+/*
+ * The oldest unseen completion, or -EAGAIN when there is none.  The CQE
+ * stays valid until kvs_cqe_seen().  user_data is the value given to the
+ * prep helper.
+ */
+int kvs_peek_cqe(struct kvs_client *client, struct kvs_cqe **ret_cqe);
+
+/*
+ * Like kvs_peek_cqe() but sleeps up to @timeout_ms (-1: for ever, still
+ * waking every KVS_DEATH_POLL_MS to notice a dead daemon).  -ETIMEDOUT when
+ * nothing completed.
+ */
+int kvs_wait_cqe(struct kvs_client *client, struct kvs_cqe **ret_cqe, int timeout_ms);
+
+/* Mark the CQE from peek/wait consumed. */
+void kvs_cqe_seen(struct kvs_client *client, struct kvs_cqe *cqe);
+
+/* Operations submitted and not yet reaped. */
+unsigned kvs_pending(const struct kvs_client *client);
+
+/* ---- blocking helpers (tests and simple engines) ------------------ */
+
+/*
+ * Each submits one operation and waits up to @timeout_ms for its CQE.
+ * Other completions that arrive meanwhile are kept for later peeks.
+ * Return the CQE's res (>= 0) or -errno; optional outputs as named.
+ */
+int kvs_nop_sync(struct kvs_client *client, int timeout_ms);
+int kvs_save_sync(struct kvs_client *client, const void *keys, const uint32_t *block_ids,
+		  uint32_t n, int timeout_ms, uint64_t *ret_stored, uint64_t *ret_skipped);
+int kvs_query_sync(struct kvs_client *client, const void *keys, uint32_t n, uint64_t req_id,
+		   uint32_t flags, int timeout_ms, uint64_t *ret_lease);
+int kvs_load_sync(struct kvs_client *client, uint64_t lease, const uint32_t *block_ids,
+		  uint32_t n, uint32_t layer_begin, uint32_t layer_count, int timeout_ms);
+int kvs_release_sync(struct kvs_client *client, uint64_t lease, int timeout_ms);
+int kvs_flush_sync(struct kvs_client *client, uint32_t flags, int timeout_ms);
+
+/* ---- host memory ---------------------------------------------------- */
+
+/*
+ * Allocate @size bytes of shareable host memory for a CPU engine's KV
+ * cache: a memfd sealed against shrinking (kvstashd refuses memory that
+ * could shrink under its copies), mapped here.  Register it as
+ * KVS_MEM_HOST_FD with the returned fd.  Returns 0 or -errno.
+ */
+int kvs_host_alloc(uint64_t size, int *ret_fd, void **ret_ptr);
+void kvs_host_free(int fd, void *ptr, uint64_t size);
+
+/* ---- misc --------------------------------------------------------- */
+
+/* strerror() with kvstash's meanings (e.g. KVS_EUNSEALED).  Takes errno or -errno. */
+const char *kvs_strerror(int err);
+
+/* The library's version string; compare with KVSTASH_VERSION. */
+const char *kvs_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVSTASH_KVSTASH_H */

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvstashd configuration: an INI file (inih) plus command-line overrides
+ * of every key.  One table (config.c) names each key, its type, default
+ * and help; the parser, the overrides, --check-config and the man page
+ * all follow it.
+ */
+#ifndef KVS_CONFIG_H
+#define KVS_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define CONFIG_MAX_IDS 64
+
+struct id_list {
+	unsigned n;
+	uint32_t ids[CONFIG_MAX_IDS];
+};
+
+struct kvs_config {
+	/* [server] */
+	char *socket_path;
+	char *socket_group;
+	uint32_t socket_mode;
+	uint32_t dir_mode;
+	struct id_list allow_uids;
+	struct id_list allow_gids;
+	uint32_t max_sessions;
+	uint32_t max_sessions_per_uid;
+
+	/* [session] */
+	uint32_t sq_entries;
+	uint32_t sq_entries_max;
+	uint64_t arg_bytes;
+	uint64_t arg_bytes_max;
+	uint32_t max_keys;
+	uint32_t max_inflight;
+	uint32_t max_layers;
+	uint32_t max_namespaces;
+
+	/* [pool] */
+	uint64_t pool_size;
+	bool hugepages;
+	char *numa;		/* "auto", "off", or a node list "0,1" */
+	uint32_t prefault_threads;
+	uint64_t extent_size;	/* 0: automatic */
+	uint32_t partial_timeout_ms;
+
+	/* [lease] */
+	uint32_t lease_ttl_ms;
+	uint32_t max_leases;	/* per instance */
+
+	/* [worker] */
+	uint32_t spin_us;
+	uint32_t copy_threads;
+	uint64_t inline_copy_bytes;
+
+	/* [log] */
+	int log_level;
+	char *log_target;	/* stderr, syslog, file */
+	char *log_file;
+};
+
+/* Defaults into @cfg (strings allocated).  */
+int config_init(struct kvs_config *cfg);
+void config_free(struct kvs_config *cfg);
+
+/*
+ * Parse @path into @cfg.  Missing file: -ENOENT unless !@must_exist.
+ * Errors (unknown section or key, bad value) are written into @err as
+ * "FILE:LINE: [section] key: reason" and return -EINVAL.
+ */
+int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char *err,
+		size_t errlen);
+
+/* "section.key=value" or section, key, value: one override. */
+int config_set(struct kvs_config *cfg, const char *section, const char *key, const char *value,
+	       char *err, size_t errlen);
+int config_set_assignment(struct kvs_config *cfg, const char *assign, char *err, size_t errlen);
+
+/* Cross-key checks after everything is set (e.g. sq_entries <= max). */
+int config_validate(const struct kvs_config *cfg, char *err, size_t errlen);
+
+/* Print the effective configuration as a loadable INI file. */
+void config_print(const struct kvs_config *cfg, FILE *f);
+
+/* Iterate keys for option generation: returns NULL past the end. */
+struct config_key_info {
+	const char *section;
+	const char *key;
+	const char *help;
+};
+const struct config_key_info *config_key_at(unsigned i);
+
+/* Parsers shared with the CLI (sizes "4G", durations "600s"). */
+int parse_size(const char *s, uint64_t *ret);
+int parse_duration_ms(const char *s, uint32_t *ret);
+
+#endif /* KVS_CONFIG_H */

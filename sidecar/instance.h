@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Instances: the ranks of one engine instance (its tp_size worker
+ * sessions, plus any scheduler sessions) under one name.  An instance is
+ * sealed once all world_size ranks have registered; data operations need
+ * a sealed instance.  Leases are scoped to an instance.
+ *
+ * Locking: the table lock guards membership and registration counts (the
+ * control thread changes them); `sealed` is read by I/O workers with
+ * load-acquire.  References: sessions and leases; the last put frees.
+ */
+#ifndef KVS_INSTANCE_H
+#define KVS_INSTANCE_H
+
+#include <stdbool.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include <urcu/list.h>
+
+#include <kvstash/wire.h>
+
+struct session;
+struct nspace;
+
+struct instance {
+	uint32_t id; /* scopes leases; a recreated instance gets a new id */
+	char name[KVS_NAME_MAX];
+	struct nspace *ns;
+	uint32_t tp_size;
+	uint32_t world_size;
+	uint32_t refs;	     /* table lock */
+	uint32_t registered; /* ranks with memory registered */
+	uint32_t leases;     /* live leases (atomic) */
+	uint8_t sealed;	     /* release/acquire: see instance_register() */
+	uint64_t fingerprint;
+	struct session **ranks; /* worker session per tp rank */
+	struct cds_list_head sessions; /* all sessions, schedulers too */
+	struct cds_list_head node;
+	/* SAVEs in flight in the whole instance, oldest first: FLUSH_INSTANCE */
+	pthread_mutex_t save_lock;
+	struct cds_list_head saves;
+	uint64_t save_next;
+};
+
+void instance_table_init(void);
+
+/*
+ * Join (creating if needed) instance @name.  Workers take their rank's
+ * place: -EADDRINUSE if taken; the namespace, tp_size and world_size must
+ * match the instance's (-EXDEV).  Returns a reference.
+ */
+int instance_join(struct session *s, char *why, size_t wl, struct instance **ret);
+void instance_leave(struct session *s);
+
+/*
+ * A rank registered / unregistered.  Registration checks the geometry
+ * fingerprint against the other ranks' (-EXDEV).  Returns 1 when the
+ * instance just became sealed.
+ */
+int instance_register(struct instance *inst, uint64_t fingerprint, char *why, size_t wl);
+void instance_unregister(struct instance *inst);
+
+void instance_get(struct instance *inst);
+void instance_put(struct instance *inst);
+
+static inline bool instance_sealed(const struct instance *inst)
+{
+	/* Pairs with the store-release in instance_register(). */
+	return __atomic_load_n(&inst->sealed, __ATOMIC_ACQUIRE);
+}
+
+/* Call @fn for every session of the instance (under the table lock). */
+void instance_for_each_session(struct instance *inst, void (*fn)(struct session *, void *),
+			       void *arg);
+
+unsigned instance_count(void);
+
+/*
+ * Instance-wide SAVE ordering for FLUSH with KVS_FLUSH_INSTANCE: each
+ * SAVE enters with a sequence number and leaves when stored; a flush waits
+ * until nothing older than its mark is left.
+ */
+struct save_mark {
+	struct cds_list_head node;
+	uint64_t seq;
+};
+void instance_save_enter(struct instance *inst, struct save_mark *m);
+void instance_save_leave(struct instance *inst, struct save_mark *m);
+uint64_t instance_save_mark(struct instance *inst);	  /* the next sequence */
+bool instance_saves_done_before(struct instance *inst, uint64_t mark);
+
+#endif /* KVS_INSTANCE_H */

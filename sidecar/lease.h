@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Leases: a QUERY with hits pins the hit blocks under a lease, so they
+ * cannot be evicted before the instance's ranks load them.  A lease is
+ * scoped to one instance, has world_size consumers (one LOAD per rank)
+ * and a TTL swept by the control thread.
+ *
+ * Lifetime: the table holds one reference while the lease is live; each
+ * LOAD in progress holds one more.  The blocks are unpinned when the last
+ * reference goes, so a load that is still copying keeps its blocks even
+ * after the lease expired or was consumed by the other ranks.
+ *
+ * Locking: one mutex guards the table; leases are created and consumed
+ * at operation (not block) rate.
+ */
+#ifndef KVS_LEASE_H
+#define KVS_LEASE_H
+
+#include <stdint.h>
+
+#include <urcu/list.h>
+
+struct block;
+struct instance;
+
+struct lease {
+	uint64_t id;
+	struct instance *inst; /* a reference */
+	uint64_t creator;      /* session id */
+	uint64_t expires_ns;
+	uint32_t refs;
+	uint32_t consumers_left;
+	uint32_t nblocks;
+	uint32_t world_size;
+	struct lease *hnext;	     /* hash chain */
+	struct cds_list_head fifo;   /* by expiry (a fixed TTL keeps it sorted) */
+	uint64_t *loaded;	     /* bitmap: ranks that took their LOAD */
+	struct block *blocks[];
+};
+
+struct lease_stats {
+	uint64_t live;
+	uint64_t created;
+	uint64_t expired;
+	uint64_t released;
+	uint64_t consumed;
+};
+
+int lease_table_init(uint32_t ttl_ms, uint32_t max_per_instance);
+void lease_table_fini(void);
+
+/*
+ * A lease over @blocks (already pinned; the lease takes the pins over).
+ * -EBUSY when the instance has max_leases live (the caller unpins).
+ */
+int lease_create(struct instance *inst, uint64_t creator, struct block **blocks, uint32_t n,
+		 uint64_t *ret_id, uint64_t *ret_ttl_ms);
+
+/*
+ * Take rank @rank's share for a LOAD.  -ENOENT unknown/expired/consumed,
+ * -EACCES another instance's, -EALREADY this rank loaded already.  On
+ * success the caller holds a reference: lease_put() after the copy.
+ */
+int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, struct lease **ret);
+void lease_put(struct lease *l);
+
+/* RELEASE: -ENOENT / -EACCES as above. */
+int lease_release(uint64_t id, const struct instance *inst);
+
+/* Expire leases past their TTL; returns how many. */
+unsigned lease_sweep(void);
+
+/* Drop every lease a session created (its death). */
+unsigned lease_drop_creator(uint64_t session_id);
+
+void lease_get_stats(struct lease_stats *ret);
+
+#endif /* KVS_LEASE_H */

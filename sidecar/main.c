@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvstashd: the KV-cache offload sidecar.  See kvstashd(8).
+ *
+ * Exit codes: 0 clean shutdown; 1 runtime failure; 2 bad usage or
+ * configuration; 3 the socket is held by a live daemon.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvstash/wire.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+
+#define DEFAULT_CONFIG SYSCONFDIR "/kvstash/kvstash.conf"
+
+enum {
+	EXIT_RUNTIME = 1,
+	EXIT_USAGE = 2,
+	EXIT_INUSE = 3,
+};
+
+enum {
+	OPT_CHECK = 1000,
+	OPT_VERSION,
+	OPT_KEY_BASE = 2000, /* one generated option per configuration key */
+};
+
+/* "--pool-size": the configuration key of a generated option. */
+static void option_name(const struct config_key_info *k, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s-%s", k->section, k->key);
+	for (char *p = buf; *p; p++)
+		if (*p == '_')
+			*p = '-';
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: kvstashd [OPTIONS]\n"
+		"\n"
+		"KV-cache offload sidecar for LLM inference engines.\n"
+		"\n"
+		"  -c, --config=FILE       configuration file (default %s)\n"
+		"  -o SECTION.KEY=VALUE    set one configuration key (repeatable)\n"
+		"      --SECTION-KEY=VALUE the same, e.g. --pool-size=8G\n"
+		"      --check-config      validate, print the effective configuration, exit\n"
+		"  -h, --help              this text\n"
+		"  -V, --version           print the version\n"
+		"\n"
+		"Configuration keys (kvstash.conf(5)):\n",
+		DEFAULT_CONFIG);
+	for (unsigned i = 0; config_key_at(i); i++) {
+		const struct config_key_info *k = config_key_at(i);
+		char name[64];
+
+		option_name(k, name, sizeof(name));
+		fprintf(f, "  --%s\n      [%s] %s: %s\n", name, k->section, k->key, k->help);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static char names[128][64];
+	struct option opts[160] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, OPT_CHECK },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+	};
+	unsigned nopts = 4, nkeys = 0;
+	const char *config = getenv("KVSTASH_CONFIG");
+	bool check = false, explicit_config = false;
+	struct kvs_config cfg;
+	char err[512];
+	char **sets;
+	unsigned nsets = 0;
+	struct daemon d;
+	int c, r;
+
+	if (!config)
+		config = DEFAULT_CONFIG;
+	else
+		explicit_config = true;
+	while (config_key_at(nkeys) && nkeys < 128) {
+		option_name(config_key_at(nkeys), names[nkeys], sizeof(names[nkeys]));
+		opts[nopts++] = (struct option){ names[nkeys], required_argument, NULL,
+						 OPT_KEY_BASE + (int)nkeys };
+		nkeys++;
+	}
+	sets = calloc((size_t)argc, sizeof(*sets));
+	if (!sets)
+		return EXIT_RUNTIME;
+
+	/* Options first, applied after the file so the command line wins. */
+	while ((c = getopt_long(argc, argv, "c:o:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config = optarg;
+			explicit_config = true;
+			break;
+		case 'o':
+			sets[nsets++] = strdup(optarg);
+			break;
+		case OPT_CHECK:
+			check = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("kvstashd %s (wire %u.%u)\n", PACKAGE_VERSION, KVS_WIRE_MAJOR,
+			       KVS_WIRE_MINOR);
+			return 0;
+		default:
+			if (c >= OPT_KEY_BASE && c < OPT_KEY_BASE + (int)nkeys) {
+				const struct config_key_info *k = config_key_at(c - OPT_KEY_BASE);
+				size_t n = strlen(k->section) + strlen(k->key) + strlen(optarg) + 3;
+				char *s = malloc(n);
+
+				if (!s)
+					return EXIT_RUNTIME;
+				snprintf(s, n, "%s.%s=%s", k->section, k->key, optarg);
+				sets[nsets++] = s;
+				break;
+			}
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kvstashd: unexpected argument '%s'\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+
+	r = config_init(&cfg);
+	if (r < 0) {
+		fprintf(stderr, "kvstashd: %s\n", strerror(-r));
+		return EXIT_RUNTIME;
+	}
+	r = config_load(&cfg, config, explicit_config, err, sizeof(err));
+	for (unsigned i = 0; r == 0 && i < nsets; i++) {
+		char e2[384];
+
+		r = config_set_assignment(&cfg, sets[i], e2, sizeof(e2));
+		if (r < 0)
+			snprintf(err, sizeof(err), "command line: %s", e2);
+	}
+	if (r == 0)
+		r = config_validate(&cfg, err, sizeof(err));
+	for (unsigned i = 0; i < nsets; i++)
+		free(sets[i]);
+	free(sets);
+	if (r < 0) {
+		fprintf(stderr, "kvstashd: %s\n", err);
+		config_free(&cfg);
+		return EXIT_USAGE;
+	}
+	if (check) {
+		printf("# effective configuration (from %s and the command line)\n", config);
+		config_print(&cfg, stdout);
+		config_free(&cfg);
+		return 0;
+	}
+
+	r = log_open(strcmp(cfg.log_target, "syslog") == 0 ? LOG_TARGET_SYSLOG :
+		     strcmp(cfg.log_target, "file") == 0   ? LOG_TARGET_FILE :
+							       LOG_TARGET_STDERR,
+		     cfg.log_file, cfg.log_level);
+	if (r < 0)
+		log_warning_errno(r, "cannot open log file %s; logging to stderr", cfg.log_file);
+	log_info("kvstashd %s starting (wire %u.%u, config %s)", PACKAGE_VERSION, KVS_WIRE_MAJOR,
+		 KVS_WIRE_MINOR, config);
+
+	r = daemon_init(&d, &cfg, config);
+	if (r == 0) {
+		log_notice("ready: %s", cfg.socket_path);
+		r = daemon_run(&d);
+	}
+	daemon_fini(&d);
+	log_info("kvstashd exiting%s", r ? " after an error" : "");
+	log_close();
+	config_free(&cfg);
+	if (r == -EADDRINUSE)
+		return EXIT_INUSE;
+	return r ? EXIT_RUNTIME : 0;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SQE validation and argument decoding: pure functions over a private
+ * copy of the SQE and the shared argument area, so the fuzzers drive
+ * exactly this code.  The arguments are copied out of shared memory once
+ * and only the copy is validated: an engine changing them meanwhile can
+ * only change what it asks for, never get past a check.
+ */
+#ifndef KVS_SQE_H
+#define KVS_SQE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvstash/abi.h>
+
+struct sqe_limits {
+	uint32_t role;
+	uint32_t max_keys;
+	uint32_t num_blocks; /* 0: nothing registered */
+	uint32_t nr_layers;
+};
+
+struct sqe_args {
+	const uint8_t *keys;	   /* in the copy */
+	const uint32_t *block_ids; /* in the copy */
+	uint32_t n;
+	uint32_t layer_begin;
+	uint32_t layer_count;	   /* resolved: never 0 for LOAD */
+};
+
+/* Bytes of arguments an SQE with @opcode and @count carries. */
+uint64_t sqe_arg_bytes(uint8_t opcode, uint32_t count);
+
+/*
+ * Validate @sqe for a session with @lim, copy its arguments from
+ * @area[0, @area_size) into @copy (at least sqe_arg_bytes() bytes, 8-byte
+ * aligned) and decode them.  Returns 0 or the CQE's -errno (abi.h).
+ */
+int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_size,
+	       const struct sqe_limits *lim, void *copy, struct sqe_args *ret);
+
+#endif /* KVS_SQE_H */
