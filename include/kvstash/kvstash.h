@@ -251,6 +251,18 @@ int kvs_flush_sync(struct kvs_client *client, uint32_t flags, int timeout_ms);
 int kvs_host_alloc(uint64_t size, int *ret_fd, void **ret_ptr);
 void kvs_host_free(int fd, void *ptr, uint64_t size);
 
+/* ---- administration ------------------------------------------------ */
+
+/*
+ * With a client connected in KVS_ROLE_ADMIN: send @type (KVS_MSG_STATUS
+ * or KVS_MSG_STATS) and call @cb for each reply message (the structs of
+ * wire.h, already checked for type and size) until the daemon's END.  A
+ * non-zero return from @cb stops the walk (the rest is drained) and is
+ * returned.  Returns 0 or -errno.
+ */
+typedef int (*kvs_admin_fn)(void *arg, const struct kvs_msg_hdr *msg);
+int kvs_admin_request(struct kvs_client *client, uint32_t type, kvs_admin_fn cb, void *arg);
+
 /* ---- misc --------------------------------------------------------- */
 
 /* strerror() with kvstash's meanings (e.g. KVS_EUNSEALED).  Takes errno or -errno. */
