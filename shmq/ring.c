@@ -29,8 +29,10 @@
  *   C2 store-release of head, shmq_cons_release()
  *      -> P2 load-acquire of head, prod_refresh(): the consumer's reads of
  *         a slot are done before the producer refills it.
- *   P3 seq_cst fence in ring_wake() <-> C3 seq_cst fence in cons_sleep()
+ *   P3 seq_cst fence in ring_wake() <-> C3 seq_cst fence in arm()
  *      (wait.c): the NEED_WAKEUP handshake.
+ *   W  release increment of the wake word, ring_wake()
+ *      -> load-acquire of the wake word in arm() (wait.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -82,7 +84,7 @@ int shmq_prod_reserve(struct shmq_ring *ring, uint32_t n, uint32_t *ret_idx)
 
 /*
  * Wake the consumer if it said it sleeps.  Second half of the Dekker
- * handshake whose first half is cons_sleep() in wait.c:
+ * handshake whose first half is arm() in wait.c:
  *
  *   producer                         consumer
  *   store tail        (P1)           store flags = NEED_WAKEUP
@@ -97,8 +99,8 @@ static int ring_wake(struct shmq_ring *ring)
 {
 	uint32_t flags;
 
-	/* P3: pairs with the seq_cst fence C3 in cons_sleep() (and wait_many_waitv()). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* P3: pairs with the seq_cst fence C3 in arm() and many_waitv() (wait.c). */
+	shmq_fence_seq_cst();
 	/* Relaxed: ordered after the tail store by the fence above. */
 	flags = __atomic_load_n(ring->p_flags, __ATOMIC_RELAXED);
 	if (!(flags & SHMQ_RING_NEED_WAKEUP))
@@ -108,7 +110,7 @@ static int ring_wake(struct shmq_ring *ring)
 	 * Bump the futex word before waking, so a consumer that read the
 	 * old value but has not yet entered FUTEX_WAIT gets EAGAIN instead
 	 * of sleeping through this wake.  Release pairs with the
-	 * load-acquire of the wake word in cons_sleep().
+	 * load-acquire of the wake word in arm() and many_waitv().
 	 */
 	__atomic_fetch_add(ring->p_wake, 1, __ATOMIC_RELEASE);
 	shmq_futex_wake_shared(ring->p_wake);

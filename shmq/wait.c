@@ -78,7 +78,7 @@ static int arm(struct shmq_ring *ring, uint32_t *ret_seen)
 	/* Relaxed: ordered before the re-check by the fence below. */
 	__atomic_store_n(ring->p_flags, SHMQ_RING_NEED_WAKEUP, __ATOMIC_RELAXED);
 	/* C3: pairs with the seq_cst fence P3 in ring_wake() (ring.c). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	shmq_fence_seq_cst();
 	return avail(ring);
 }
 
@@ -272,7 +272,7 @@ static int many_waitv(struct shmq_ring *const *rings, unsigned n, const uint32_t
 					 __ATOMIC_RELAXED);
 		}
 		/* C3: pairs with the seq_cst fence P3 in ring_wake() (ring.c). */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		shmq_fence_seq_cst();
 		r = many_ready(rings, n, extra, extra_val, ret_bad);
 		if (r != -EAGAIN)
 			break;
