@@ -315,6 +315,38 @@ START_TEST(test_head_eproto)
 }
 END_TEST
 
+/*
+ * A head that moves back but stays within capacity of the tail passes a
+ * plain "tail - head <= capacity" check; with entries reserved on the
+ * strength of the later head, believing it would make the free count
+ * negative (wrapping to a huge reservation over unread entries).
+ */
+START_TEST(test_head_back_within_capacity)
+{
+	uint32_t idx;
+
+	produce(CAP, 0);
+	consume(8, 0);
+	/* Reserve the 8 freed slots: the producer now relies on head == 8. */
+	ck_assert_int_eq(shmq_prod_reserve(&prod, 4, &idx), 4);
+	ck_assert_int_eq(shmq_prod_reserve(&prod, 4, &idx), 4);
+	ck_assert_int_eq(shmq_prod_commit(&prod, 0), 8);
+	ck_assert_int_eq(shmq_prod_reserve(&prod, 0, &idx), 0);
+	/* tail 24, head back from 8 to 6: 18 > 16 in flight, plainly bad. */
+	*cons.p_head = 6;
+	ck_assert_int_eq(shmq_prod_reserve(&prod, 1, &idx), -EPROTO);
+
+	/* Now with reservations pending: tail 24 + 2 reserved, head 10 -> 9. */
+	*cons.p_head = 10;
+	ck_assert_int_eq(shmq_prod_reserve(&prod, 2, &idx), 2);
+	ck_assert_uint_eq(shmq_prod_space_cached(&prod), 0);
+	*cons.p_head = 9;
+	ck_assert_int_eq(shmq_prod_reserve(&prod, 1, &idx), -EPROTO);
+	ck_assert_int_eq(shmq_prod_inflight(&prod), -EPROTO);
+	ck_assert_uint_eq(shmq_prod_space_cached(&prod), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("shmq-ring");
@@ -333,6 +365,7 @@ int main(void)
 	tcase_add_test(tc, test_init_eproto);
 	tcase_add_test(tc, test_tail_eproto);
 	tcase_add_test(tc, test_head_eproto);
+	tcase_add_test(tc, test_head_back_within_capacity);
 	suite_add_tcase(s, tc);
 
 	sr = srunner_create(s);
