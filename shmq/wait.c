@@ -232,7 +232,7 @@ static void many_clear(struct shmq_ring *const *rings, unsigned n)
 		clear_need_wakeup(rings[i]);
 }
 
-/* Set when the kernel said ENOSYS to futex_waitv: poll from then on. */
+/* Set when futex_waitv turned out to be unavailable: poll from then on. */
 static int waitv_missing;
 
 static int many_waitv(struct shmq_ring *const *rings, unsigned n, const uint32_t *extra,
@@ -289,9 +289,16 @@ static int many_waitv(struct shmq_ring *const *rings, unsigned n, const uint32_t
 		/* Woken (index), or a word moved under us: re-check. */
 		if (r >= 0 || r == -EAGAIN)
 			continue;
-		if (r == -ENOSYS)
+		/*
+		 * ENOSYS: kernel before 5.16.  EPERM: a seccomp filter that
+		 * does not know the call (older container runtimes answer
+		 * unknown system calls so); futex_waitv itself never says it.
+		 */
+		if (r == -ENOSYS || r == -EPERM) {
 			/* Relaxed: a cached kernel property, no ordering partner. */
 			__atomic_store_n(&waitv_missing, 1, __ATOMIC_RELAXED);
+			r = -ENOSYS;
+		}
 		break;
 	}
 	many_clear(rings, n);

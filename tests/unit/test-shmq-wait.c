@@ -11,14 +11,21 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <shmq/shmq.h>
 
@@ -401,6 +408,64 @@ START_TEST(test_wait_many_poll)
 }
 END_TEST
 
+/*
+ * Make futex_waitv fail with @err in this (forked) test process, the way
+ * an old kernel (ENOSYS) or an old container seccomp profile (EPERM)
+ * does.  Returns false where that cannot be arranged.
+ */
+static bool deny_futex_waitv(int err)
+{
+#ifdef SYS_futex_waitv
+	struct sock_filter filter[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_futex_waitv, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((uint32_t)err & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+#else
+	(void)err;
+	return false;
+#endif
+}
+
+static void wait_many_without_waitv(int err)
+{
+	struct shmq_ring *rings[NR_RINGS] = { &cons[0], &cons[1], &cons[2] };
+	int64_t t0;
+	pid_t pid;
+
+	if (!deny_futex_waitv(err)) {
+		fprintf(stderr, "cannot install a seccomp filter: not tested\n");
+		return;
+	}
+	t0 = now_ns();
+	ck_assert_int_eq(shmq_wait_many(rings, NR_RINGS, NULL, 0, 30 * MS, NULL), -ETIMEDOUT);
+	ck_assert_int_ge(now_ns() - t0, 30 * MS);
+	for (unsigned i = 0; i < NR_RINGS; i++)
+		ck_assert_uint_eq(flags_of(&cons[i]), 0);
+
+	pid = spawn_producer(region, 2, 30 * MS);
+	ck_assert_int_eq(shmq_wait_many(rings, NR_RINGS, NULL, 0, 20 * SEC, NULL), 2);
+	reap(pid);
+	ck_assert_uint_eq(flags_of(&cons[2]), 0);
+}
+
+START_TEST(test_wait_many_enosys)
+{
+	wait_many_without_waitv(ENOSYS);
+}
+END_TEST
+
+START_TEST(test_wait_many_seccomp_eperm)
+{
+	wait_many_without_waitv(EPERM);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("shmq-wait");
@@ -420,6 +485,8 @@ int main(void)
 	tcase_add_test(tc, test_wait_many_timeout);
 	tcase_add_test(tc, test_wait_many_errors);
 	tcase_add_test(tc, test_wait_many_poll);
+	tcase_add_test(tc, test_wait_many_enosys);
+	tcase_add_test(tc, test_wait_many_seccomp_eperm);
 	suite_add_tcase(s, tc);
 
 	sr = srunner_create(s);
