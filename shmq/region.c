@@ -421,7 +421,8 @@ int shmq_ring_init(struct shmq_ring *ring, const struct shmq_region *region, uin
 	if (!p)
 		return -ENOENT;
 
-	ctrl = (struct shmq_ring_ctrl *)(region->base + p->offset);
+	/* Via void *: the offset was validated page aligned at attach. */
+	ctrl = (void *)(region->base + p->offset);
 	v.p_tail = &ctrl->prod.tail;
 	v.p_wake = &ctrl->prod.wake;
 	v.p_head = &ctrl->cons.head;

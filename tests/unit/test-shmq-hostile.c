@@ -73,7 +73,7 @@ static void teardown(void)
 }
 
 /* Map the region the way an attacker would: raw, whole, writable. */
-static uint8_t *map_raw(size_t *ret_size)
+static void *map_raw(size_t *ret_size)
 {
 	size_t size = shmq_region_size(region);
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, shmq_region_fd(region), 0);
@@ -89,9 +89,9 @@ static uint8_t *map_raw(size_t *ret_size)
  * the index writes are near-plausible (a small offset from the current
  * value), the rest arbitrary.
  */
-static void scribbler(uint8_t *base, uint64_t ring_off)
+static void scribbler(void *map, uint64_t ring_off)
 {
-	uint32_t *ctrl = (uint32_t *)(base + ring_off);
+	uint32_t *hdr = map, *ctrl = hdr + ring_off / 4;
 	/* The four live words: tail, wake, head, flags. */
 	const unsigned live[] = {
 		offsetof(struct shmq_ring_ctrl, prod.tail) / 4,
@@ -123,7 +123,7 @@ static void scribbler(uint8_t *base, uint64_t ring_off)
 			break;
 		default:
 			/* The header page, part table included. */
-			w = (uint32_t *)base + (x >> 8) % (SHMQ_PART_ALIGN / 4);
+			w = hdr + (x >> 8) % (SHMQ_PART_ALIGN / 4);
 			__atomic_store_n(w, (uint32_t)(x >> 32), __ATOMIC_RELAXED);
 			break;
 		}
@@ -131,9 +131,9 @@ static void scribbler(uint8_t *base, uint64_t ring_off)
 }
 
 /* Where the ring sits: the only part lookup the test does outside libshmq. */
-static uint64_t ring_offset(const uint8_t *base)
+static uint64_t ring_offset(const void *base)
 {
-	const struct shmq_region_hdr *hdr = (const void *)base;
+	const struct shmq_region_hdr *hdr = base;
 
 	for (unsigned i = 0; i < hdr->nr_parts; i++)
 		if (hdr->parts[i].id == RING_ID)
@@ -146,7 +146,7 @@ START_TEST(test_hostile_indices)
 {
 	uint64_t ops = 0, eproto = 0, waits = 0;
 	size_t size;
-	uint8_t *base = map_raw(&size);
+	void *base = map_raw(&size);
 	uint64_t ring_off = ring_offset(base);
 	int status;
 	pid_t pid;
