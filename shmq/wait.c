@@ -113,9 +113,9 @@ static int cons_sleep(struct shmq_ring *ring, int64_t deadline)
 		/*
 		 * 0 (woken, maybe spuriously), EAGAIN (the word moved), and
 		 * ETIMEDOUT (re-checked against our own clock above) all loop
-		 * back to the re-check.
+		 * back to the re-check; EINTR and anything else end the wait.
 		 */
-		if (r == -EINTR || (r < 0 && r != -EAGAIN && r != -ETIMEDOUT)) {
+		if (r < 0 && r != -EAGAIN && r != -ETIMEDOUT) {
 			n = r;
 			break;
 		}
