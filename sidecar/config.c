@@ -28,6 +28,8 @@ enum key_type {
 	T_LEVEL,
 	T_TARGET,
 	T_NUMA,
+	T_CUDA_ENABLE,
+	T_MOVER,
 };
 
 struct key {
@@ -101,6 +103,15 @@ static const struct key keys[] = {
 	KEY("worker", "inline_copy_bytes", T_SIZE, inline_copy_bytes, "256K", 0, 1ull << 30,
 	    "batches up to this size are copied by the I/O worker itself"),
 
+	KEY("cuda", "enable", T_CUDA_ENABLE, cuda_enable, "auto", 0, 0,
+	    "auto: use the GPUs found; yes: refuse to start without one; no: host backend only"),
+	KEY("cuda", "mover", T_MOVER, cuda_mover, "auto", 0, 0,
+	    "auto: DMA for saves and for loads of large pieces, the gather kernel for fragmented loads; or dma, kernel"),
+	KEY("cuda", "kernel_below", T_SIZE, cuda_kernel_below, "256K", 0, 1ull << 30,
+	    "with mover = auto, loads whose average piece is smaller use the gather kernel"),
+	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
+	    "thread blocks of the gather kernel (0: 4 per SM)"),
+
 	KEY("log", "level", T_LEVEL, log_level, "info", 0, 0,
 	    "error, warning, notice, info or debug"),
 	KEY("log", "target", T_TARGET, log_target, "stderr", 0, 0, "stderr, syslog or file"),
@@ -112,18 +123,34 @@ const struct config_key_info *config_key_at(unsigned i)
 	return i < sizeof(keys) / sizeof(keys[0]) ? &keys[i].info : NULL;
 }
 
+/*
+ * The number at the start of @s: decimal, or hex after "0x".  Not
+ * strtoull()'s base 0, which reads a leading zero as octal: "010G" would
+ * be 8 GiB and "08G" garbage.  -ERANGE past 64 bits.
+ */
+static int parse_number(const char *s, unsigned long long *ret, char **end)
+{
+	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*ret = strtoull(s, end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+	if (*end == s)
+		return -EINVAL;
+	if (errno)
+		return errno == ERANGE ? -ERANGE : -EINVAL;
+	return 0;
+}
+
 int parse_size(const char *s, uint64_t *ret)
 {
 	char *end;
 	unsigned long long v;
 	unsigned shift = 0;
+	int r;
 
-	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return -EINVAL;
+	r = parse_number(s, &v, &end);
+	if (r < 0)
+		return r;
 	switch (toupper((unsigned char)*end)) {
 	case '\0':
 		break;
@@ -166,8 +193,10 @@ int parse_duration_ms(const char *s, uint32_t *ret)
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s)
+	if (end == s)
 		return -EINVAL;
+	if (errno)
+		return errno == ERANGE ? -ERANGE : -EINVAL;
 	if (strcmp(end, "ms") == 0)
 		mul = 1;
 	else if (strcmp(end, "s") == 0 || *end == '\0')
@@ -188,12 +217,11 @@ static int parse_u64(const char *s, uint64_t *ret)
 {
 	char *end;
 	unsigned long long v;
+	int r = parse_number(s, &v, &end);
 
-	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end)
+	if (r < 0)
+		return r;
+	if (*end)
 		return -EINVAL;
 	*ret = v;
 	return 0;
@@ -274,10 +302,21 @@ static int check_numa(const char *s)
 {
 	if (strcmp(s, "auto") == 0 || strcmp(s, "off") == 0)
 		return 0;
-	for (const char *p = s; *p; p++)
-		if (!isdigit((unsigned char)*p) && *p != ',')
+	/*
+	 * Numbers separated by single commas: the daemon's node parser stops
+	 * at an empty element ("0,,1" would silently be node 0 alone).
+	 */
+	bool digits = false;
+
+	for (const char *p = s; *p; p++) {
+		if (isdigit((unsigned char)*p))
+			digits = true;
+		else if (*p == ',' && digits)
+			digits = false;
+		else
 			return -EINVAL;
-	return *s ? 0 : -EINVAL;
+	}
+	return digits ? 0 : -EINVAL;
 }
 
 static const struct key *find_key(const char *section, const char *key)
@@ -388,6 +427,17 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 			return -EINVAL;
 		}
 		return set_string(f, value);
+	case T_CUDA_ENABLE:
+	case T_MOVER: {
+		const char *w1 = k->type == T_MOVER ? "dma" : "yes";
+		const char *w2 = k->type == T_MOVER ? "kernel" : "no";
+
+		if (strcmp(value, "auto") && strcmp(value, w1) && strcmp(value, w2)) {
+			snprintf(why, wl, "'%s' is not auto, %s or %s", value, w1, w2);
+			return -EINVAL;
+		}
+		return set_string(f, value);
+	}
 	case T_NUMA:
 		if (check_numa(value) < 0) {
 			snprintf(why, wl, "'%s' is not auto, off or a node list like 0,1", value);
@@ -458,7 +508,7 @@ void config_free(struct kvs_config *cfg)
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		enum key_type t = keys[i].type;
 
-		if (t == T_STR || t == T_TARGET || t == T_NUMA) {
+		if (t == T_STR || t == T_TARGET || t == T_NUMA || t == T_CUDA_ENABLE || t == T_MOVER) {
 			char **p = (char **)((char *)cfg + keys[i].off);
 
 			free(*p);
@@ -597,6 +647,8 @@ void config_print(const struct kvs_config *cfg, FILE *f)
 		case T_STR:
 		case T_TARGET:
 		case T_NUMA:
+		case T_CUDA_ENABLE:
+		case T_MOVER:
 			fprintf(f, "%s", *(char *const *)p);
 			break;
 		case T_U32:

@@ -58,6 +58,12 @@ struct kvs_config {
 	uint32_t copy_threads;
 	uint64_t inline_copy_bytes;
 
+	/* [cuda] */
+	char *cuda_enable;	/* auto, yes, no */
+	char *cuda_mover;	/* auto, dma, kernel */
+	uint64_t cuda_kernel_below;
+	uint32_t cuda_kernel_ctas;
+
 	/* [log] */
 	int log_level;
 	char *log_target;	/* stderr, syslog, file */

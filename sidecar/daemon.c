@@ -15,6 +15,7 @@
 
 #include "block.h"
 #include "copy.h"
+#include "cuda.h"
 #include "daemon.h"
 #include "instance.h"
 #include "lease.h"
@@ -76,11 +77,21 @@ static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
 		nodes[0] = -1;
 		return 1;
 	}
+	if (strcmp(cfg->numa, "auto") == 0 && cuda_device_count()) {
+		/* One region per NUMA node that hosts a GPU. */
+		for (unsigned i = 0; i < cuda_device_count(); i++) {
+			int node = cuda_device(i)->numa_node;
+			bool seen = false;
+
+			for (unsigned j = 0; j < n; j++)
+				seen |= nodes[j] == node;
+			if (!seen && n < max)
+				nodes[n++] = node;
+		}
+		return (int)n;
+	}
 	if (strcmp(cfg->numa, "auto") == 0) {
-		/*
-		 * Without GPUs the host worker is the only device: one region on
-		 * the node it runs on.  GPU nodes come with the CUDA backend.
-		 */
+		/* Without GPUs the host worker is the only device: one region on its node. */
 		int cpu = sched_getcpu();
 
 		nodes[0] = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
@@ -149,6 +160,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	instance_table_init();
 	lease_table_init(cfg->lease_ttl_ms, cfg->max_leases);
 
+	r = cuda_init(cfg);
+	if (r < 0)
+		return r;
 	n = parse_nodes(cfg, nodes, POOL_MAX_REGIONS);
 	if (n < 0)
 		return n;
@@ -159,6 +173,15 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = pool_create(cfg, nodes, (unsigned)n, &pool);
 	if (r < 0)
 		return r;
+	for (unsigned i = 0; i < pool->nr_regions; i++) {
+		r = cuda_pin(pool->regions[i].base, pool->regions[i].size);
+		if (r < 0) {
+			for (unsigned j = 0; j < i; j++)
+				cuda_unpin(pool->regions[j].base);
+			pool_destroy(pool);
+			return r;
+		}
+	}
 	r = store_init(pool, cfg);
 	if (r < 0) {
 		pool_destroy(pool);
@@ -167,10 +190,19 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = copy_host_init(cfg);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the copy threads");
-	r = worker_start(d, 0, nodes[0], &d->host_worker);
+	r = worker_start(d, 0, nodes[0], -1, &d->host_worker);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the host I/O worker");
 	d->workers[d->nr_workers++] = d->host_worker;
+	/* One worker per GPU, on the GPU's NUMA node: workers[1 + device index]. */
+	for (unsigned i = 0; i < cuda_device_count() && d->nr_workers < MAX_WORKERS; i++) {
+		struct worker *w;
+
+		r = worker_start(d, d->nr_workers, cuda_device(i)->numa_node, (int)i, &w);
+		if (r < 0)
+			return log_error_errno(r, "cannot start the I/O worker of GPU %u", i);
+		d->workers[d->nr_workers++] = w;
+	}
 	return 0;
 }
 
@@ -285,7 +317,11 @@ void daemon_fini(struct daemon *d)
 	copy_host_fini();
 	lease_table_fini();
 	store_fini();
+	if (store_pool())
+		for (unsigned i = 0; i < store_pool()->nr_regions; i++)
+			cuda_unpin(store_pool()->regions[i].base);
 	pool_destroy(store_pool());
+	cuda_fini();
 	nspace_table_fini();
 	server_unlisten(d);
 	if (d->epfd >= 0)

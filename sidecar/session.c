@@ -11,6 +11,7 @@
 
 #include "../client/wireio.h"
 #include "block.h"
+#include "cuda.h"
 #include "daemon.h"
 #include "instance.h"
 #include "layout.h"
@@ -227,9 +228,12 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		r = -EUSERS;
 		snprintf(why, sizeof(why), "the session limit of uid %u (%u) is reached", s->uid,
 			 cfg->max_sessions_per_uid);
-	} else if (s->hello.device_kind == KVS_DEVICE_CUDA) {
-		r = -ENODEV;
-		snprintf(why, sizeof(why), "this kvstashd has no CUDA backend for that GPU");
+	} else if (s->hello.device_kind == KVS_DEVICE_CUDA &&
+		   (r = cuda_device_find(s->hello.device_uuid)) < 0) {
+		snprintf(why, sizeof(why), "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s",
+			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
+			 s->hello.device_uuid[3],
+			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
 	} else if ((r = nspace_get(s->hello.ns, &s->ns)) < 0) {
 		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
@@ -245,7 +249,10 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		return r;
 	}
 
+	/* CUDA sessions go to their GPU's worker, workers[1 + device index]. */
 	s->worker = d->host_worker;
+	if (s->hello.device_kind == KVS_DEVICE_CUDA)
+		s->worker = d->workers[1 + cuda_device_find(s->hello.device_uuid)];
 	memset(&rep, 0, sizeof(rep));
 	proto_make_reply(&rep.r, seq, 0, NULL);
 	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
@@ -297,18 +304,24 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		const struct kvs_wire_mem *m = &req->mems[i];
 		char w2[KVS_TEXT_MAX - 32];
 
-		if (m->kind != KVS_MEM_HOST_FD || s->hello.device_kind != KVS_DEVICE_HOST) {
-			snprintf(why, wl, "allocation %u: memory kind %u needs the CUDA backend", i,
-				 m->kind);
-			r = -ENODEV;
+		bool host = m->kind == KVS_MEM_HOST_FD;
+		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? fds[m->fd_index] : -1;
+
+		if (host != (s->hello.device_kind == KVS_DEVICE_HOST)) {
+			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
+				 host ? "host" : "GPU", host ? "GPU" : "host");
+			r = -EINVAL;
 			break;
 		}
-		r = mem_import_host(m, fds[m->fd_index], &reg->mems[i], w2, sizeof(w2));
+		r = host ? mem_import_host(m, fd, &reg->mems[i], w2, sizeof(w2)) :
+			   cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
+					   sizeof(w2));
 		if (r < 0) {
 			snprintf(why, wl, "allocation %u: %s", i, w2);
 			break;
 		}
-		fds[m->fd_index] = -1; /* the import owns it now */
+		if (fd >= 0)
+			fds[m->fd_index] = -1; /* the import owns it now */
 		reg->nr_mems = i + 1;
 		reg->mapped_bytes += reg->mems[i].size;
 		sizes[i] = reg->mems[i].size;
@@ -491,6 +504,7 @@ int session_handle_input(struct session *s)
 	return r;
 bad_role:
 	reply(s, seq, -EPERM, "not for an admin session");
+	wireio_close_fds(fds, nfds); /* a REGISTER's fds: ours to close */
 	return -EPERM;
 }
 

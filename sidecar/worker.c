@@ -9,6 +9,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "block.h"
+#include "cuda.h"
 #include "daemon.h"
 #include "instance.h"
 #include "layout.h"
@@ -231,9 +232,10 @@ static bool check_flushes(struct worker *w)
 	return any;
 }
 
-static uint8_t *mem_host_ptr(const struct registration *reg, uint32_t mem)
+/* Engine address of an allocation: a host pointer or a device address. */
+static uint64_t mem_base(const struct registration *reg, uint32_t mem)
 {
-	return (uint8_t *)(uintptr_t)reg->mems[mem].base;
+	return reg->mems[mem].base;
 }
 
 static void submit_copy(struct worker *w, struct op *op)
@@ -242,7 +244,15 @@ static void submit_copy(struct worker *w, struct op *op)
 
 	s->w.copies++;
 	op->batch.t0 = now_ns();
-	copy_host_submit(w, op);
+	/* A GPU worker serves only CUDA sessions; the host worker only host ones. */
+	if (w->dev < 0) {
+		copy_host_submit(w, op);
+	} else if (w->cuda) {
+		copy_cuda_submit(w, op);
+	} else {
+		op->batch.err = -EIO; /* the GPU could not be set up at start */
+		cds_list_add_tail(&op->node, &w->local_done);
+	}
 }
 
 static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -273,7 +283,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 			const struct layer_view *v = &lay->layers[l];
 
 			for (uint32_t seg = 0; seg < v->segments; seg++) {
-				uint64_t eng = (uint64_t)(uintptr_t)mem_host_ptr(reg, v->mem) +
+				uint64_t eng = mem_base(reg, v->mem) +
 					       layer_block_offset(v, e->block_id, seg);
 
 				if (copy_batch_add(&op->batch, eng,
@@ -337,7 +347,7 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 			const struct layer_view *v = &lay->layers[l];
 
 			for (uint32_t seg = 0; seg < v->segments; seg++) {
-				uint64_t eng = (uint64_t)(uintptr_t)mem_host_ptr(reg, v->mem) +
+				uint64_t eng = mem_base(reg, v->mem) +
 					       layer_block_offset(v, a->block_ids[i], seg);
 
 				if (copy_batch_add(&op->batch, eng,
@@ -606,6 +616,9 @@ static void *worker_main(void *arg)
 	urcu_memb_register_thread();
 	if (w->node >= 0 && numa_available() >= 0)
 		numa_run_on_node(w->node);
+	if (w->dev >= 0 && cuda_worker_init(w, (unsigned)w->dev) < 0)
+		log_error("worker %u: GPU %d unusable: its sessions will fail their copies", w->id,
+			  w->dev);
 	for (;;) {
 		/* Pairs with the release in bump(): commands queued before are seen. */
 		uint32_t seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
@@ -613,6 +626,7 @@ static void *worker_main(void *arg)
 		bool busy = false;
 
 		busy |= process_cmds(w);
+		busy |= copy_cuda_poll(w);
 		busy |= reap_done(w);
 		cds_list_for_each_entry(s, &w->sessions, w.wnode)
 			busy |= poll_session(w, s);
@@ -622,7 +636,8 @@ static void *worker_main(void *arg)
 		/* Pairs with the store-release in worker_stop(). */
 		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->nr_sessions == 0)
 			break;
-		if (busy) {
+		/* GPU copies in flight: keep polling their events, do not sleep. */
+		if (busy || copy_cuda_inflight(w)) {
 			idle_since = now_ns();
 			continue;
 		}
@@ -646,11 +661,12 @@ static void *worker_main(void *arg)
 		}
 		idle_since = now_ns();
 	}
+	cuda_worker_fini(w);
 	urcu_memb_unregister_thread();
 	return NULL;
 }
 
-int worker_start(struct daemon *d, unsigned id, int node, struct worker **ret)
+int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 	int r;
@@ -659,6 +675,7 @@ int worker_start(struct daemon *d, unsigned id, int node, struct worker **ret)
 		return -ENOMEM;
 	w->id = id;
 	w->node = node;
+	w->dev = dev;
 	w->d = d;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);

@@ -70,6 +70,8 @@ struct op {
 struct worker {
 	unsigned id;
 	int node;	/* NUMA node, -1: none */
+	int dev;	/* CUDA device index (cuda.h), -1: the host worker */
+	void *cuda;	/* the CUDA mover's state (copy_cuda.c) */
 	char name[32];
 	struct daemon *d;
 	pthread_t thread;
@@ -95,7 +97,8 @@ struct worker {
 	bool stop;
 };
 
-int worker_start(struct daemon *d, unsigned id, int node, struct worker **ret);
+/* @dev: CUDA device index for a GPU worker, -1 for the host worker. */
+int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret);
 /* Stop after every session was detached; joins the thread. */
 void worker_stop(struct worker *w);
 

@@ -251,6 +251,60 @@ int kvs_flush_sync(struct kvs_client *client, uint32_t flags, int timeout_ms);
 int kvs_host_alloc(uint64_t size, int *ret_fd, void **ret_ptr);
 void kvs_host_free(int fd, void *ptr, uint64_t size);
 
+/* ---- CUDA engines ---------------------------------------------------- */
+
+/*
+ * libkvstash loads libcuda.so.1 on first use of these; it links no CUDA
+ * library, so CPU engines on hosts without a driver are unaffected.  They
+ * use the calling thread's current CUDA context (or the device's primary
+ * context when none is current).
+ */
+
+/* 1 when a CUDA driver and device are usable, else 0. */
+int kvs_cuda_available(void);
+
+/* The UUID of device @device (an ordinal of this process): put it in
+ * kvs_connect_opts.device_uuid with device_kind KVS_DEVICE_CUDA. */
+int kvs_cuda_device_uuid(int device, uint8_t ret_uuid[16]);
+
+/*
+ * An exportable KV arena: KVS_MEM_CUDA_IPC (cuMemAlloc memory, shared by a
+ * legacy IPC handle) or KVS_MEM_CUDA_VMM_FD (a VMM allocation exportable
+ * as a POSIX fd; size rounded up to the allocation granularity).
+ * Allocations from stream-ordered pools (cudaMallocAsync) cannot be shared
+ * at all: allocate the KV cache here or with plain cudaMalloc.
+ */
+struct kvs_cuda_arena {
+	uint64_t dptr; /* device address */
+	uint64_t size;
+	uint32_t kind;
+	int device;
+	uint64_t priv[4];
+};
+int kvs_cuda_arena_alloc(int device, uint64_t size, uint32_t kind, struct kvs_cuda_arena *ret);
+void kvs_cuda_arena_free(struct kvs_cuda_arena *arena);
+
+/* A layer given by device pointer; the other fields as in struct kvs_layer. */
+struct kvs_cuda_layer {
+	const char *name;
+	uint64_t base; /* device address of segment 0 of block 0 */
+	uint32_t segments;
+	uint32_t num_blocks;
+	uint64_t segment_bytes;
+	uint64_t kv_stride;
+	uint64_t block_stride;
+};
+
+/*
+ * Register layers by device pointer: the library finds each pointer's
+ * allocation, exports every distinct allocation once (VMM fd when it is a
+ * VMM allocation, else a legacy IPC handle) and sends offsets.  -EINVAL
+ * (with a log line saying how to fix it) for pool memory or a VMM
+ * allocation not exportable as a fd; -ENODEV without a driver.
+ */
+int kvs_register_cuda(struct kvs_client *client, const struct kvs_cuda_layer *layers, unsigned n,
+		      uint32_t flags);
+
 /* ---- administration ------------------------------------------------ */
 
 /*
