@@ -126,7 +126,8 @@ const struct config_key_info *config_key_at(unsigned i)
 /*
  * The number at the start of @s: decimal, or hex after "0x".  Not
  * strtoull()'s base 0, which reads a leading zero as octal: "010G" would
- * be 8 GiB and "08G" garbage.  -ERANGE past 64 bits.
+ * be 8 GiB and "08G" garbage.  -ERANGE past 64 bits, with *@end set so
+ * that the caller can still refuse garbage after the digits first.
  */
 static int parse_number(const char *s, unsigned long long *ret, char **end)
 {
@@ -149,7 +150,7 @@ int parse_size(const char *s, uint64_t *ret)
 	int r;
 
 	r = parse_number(s, &v, &end);
-	if (r < 0)
+	if (r == -EINVAL)
 		return r;
 	switch (toupper((unsigned char)*end)) {
 	case '\0':
@@ -178,6 +179,8 @@ int parse_size(const char *s, uint64_t *ret)
 		if (*end)
 			return -EINVAL;
 	}
+	if (r < 0)
+		return r;
 	if (shift && v > (UINT64_MAX >> shift))
 		return -ERANGE;
 	*ret = (uint64_t)v << shift;
@@ -188,15 +191,15 @@ int parse_duration_ms(const char *s, uint32_t *ret)
 {
 	char *end;
 	unsigned long long v, mul = 1000; /* a bare number means seconds */
+	bool range;
 
 	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (end == s)
+	if (end == s || (errno && errno != ERANGE))
 		return -EINVAL;
-	if (errno)
-		return errno == ERANGE ? -ERANGE : -EINVAL;
+	range = errno == ERANGE;
 	if (strcmp(end, "ms") == 0)
 		mul = 1;
 	else if (strcmp(end, "s") == 0 || *end == '\0')
@@ -207,7 +210,7 @@ int parse_duration_ms(const char *s, uint32_t *ret)
 		mul = 3600000;
 	else
 		return -EINVAL;
-	if (v > UINT32_MAX / mul)
+	if (range || v > UINT32_MAX / mul)
 		return -ERANGE;
 	*ret = (uint32_t)(v * mul);
 	return 0;
@@ -219,10 +222,10 @@ static int parse_u64(const char *s, uint64_t *ret)
 	unsigned long long v;
 	int r = parse_number(s, &v, &end);
 
+	if (r == -EINVAL || *end)
+		return -EINVAL;
 	if (r < 0)
 		return r;
-	if (*end)
-		return -EINVAL;
 	*ret = v;
 	return 0;
 }
@@ -300,14 +303,14 @@ static int parse_ids(const char *s, bool group, struct id_list *ret, char *why, 
 
 static int check_numa(const char *s)
 {
+	bool digits = false;
+
 	if (strcmp(s, "auto") == 0 || strcmp(s, "off") == 0)
 		return 0;
 	/*
 	 * Numbers separated by single commas: the daemon's node parser stops
 	 * at an empty element ("0,,1" would silently be node 0 alone).
 	 */
-	bool digits = false;
-
 	for (const char *p = s; *p; p++) {
 		if (isdigit((unsigned char)*p))
 			digits = true;
@@ -363,6 +366,10 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 	case T_U32:
 	case T_SIZE:
 		r = k->type == T_U32 ? parse_u64(value, &v) : parse_size(value, &v);
+		if (r == -ERANGE) {
+			snprintf(why, wl, "%s is too large", value);
+			return -ERANGE;
+		}
 		if (r < 0) {
 			snprintf(why, wl, "'%s' is not a %s", value,
 				 k->type == T_U32 ? "number" : "size (e.g. 512M, 4G)");
@@ -523,7 +530,24 @@ struct load_ctx {
 	char *err;
 	size_t errlen;
 	int failed;
+	FILE *f;
+	int line;     /* lines read so far, counted as inih counts them */
+	int err_line; /* where our handler failed */
 };
+
+/*
+ * inih's reader, counting lines: inih reports only the first error's
+ * line, which may be a syntax error before the line our handler refused.
+ */
+static char *config_read_line(char *str, int num, void *stream)
+{
+	struct load_ctx *ctx = stream;
+	char *s = fgets(str, num, ctx->f);
+
+	if (s)
+		ctx->line++;
+	return s;
+}
 
 static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
@@ -537,11 +561,13 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 		if (known_section(section))
 			return 1;
 		ctx->failed = 1;
+		ctx->err_line = ctx->line;
 		snprintf(ctx->err, ctx->errlen, "[%s]: unknown section", section);
 		return 0;
 	}
 	if (config_set(ctx->cfg, section, name, value, msg, sizeof(msg)) < 0) {
 		ctx->failed = 1;
+		ctx->err_line = ctx->line;
 		snprintf(ctx->err, ctx->errlen, "%s", msg);
 		return 0;
 	}
@@ -551,7 +577,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char *err,
 		size_t errlen)
 {
-	struct load_ctx ctx = { cfg, path, err, errlen, 0 };
+	struct load_ctx ctx = { .cfg = cfg, .path = path };
 	char msg[384] = "";
 	FILE *f;
 	int r;
@@ -566,11 +592,13 @@ int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char 
 	}
 	ctx.err = msg;
 	ctx.errlen = sizeof(msg);
-	r = ini_parse_file(f, config_ini_handler, &ctx);
+	ctx.f = f;
+	r = ini_parse_stream(config_read_line, &ctx, config_ini_handler, &ctx);
 	fclose(f);
 	if (r > 0) {
-		/* inih returns the line of the first error; ours or a syntax error. */
-		snprintf(err, errlen, "%s:%d: %s", path, r, msg[0] ? msg : "syntax error");
+		/* inih returns the line of the first error: ours, or a syntax error before it. */
+		snprintf(err, errlen, "%s:%d: %s", path, r,
+			 ctx.failed && ctx.err_line == r ? msg : "syntax error");
 		return -EINVAL;
 	}
 	if (r < 0) {
