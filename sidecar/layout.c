@@ -165,6 +165,13 @@ int layout_build(const struct reg_req *req, const uint64_t *mem_sizes, struct la
 		fp = fnv(fp, &v->segment_bytes, sizeof(v->segment_bytes));
 	}
 
+	/* The slot is data_bytes rounded up to SLOT_ALIGN: that must not wrap to 0 either. */
+	if (!r && slot > UINT64_MAX - (SLOT_ALIGN - 1)) {
+		WHY("layers of %llu bytes per block: the slot size overflows 64 bits",
+		    (unsigned long long)slot);
+		r = -EOVERFLOW;
+	}
+
 	/* No byte of engine memory may belong to two views (or twice to one). */
 	for (uint32_t i = 0; i < req->nr_layers && !r; i++) {
 		for (uint32_t j = i; j < req->nr_layers && !r; j++) {
