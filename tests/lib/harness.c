@@ -36,7 +36,9 @@ static bool sock_answers(const char *path)
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	bool ok;
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	close(fd);
 	return ok;

@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: MIT */
+/* Embed tests/gpu/kernels.fatbin (nvcc output, in the build directory). */
+	.section .rodata
+	.balign 64
+	.global gpu_test_fatbin
+	.type gpu_test_fatbin, @object
+gpu_test_fatbin:
+	.incbin "tests/gpu/kernels.fatbin"
+	.byte 0
+	.section .note.GNU-stack,"",@progbits
