@@ -144,10 +144,11 @@ void dp_wait_all(void)
 				continue;
 			children[i] = 0;
 			left--;
-			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-				dp_fail(__FILE__, __LINE__, "child", "engine process %d %s %d", (int)pid,
-					WIFEXITED(st) ? "exited with" : "killed by signal",
-					WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				continue;
+			dp_fail(__FILE__, __LINE__, "child", "engine process %d %s %d", (int)pid,
+				WIFEXITED(st) ? "exited with" : "killed by signal",
+				WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 		}
 	}
 	nr_children = 0;

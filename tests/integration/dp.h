@@ -31,11 +31,11 @@
 /* r must be @want; otherwise name both, as errno names. */
 #define CHECK_RES(r, want, what)                                                    \
 	do {                                                                        \
-		long _r = (long)(r), _w = (long)(want);                             \
-		if (_r != _w)                                                       \
-			dp_fail(__FILE__, __LINE__, what, "got %ld (%s), want %ld (%s)", _r, \
-				_r < 0 ? kvs_strerror((int)_r) : "count", _w,              \
-				_w < 0 ? kvs_strerror((int)_w) : "count");                 \
+		long _cr_got = (long)(r), _cr_want = (long)(want);                  \
+		if (_cr_got != _cr_want)                                            \
+			dp_fail(__FILE__, __LINE__, what, "got %ld (%s), want %ld (%s)", \
+				_cr_got, _cr_got < 0 ? kvs_strerror((int)_cr_got) : "count", \
+				_cr_want, _cr_want < 0 ? kvs_strerror((int)_cr_want) : "count"); \
 	} while (0)
 
 void dp_fail(const char *file, int line, const char *expr, const char *fmt, ...)

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Eviction under pressure:
+ *   - a 4 MiB pool (128 blocks of 32 KiB) takes eight pools' worth of
+ *     distinct blocks: every SAVE succeeds (nothing is pinned), the
+ *     resident blocks never need more bytes than the pool has, and the
+ *     evictions counter accounts for every block that had to go;
+ *   - SIEVE: a small hot set QUERY'd between the saves keeps (nearly) all
+ *     its blocks through a scan of one-off keys, and the scanned keys are
+ *     the ones that go.  Plain FIFO would evict the hot set first;
+ *   - two block sizes (100 KiB and 36 KiB slots) in one 32 MiB pool of
+ *     1 MiB extents, each namespace saving far more than fits: the pool
+ *     ends at least 90 % used, and both namespaces keep resident blocks.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "dp.h"
+
+#define BLOCKS 64u
+#define HOT 16u
+#define BATCH 16u
+#define ROUNDS 64u
+#define SLOT (4u * 8192u)
+
+static void check_bounds(const struct kvsd *d, struct kvs_msg_stats_global *g)
+{
+	*g = dp_stats(d);
+	CHECK(g->pool_capacity_bytes == 4u << 20, "capacity %llu",
+	      (unsigned long long)g->pool_capacity_bytes);
+	CHECK(g->blocks_resident * SLOT <= g->pool_capacity_bytes &&
+		      g->pool_used_bytes <= g->pool_capacity_bytes,
+	      "%llu resident blocks of %u bytes, %llu bytes used, in a pool of %llu",
+	      (unsigned long long)g->blocks_resident, SLOT,
+	      (unsigned long long)g->pool_used_bytes,
+	      (unsigned long long)g->pool_capacity_bytes);
+	CHECK(g->pool_used_bytes == (g->blocks_resident + g->blocks_partial) * SLOT,
+	      "%llu bytes used for %llu blocks", (unsigned long long)g->pool_used_bytes,
+	      (unsigned long long)(g->blocks_resident + g->blocks_partial));
+}
+
+static void hot_and_scan(void)
+{
+	static uint8_t scan[ROUNDS][BATCH * KVS_KEY_SIZE];
+	uint8_t hot[HOT * KVS_KEY_SIZE];
+	uint32_t ids[BATCH];
+	struct kvs_msg_stats_global g0, g;
+	unsigned hot_hits = 0, hot_left = 0, scan_left = 0;
+	struct kvs_client *c;
+	struct test_kv kv;
+	struct kvsd d;
+	struct kvs_cqe e;
+
+	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	c = dp_worker(&d, "evict-sieve", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
+		      8192);
+	for (unsigned b = 0; b < BLOCKS; b++)
+		test_kv_fill(&kv, b, dp_seed(3, b));
+	dp_keys(hot, HOT, 1);
+	dp_ids(ids, HOT, 0);
+	e = dp_save(c, hot, ids, HOT);
+	CHECK_RES(e.res, HOT, "SAVE of the hot set");
+	dp_flush(c);
+	g0 = dp_stats(&d);
+
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		dp_keys(scan[r], BATCH, 1000 + r);
+		dp_ids(ids, BATCH, 16 + (r % 3) * 16);
+		e = dp_save(c, scan[r], ids, BATCH);
+		CHECK_RES(e.res, BATCH, "SAVE of one-off keys (nothing is pinned)");
+		CHECK(e.result0 == BATCH, "stored %llu of %u new keys",
+		      (unsigned long long)e.result0, BATCH);
+		dp_flush(c);
+		check_bounds(&d, &g);
+		/* The engine asks for its hot prefixes again and again. */
+		for (unsigned h = 0; h < HOT; h++) {
+			e = dp_query(c, hot + h * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE);
+			CHECK(e.res == 0 || e.res == 1, "QUERY res %d", e.res);
+			hot_hits += (unsigned)e.res;
+		}
+	}
+	g = dp_stats(&d);
+	/* Everything saved beyond the pool's 128 blocks was evicted, no more, no less. */
+	CHECK(g0.evictions == 0 && g.evictions == HOT + ROUNDS * BATCH - g.blocks_resident,
+	      "%llu evictions for %u blocks through a pool of 128",
+	      (unsigned long long)(g.evictions - g0.evictions), HOT + ROUNDS * BATCH);
+	CHECK(g.blocks_resident == 128, "%llu resident", (unsigned long long)g.blocks_resident);
+
+	for (unsigned h = 0; h < HOT; h++)
+		hot_left += (unsigned)dp_query(c, hot + h * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE).res;
+	for (unsigned r = 0; r < ROUNDS; r++)
+		for (unsigned i = 0; i < BATCH; i++)
+			scan_left += (unsigned)dp_query(c, scan[r] + i * KVS_KEY_SIZE, 1,
+							KVS_QUERY_NOLEASE).res;
+	printf("# hot set: %u of %u QUERYs hit, %u of %u blocks left; scan: %u of %u left\n",
+	       hot_hits, ROUNDS * HOT, hot_left, HOT, scan_left, ROUNDS * BATCH);
+	CHECK(hot_hits * 10 >= ROUNDS * HOT * 8, "the hot set hit %u of %u times", hot_hits,
+	      ROUNDS * HOT);
+	CHECK(hot_left * 10 >= HOT * 8, "%u of %u hot blocks left", hot_left, HOT);
+	CHECK(scan_left * HOT * 2 < hot_left * ROUNDS * BATCH,
+	      "scanned keys kept %u of %u, the hot set %u of %u: no better than a scan",
+	      scan_left, ROUNDS * BATCH, hot_left, HOT);
+	/* The survivors are the bytes that were saved. */
+	{
+		struct kvs_cqe q = dp_query(c, hot, 4, 0);
+		uint32_t dst[4] = { 60, 61, 62, 63 };
+
+		CHECK_RES(q.res, 4, "QUERY of the hot prefix");
+		for (unsigned i = 0; i < 4; i++)
+			test_kv_poison(&kv, dst[i], POISON);
+		CHECK_RES(dp_load(c, q.result0, dst, 4, 0, 0).res, 4, "LOAD of the hot prefix");
+		for (unsigned i = 0; i < 4; i++)
+			CHECK(test_kv_check(&kv, dst[i], dp_seed(3, i)), "hot block %u differs", i);
+	}
+	dp_ok("%u blocks through a pool of 128: every SAVE stored, hot set kept %u of %u "
+	      "(hit %u of %u), scan kept %u of %u",
+	      HOT + ROUNDS * BATCH, hot_left, HOT, hot_hits, ROUNDS * HOT, scan_left,
+	      ROUNDS * BATCH);
+	kvs_close(c);
+	test_kv_free(&kv);
+	dp_stop(&d);
+}
+
+/*
+ * Two block sizes sharing 32 extents of 1 MiB: 25 x 4 KiB = 100 KiB (10
+ * per extent, 97.7 % of it) and 9 x 4 KiB = 36 KiB (28 per extent,
+ * 98.4 %).  Together they save ~6 pools' worth.
+ */
+#define MIX_ROUNDS 120u
+
+static void mixed_sizes(void)
+{
+	uint8_t ka[10 * KVS_KEY_SIZE], kb[28 * KVS_KEY_SIZE];
+	uint32_t ids[28];
+	struct kvs_msg_stats_global g;
+	struct kvs_client *a, *b;
+	struct test_kv kva, kvb;
+	struct kvsd d;
+	struct kvs_cqe e;
+	double util;
+
+	dp_start(&d, "[pool]\nsize = 32M\nextent_size = 1M\n");
+	a = dp_worker(&d, "evict-big", "model-big", 0, 1, &kva, LAYOUT_PAGE_FIRST, 25, 32, 4096);
+	b = dp_worker(&d, "evict-small", "model-small", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 9, 32,
+		      4096);
+	for (unsigned x = 0; x < 32; x++) {
+		test_kv_fill(&kva, x, dp_seed(7, x));
+		test_kv_fill(&kvb, x, dp_seed(8, x));
+	}
+	dp_ids(ids, 28, 0);
+	for (unsigned r = 0; r < MIX_ROUNDS; r++) {
+		dp_keys(ka, 10, 70000 + r);
+		dp_keys(kb, 28, 80000 + r);
+		e = dp_save(a, ka, ids, 10);
+		CHECK_RES(e.res, 10, "SAVE of 100 KiB blocks");
+		e = dp_save(b, kb, ids, 28);
+		CHECK_RES(e.res, 28, "SAVE of 36 KiB blocks");
+	}
+	dp_flush(a);
+	dp_flush(b);
+	g = dp_stats(&d);
+	util = (double)g.pool_used_bytes / (double)g.pool_capacity_bytes;
+	printf("# mixed sizes: %llu of %llu bytes used (%.1f %%), %llu resident, %llu evictions\n",
+	       (unsigned long long)g.pool_used_bytes, (unsigned long long)g.pool_capacity_bytes,
+	       100 * util, (unsigned long long)g.blocks_resident,
+	       (unsigned long long)g.evictions);
+	CHECK(g.pool_capacity_bytes == 32u << 20, "capacity %llu",
+	      (unsigned long long)g.pool_capacity_bytes);
+	CHECK(util >= 0.90, "pool utilisation %.1f %% with two block sizes", 100 * util);
+	/* The last batch of each namespace is resident. */
+	e = dp_query(a, ka, 10, KVS_QUERY_NOLEASE);
+	CHECK(e.res > 0, "the 100 KiB namespace lost everything (%d)", e.res);
+	e = dp_query(b, kb, 28, KVS_QUERY_NOLEASE);
+	CHECK(e.res > 0, "the 36 KiB namespace lost everything (%d)", e.res);
+	dp_ok("two block sizes in one pool: %.1f %% used, both namespaces resident", 100 * util);
+	kvs_close(a);
+	kvs_close(b);
+	test_kv_free(&kva);
+	test_kv_free(&kvb);
+	dp_stop(&d);
+}
+
+int main(void)
+{
+	dp_watchdog(120);
+	hot_and_scan();
+	mixed_sizes();
+	return 0;
+}
