@@ -327,6 +327,18 @@ START_TEST(test_overlap_same_offset)
 	g.layers[1].offset = 100;
 	g.layers[0].segment_bytes = 101;
 	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
+	/*
+	 * Single blocks (no stride), one between the other's K and V: touching
+	 * both is fine, one byte more on either side is not.
+	 */
+	view(&g, 0, 0, 0, 1, 2, 100, 200, 0); /* [0,100) [200,300) */
+	view(&g, 1, 0, 100, 1, 1, 100, 0, 0); /* [100,200) */
+	ck_assert_int_eq(build(&g, NULL), 0);
+	g.layers[1].segment_bytes = 101;
+	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
+	g.layers[1].segment_bytes = 100;
+	g.layers[1].offset = 99;
+	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
 	/* Different allocations never share a byte. */
 	init_geo(&g, 2, 2);
 	g.sizes[0] = g.sizes[1] = 1 << 20;

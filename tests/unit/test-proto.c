@@ -694,6 +694,10 @@ START_TEST(test_register_layer_names)
 	strcpy(m.layers[2].name, "model.layers.0");
 	ck_assert_int_eq(reg(&m, 2), -EEXIST);
 	ck_assert_ptr_nonnull(strstr(why, "model.layers.0"));
+	/* Neighbours too. */
+	m = good_reg();
+	strcpy(m.layers[1].name, "model.layers.0");
+	ck_assert_int_eq(reg(&m, 2), -EEXIST);
 	/* Duplicates are found however far apart (first and last). */
 	m = good_reg();
 	m.hdr.nr_layers = MAX_TEST_LAYERS;
