@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
+#if HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include "block.h"
 #include "copy.h"
@@ -234,6 +237,9 @@ static void begin_drain(struct daemon *d)
 	struct session *s, *tmp;
 
 	log_info("shutting down: %u sessions to drain", d->nr_sessions);
+#if HAVE_SYSTEMD
+	sd_notify(0, "STOPPING=1");
+#endif
 	d->stopping = true;
 	server_unlisten(d);
 	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node)

@@ -10,8 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvstash/wire.h>
+#if HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include "config.h"
 #include "daemon.h"
@@ -181,6 +185,11 @@ int main(int argc, char **argv)
 	r = daemon_init(&d, &cfg, config);
 	if (r == 0) {
 		log_notice("ready: %s", cfg.socket_path);
+#if HAVE_SYSTEMD
+		/* The pool is pinned and the socket listens: now systemd may start engines. */
+		sd_notifyf(0, "READY=1\nSTATUS=serving %s\nMAINPID=%lu", cfg.socket_path,
+			   (unsigned long)getpid());
+#endif
 		r = daemon_run(&d);
 	}
 	daemon_fini(&d);
