@@ -110,8 +110,12 @@ int lease_create(struct instance *inst, uint64_t creator, struct block **blocks,
 	cds_list_add_tail(&l->fifo, &T.fifo);
 	T.st.live++;
 	T.st.created++;
-	pthread_mutex_unlock(&T.lock);
+	/*
+	 * Read the id under the lock: once it is dropped the lease is the
+	 * table's, and a sweep or a RELEASE (ids are guessable) may free it.
+	 */
 	*ret_id = l->id;
+	pthread_mutex_unlock(&T.lock);
 	*ret_ttl_ms = T.ttl_ns / NSEC_PER_MSEC;
 	return 0;
 }
