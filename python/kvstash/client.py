@@ -1,0 +1,791 @@
+# SPDX-License-Identifier: MIT
+"""The engine's session with kvstashd: connect, register, submit, reap.
+
+A thin layer over libkvstash's ring API.  Every operation method prepares
+one SQE, submits it (one kvs_submit per call, or one per batch() block) and
+returns an Operation: a future-like handle completed from the CQE.  Handles
+complete in whatever order kvstashd finishes the work; reaping one
+completes all that have arrived (Client.poll), so waiting on any handle
+makes progress for all of them.
+
+Keys and block ids are packed with bytes.join and array('I'), so a batch of
+thousands of blocks costs a few C-level copies, not a Python loop per key.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import errno
+import itertools
+import logging
+import mmap
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Callable, NamedTuple, Union
+
+from . import _lib
+from .errors import Busy, Cancelled, InvalidArgument, KvstashError, NoSpace, Timeout, error_for
+
+log = logging.getLogger("kvstash")
+
+_LEVELS = {
+    _lib.LOG_ERR: logging.ERROR,
+    _lib.LOG_WARNING: logging.WARNING,
+    _lib.LOG_INFO: logging.INFO,
+    _lib.LOG_DEBUG: logging.DEBUG,
+}
+
+# Longest single sleep in libkvstash while a Python thread waits: short, so
+# that Ctrl-C and other threads (who need the client's lock) get a turn.
+_WAIT_SLICE_MS = 50
+
+KeysLike = Union[bytes, bytearray, memoryview, Sequence[bytes]]
+IdsLike = Union[Sequence[int], "array.array[int]"]
+LayerRange = Union[None, range, tuple[int, int]]
+
+
+# ---- results --------------------------------------------------------------
+
+
+class SaveResult(NamedTuple):
+    """SAVE: blocks copied into the pool, and blocks skipped (already resident)."""
+
+    stored: int
+    skipped: int
+
+
+class QueryResult(NamedTuple):
+    """QUERY: the resident prefix length and the lease pinning it (0: none).
+
+    expires_ms: how long the lease lives unless loaded or released.
+    """
+
+    hits: int
+    lease: int
+    expires_ms: int = 0
+
+
+class Completion(NamedTuple):
+    """A CQE as kvstashd (or, with local=True, libkvstash) posted it."""
+
+    res: int
+    flags: int
+    result0: int
+    result1: int
+
+    @property
+    def local(self) -> bool:
+        return bool(self.flags & _lib.CQE_LOCAL)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """Facts from kvstashd's HELLO reply: the session's limits."""
+
+    session_id: int
+    sq_entries: int
+    cq_entries: int
+    arg_bytes: int
+    max_keys: int
+    max_inflight: int
+    max_layers: int
+    lease_ttl_ms: int
+    daemon_rev: tuple[int, int]
+
+
+class Operation:
+    """A submitted operation; completes when its CQE is reaped.
+
+    done() reaps without blocking; wait()/result() block until this
+    operation completes (completing any other operation whose CQE arrives
+    meanwhile) and return its result or raise its KvstashError.
+    """
+
+    __slots__ = ("op", "user_data", "_client", "_convert", "_completion", "_submitted")
+
+    def __init__(self, client: Client, op: str, user_data: int, convert: Callable[[Completion], Any]):
+        self.op = op
+        self.user_data = user_data
+        self._client = client
+        self._convert = convert
+        self._completion: Completion | None = None
+        self._submitted = False
+
+    def __repr__(self) -> str:
+        state = "pending" if self._completion is None else f"res={self._completion.res}"
+        return f"<kvstash.Operation {self.op} #{self.user_data} {state}>"
+
+    @property
+    def completion(self) -> Completion | None:
+        """The raw CQE once complete (e.g. result0 = bytes copied by a LOAD)."""
+        return self._completion
+
+    def done(self) -> bool:
+        """True once completed; reaps arrived completions first (never blocks)."""
+        if self._completion is None and self._submitted:
+            self._client.poll()
+        return self._completion is not None
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until complete (timeout in seconds, None: for ever); return result().
+
+        Raises Timeout when the wait ends first: the operation itself is
+        still pending and can be waited for again.
+        """
+        if self._completion is None:
+            self._client._wait_for(self, timeout)
+        return self.result()
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The operation's result, waiting for it if needed; raises its error."""
+        if self._completion is None:
+            return self.wait(timeout)
+        res = self._completion.res
+        if res < 0:
+            raise error_for(res, self.op)
+        return self._convert(self._completion)
+
+    def exception(self, timeout: float | None = None) -> KvstashError | None:
+        """The error the operation failed with, or None (waits like result())."""
+        if self._completion is None:
+            self._client._wait_for(self, timeout)
+        assert self._completion is not None
+        res = self._completion.res
+        return error_for(res, self.op) if res < 0 else None
+
+    def _complete(self, c: Completion) -> None:
+        self._completion = c
+
+
+# ---- memory and layers ----------------------------------------------------
+
+
+class HostMemory:
+    """Shareable host memory for a CPU engine's KV cache (kvs_host_alloc).
+
+    A memfd sealed against shrinking (kvstashd refuses memory that could
+    shrink under its copies).  .buffer is an mmap of it: it supports the
+    buffer protocol and slicing, and it refuses to be closed while views of
+    it exist, so close() can never leave a dangling view behind.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise InvalidArgument(errno.EINVAL, "host_alloc", "size must be positive")
+        fd = ctypes.c_int(-1)
+        ptr = ctypes.c_void_p()
+        r = _lib.lib().kvs_host_alloc(size, ctypes.byref(fd), ctypes.byref(ptr))
+        if r < 0:
+            raise error_for(r, "host_alloc")
+        # The library's own mapping is not needed: Python maps the memfd
+        # itself so that the mapping's lifetime follows its buffer exports.
+        _lib.lib().kvs_host_free(-1, ptr, size)
+        self.size = size
+        self.fd: int = fd.value
+        try:
+            self.buffer = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    @property
+    def address(self) -> int:
+        """Where the memory is mapped in this process (for wrapping it, e.g. as a tensor)."""
+        anchor = ctypes.c_char.from_buffer(self.buffer)  # a buffer export, dropped at once
+        try:
+            return ctypes.addressof(anchor)
+        finally:
+            del anchor
+
+    def view(self) -> memoryview:
+        """A writable memoryview of the whole allocation (release it before close())."""
+        return memoryview(self.buffer)
+
+    def close(self) -> None:
+        """Unmap and close.  BufferError while memoryviews of it are alive."""
+        if self.fd < 0:
+            return
+        self.buffer.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def __enter__(self) -> HostMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __len__(self) -> int:
+        return self.size
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer's view into a HostMemory (see struct kvs_wire_layer).
+
+    Segment s of block b lies at offset + b * block_stride + s * kv_stride
+    and is segment_bytes long.  Page-first fused layout: one memory for all
+    layers, segments=1, block_stride = the bytes of all layers of one block,
+    offset = the layer's place in the block.  Layer-first split K/V: one
+    memory per layer, segments=2, kv_stride = num_blocks * block_stride.
+    """
+
+    name: str
+    memory: HostMemory
+    _: KW_ONLY
+    num_blocks: int
+    segment_bytes: int
+    block_stride: int
+    offset: int = 0
+    segments: int = 1
+    kv_stride: int = 0
+
+
+@dataclass(frozen=True)
+class CudaLayer:
+    """A layer given by device pointer (struct kvs_cuda_layer); see Layer."""
+
+    name: str
+    base: int
+    _: KW_ONLY
+    num_blocks: int
+    segment_bytes: int
+    block_stride: int
+    segments: int = 1
+    kv_stride: int = 0
+
+
+def page_first_layers(
+    memory: HostMemory, names: int | Sequence[str], num_blocks: int, layer_bytes: int, *, offset: int = 0
+) -> list[Layer]:
+    """Layers of a page-first fused cache: block b holds every layer, layer l at l * layer_bytes."""
+    names = [f"layers.{i}" for i in range(names)] if isinstance(names, int) else list(names)
+    stride = len(names) * layer_bytes
+    return [
+        Layer(n, memory, offset=offset + i * layer_bytes, num_blocks=num_blocks,
+              segment_bytes=layer_bytes, block_stride=stride)
+        for i, n in enumerate(names)
+    ]
+
+
+def split_kv_layers(
+    memories: Sequence[HostMemory], names: Sequence[str] | None, num_blocks: int, segment_bytes: int
+) -> list[Layer]:
+    """Layers of a layer-first split K/V cache: one memory per layer, all K blocks then all V blocks."""
+    names = list(names) if names is not None else [f"layers.{i}" for i in range(len(memories))]
+    if len(names) != len(memories):
+        raise InvalidArgument(errno.EINVAL, "register", "one name per memory")
+    return [
+        Layer(n, m, num_blocks=num_blocks, segment_bytes=segment_bytes, block_stride=segment_bytes,
+              segments=2, kv_stride=num_blocks * segment_bytes)
+        for n, m in zip(names, memories)
+    ]
+
+
+# ---- argument packing -------------------------------------------------------
+
+
+def pack_keys(keys: KeysLike, op: str = "keys") -> tuple[bytes, int]:
+    """Keys as one bytes object and their count.
+
+    Accepts a sequence of 16-byte bytes objects, or the keys already packed
+    back to back (a bytes-like object whose length is a multiple of 16).
+    """
+    if isinstance(keys, (bytes, bytearray, memoryview)):
+        data = bytes(keys)
+        if not data or len(data) % _lib.KEY_SIZE:
+            raise InvalidArgument(
+                errno.EINVAL, op, f"packed keys must be a non-empty multiple of {_lib.KEY_SIZE} bytes"
+            )
+        return data, len(data) // _lib.KEY_SIZE
+    if not isinstance(keys, (list, tuple)):
+        keys = list(keys)
+    if not keys:
+        raise InvalidArgument(errno.EINVAL, op, "no keys")
+    if isinstance(keys[0], str) or set(map(len, keys)) != {_lib.KEY_SIZE}:
+        raise InvalidArgument(errno.EINVAL, op, f"every key must be {_lib.KEY_SIZE} bytes")
+    return b"".join(keys), len(keys)
+
+
+def pack_ids(ids: IdsLike, op: str = "block ids") -> array.array:
+    """Block ids as a C array of uint32 (no copy when given one)."""
+    if isinstance(ids, array.array) and ids.typecode == "I" and ids.itemsize == 4:
+        return ids
+    try:
+        out = array.array("I", ids)
+    except OverflowError:
+        raise InvalidArgument(errno.ERANGE, op, "block ids must lie in 0 .. 2**32 - 1") from None
+    assert out.itemsize == 4
+    return out
+
+
+def _layer_range(layers: LayerRange, op: str) -> tuple[int, int]:
+    if layers is None:
+        return 0, 0
+    if isinstance(layers, range):
+        if layers.step != 1 or len(layers) == 0:
+            raise InvalidArgument(errno.EINVAL, op, "a layer range must be non-empty with step 1")
+        return layers.start, len(layers)
+    begin, count = layers
+    if begin < 0 or count <= 0:
+        raise InvalidArgument(errno.EINVAL, op, "layers=(begin, count) needs begin >= 0, count > 0")
+    return begin, count
+
+
+def _uuid_for(device: Any) -> tuple[int, bytes]:
+    if device is None or device == "host":
+        return _lib.DEVICE_HOST, bytes(16)
+    if isinstance(device, (bytes, bytearray)):
+        if len(device) != 16:
+            raise InvalidArgument(errno.EINVAL, "connect", "a device UUID is 16 bytes")
+        return _lib.DEVICE_CUDA, bytes(device)
+    if isinstance(device, int) and not isinstance(device, bool):
+        return _lib.DEVICE_CUDA, cuda_device_uuid(device)
+    raise TypeError("device: None, 'host', a CUDA ordinal or a 16-byte UUID")
+
+
+def cuda_device_uuid(ordinal: int) -> bytes:
+    """The UUID of CUDA device @ordinal (as this process numbers devices)."""
+    buf = (ctypes.c_uint8 * 16)()
+    r = _lib.lib().kvs_cuda_device_uuid(ordinal, buf)
+    if r < 0:
+        raise error_for(r, "device_uuid")
+    return bytes(buf)
+
+
+# ---- the client ---------------------------------------------------------------
+
+
+def _make_log_callback(messages: list[str]) -> Any:
+    """libkvstash's log lines go to logging ("kvstash"); warnings and errors
+    are also kept (the last 16) to explain the next failure."""
+
+    def on_log(_arg: int | None, level: int, msg: bytes) -> None:
+        text = msg.decode(errors="replace")
+        if level <= _lib.LOG_WARNING:
+            messages.append(text)
+            del messages[:-16]
+        log.log(_LEVELS.get(level, logging.INFO), "%s", text)
+
+    return _lib.LogFn(on_log)
+
+
+class Client:
+    """A session with kvstashd.
+
+    Client(socket_path=None, *, instance, namespace, ...) connects at once
+    (socket_path None: $KVSTASH_SOCKET, else /run/kvstash/kvstash.sock).
+    Use it as a context manager, or call close().
+
+    Like libkvstash, a Client serves one thread at a time; it takes a lock
+    around each library call, so several threads may share it, but they
+    then take turns.
+    """
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        instance: str,
+        namespace: str,
+        tp_rank: int = 0,
+        tp_size: int = 1,
+        world_size: int | None = None,
+        device: None | str | int | bytes = None,
+        role: str = "worker",
+        sq_entries: int = 0,
+        arg_bytes: int = 0,
+        timeout_ms: int = 5000,
+    ) -> None:
+        roles = {"worker": _lib.ROLE_WORKER, "scheduler": _lib.ROLE_SCHEDULER, "admin": _lib.ROLE_ADMIN}
+        if role not in roles:
+            raise InvalidArgument(errno.EINVAL, "connect", f"role must be one of {sorted(roles)}")
+        self._c: int | None = None
+        self._lock = threading.RLock()
+        self._pending: dict[int, Operation] = {}
+        self._unsubmitted: list[Operation] = []
+        self._batch = 0
+        self._ids = itertools.count(1)
+        self._timeout = timeout_ms / 1000 if timeout_ms > 0 else 5.0
+        self._lib = _lib.lib()
+        # libkvstash keeps the callback pointer for the session's lifetime;
+        # a closure over the message list (not a bound method) keeps the
+        # client free of reference cycles.
+        self._messages: list[str] = []
+        self._log_cb = _make_log_callback(self._messages)
+
+        kind, uuid = _uuid_for(device)
+        o = _lib.ConnectOpts()
+        self._lib.kvs_connect_opts_init(ctypes.byref(o))
+        o.role = roles[role]
+        o.tp_rank = tp_rank
+        o.tp_size = tp_size
+        o.world_size = world_size or 0
+        o.device_kind = kind
+        o.device_uuid[:] = list(uuid)
+        self._instance = instance.encode() if instance is not None else None
+        self._ns = namespace.encode() if namespace is not None else None
+        o.instance = self._instance
+        o.ns = self._ns
+        o.sq_entries = sq_entries
+        o.arg_bytes = arg_bytes
+        o.timeout_ms = timeout_ms
+        o.log = self._log_cb
+        self.role = role
+        self.instance = instance
+        self.namespace = namespace
+        self.socket_path = os.fspath(socket_path) if socket_path is not None else None
+        handle = ctypes.c_void_p()
+        path = self.socket_path.encode() if self.socket_path is not None else None
+        mark = len(self._messages)
+        r = self._lib.kvs_connect(path, ctypes.byref(o), ctypes.byref(handle))
+        if r < 0:
+            raise self._error(r, "connect", mark)
+        self._c = handle.value
+
+    # ---- plumbing ----------------------------------------------------------
+
+    def _error(self, r: int, op: str, mark: int) -> KvstashError:
+        """The error for -errno @r, with what libkvstash logged since @mark."""
+        why = "; ".join(self._messages[mark:])
+        return error_for(r, op, f"{_lib.strerror(r)}: {why}" if why else None)
+
+    def _handle(self) -> int:
+        if self._c is None:
+            raise Cancelled(errno.ECANCELED, "client", "the client is closed")
+        return self._c
+
+    @property
+    def closed(self) -> bool:
+        return self._c is None
+
+    # ---- session -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Say goodbye and free the session; pending operations complete as Cancelled."""
+        with self._lock:
+            if self._c is None:
+                return
+            c, self._c = self._c, None
+            self._lib.kvs_close(c)
+            for opn in list(self._pending.values()) + self._unsubmitted:
+                opn._complete(Completion(-errno.ECANCELED, _lib.CQE_LOCAL, 0, 0))
+            self._pending.clear()
+            self._unsubmitted.clear()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def reconnect(self) -> None:
+        """New session after kvstashd restarted; registration is sent again."""
+        with self._lock:
+            mark = len(self._messages)
+            r = self._lib.kvs_reconnect(self._handle())
+            self._reap()  # the old session's operations, completed with ECONNRESET
+            if r < 0:
+                raise self._error(r, "reconnect", mark)
+
+    @property
+    def connected(self) -> bool:
+        """False once libkvstash has seen kvstashd go away."""
+        with self._lock:
+            return self._c is not None and self._lib.kvs_connected(self._c) == 1
+
+    @property
+    def info(self) -> SessionInfo:
+        """The session's id and limits."""
+        s = _lib.SessionInfo()
+        with self._lock:
+            self._lib.kvs_session_info(self._handle(), ctypes.byref(s))
+        return SessionInfo(s.session_id, s.sq_entries, s.cq_entries, s.arg_bytes, s.max_keys,
+                           s.max_inflight, s.max_layers, s.lease_ttl_ms,
+                           (s.daemon_rev_major, s.daemon_rev_minor))
+
+    @property
+    def session_id(self) -> int:
+        return self.info.session_id
+
+    @property
+    def pending(self) -> int:
+        """Operations submitted and not yet completed."""
+        with self._lock:
+            return len(self._pending) + len(self._unsubmitted)
+
+    # ---- registration ------------------------------------------------------------
+
+    def register(self, layers: Sequence[Layer], *, replicated: bool = False) -> None:
+        """Register host-memory layers (workers; once per session)."""
+        if not layers:
+            raise InvalidArgument(errno.EINVAL, "register", "no layers")
+        mems: list[HostMemory] = []
+        index: dict[int, int] = {}
+        for layer in layers:
+            if id(layer.memory) not in index:
+                if layer.memory.fd < 0:
+                    raise InvalidArgument(errno.EINVAL, "register", f"layer {layer.name}: memory is closed")
+                index[id(layer.memory)] = len(mems)
+                mems.append(layer.memory)
+        cmems = (_lib.Mem * len(mems))()
+        for i, m in enumerate(mems):
+            cmems[i].kind = _lib.MEM_HOST_FD
+            cmems[i].fd = m.fd
+            cmems[i].size = m.size
+        names = [layer.name.encode() for layer in layers]
+        clayers = (_lib.LayerDesc * len(layers))()
+        for i, layer in enumerate(layers):
+            clayers[i] = _lib.LayerDesc(names[i], index[id(layer.memory)], layer.segments, layer.offset,
+                                        layer.num_blocks, layer.segment_bytes, layer.kv_stride,
+                                        layer.block_stride)
+        flags = _lib.REGISTER_REPLICATED if replicated else 0
+        with self._lock:
+            mark = len(self._messages)
+            r = self._lib.kvs_register(self._handle(), cmems, len(mems), clayers, len(layers), flags)
+            if r < 0:
+                raise self._error(r, "register", mark)
+
+    def register_cuda(self, layers: Sequence[CudaLayer], *, replicated: bool = False) -> None:
+        """Register GPU layers by device pointer (kvs_register_cuda: each
+        allocation is exported once).  See kvstash.torch.register_tensors."""
+        if not layers:
+            raise InvalidArgument(errno.EINVAL, "register", "no layers")
+        names = [layer.name.encode() for layer in layers]
+        clayers = (_lib.CudaLayerDesc * len(layers))()
+        for i, layer in enumerate(layers):
+            clayers[i] = _lib.CudaLayerDesc(names[i], layer.base, layer.segments, layer.num_blocks,
+                                            layer.segment_bytes, layer.kv_stride, layer.block_stride)
+        flags = _lib.REGISTER_REPLICATED if replicated else 0
+        with self._lock:
+            mark = len(self._messages)
+            r = self._lib.kvs_register_cuda(self._handle(), clayers, len(layers), flags)
+            if r < 0:
+                raise self._error(r, "register", mark)
+
+    def unregister(self) -> None:
+        """Flush this session's saves, then drop its mappings (idempotent)."""
+        with self._lock:
+            mark = len(self._messages)
+            r = self._lib.kvs_unregister(self._handle())
+            if r < 0:
+                raise self._error(r, "unregister", mark)
+
+    # ---- submission --------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Submit every operation started inside the block with one kvs_submit."""
+        with self._lock:
+            self._batch += 1
+            try:
+                yield
+            finally:
+                self._batch -= 1
+                if self._batch == 0:
+                    self._submit()
+
+    def _submit(self) -> None:
+        if self._unsubmitted and self._c is not None:
+            self._lib.kvs_submit(self._c)
+            for opn in self._unsubmitted:
+                opn._submitted = True
+                self._pending[opn.user_data] = opn
+            self._unsubmitted.clear()
+
+    def _start(self, op: str, convert: Callable[[Completion], Any],
+               prep: Callable[[int, int, int], int]) -> Operation:
+        """Get an SQE, prepare it with @prep(client, sqe, user_data), submit.
+
+        When the SQ, the in-flight limit or the argument area is full, make
+        room by reaping (and, for up to the session timeout, waiting for)
+        completions; fail only when nothing in flight could make room.
+        """
+        with self._lock:
+            c = self._handle()
+            user_data = next(self._ids)
+            deadline = None
+            while True:
+                sqe = self._lib.kvs_get_sqe(c)
+                r = prep(c, sqe, user_data) if sqe else -errno.EAGAIN
+                if r == 0:
+                    break
+                if r not in (-errno.EAGAIN, -errno.ENOSPC):
+                    raise error_for(r, op)
+                # Full: what we prepared must go out before anything can drain.
+                self._submit()
+                if not self._pending:
+                    cls = Busy if r == -errno.EAGAIN else NoSpace
+                    raise cls(-r, op, "submission queue or argument area full with nothing in flight")
+                deadline = deadline or time.monotonic() + self._timeout
+                if time.monotonic() > deadline:
+                    raise Busy(errno.EBUSY, op, "no room in the submission queue")
+                self._wait_slice(_WAIT_SLICE_MS)
+            opn = Operation(self, op, user_data, convert)
+            self._unsubmitted.append(opn)
+            if self._batch == 0:
+                self._submit()
+            return opn
+
+    def nop(self) -> Operation:
+        """A round trip through kvstashd; result None."""
+        return self._start("nop", _none, lambda c, s, u: self._lib.kvs_prep_nop(c, s, u))
+
+    def save(self, keys: KeysLike, block_ids: IdsLike) -> Operation:
+        """Copy blocks @block_ids into the pool under @keys; result SaveResult.
+
+        Completes when the copy out of engine memory is done (the blocks may
+        then be reused).  Keys already resident are skipped.
+        """
+        data, n = pack_keys(keys, "save")
+        ids = pack_ids(block_ids, "save")
+        if len(ids) != n:
+            raise InvalidArgument(errno.EINVAL, "save", f"{n} keys but {len(ids)} block ids")
+        addr = ids.buffer_info()[0]
+        return self._start("save", _save_result,
+                           lambda c, s, u: self._lib.kvs_prep_save(c, s, data, addr, n, u))
+
+    def query(self, keys: KeysLike, req_id: int = 0, lease: bool = True) -> Operation:
+        """Longest resident prefix of @keys; result QueryResult.
+
+        With lease=True (default) the hits are pinned under a lease until
+        loaded, released or expired; lease=False only counts.
+        """
+        data, n = pack_keys(keys, "query")
+        flags = 0 if lease else _lib.QUERY_NOLEASE
+        return self._start("query", _query_result,
+                           lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
+
+    def load(self, lease: int | QueryResult, block_ids: IdsLike, layers: LayerRange = None) -> Operation:
+        """Copy the leased blocks (the first len(block_ids) of them) into
+        @block_ids; result the number of blocks loaded.
+
+        layers: None for all, range(begin, end), or (begin, count).
+        """
+        lease_id = lease.lease if isinstance(lease, QueryResult) else lease
+        ids = pack_ids(block_ids, "load")
+        if not ids:
+            raise InvalidArgument(errno.EINVAL, "load", "no block ids")
+        begin, count = _layer_range(layers, "load")
+        addr, n = ids.buffer_info()
+        return self._start("load", _load_result,
+                           lambda c, s, u: self._lib.kvs_prep_load(c, s, lease_id, addr, n, begin, count, u))
+
+    def release(self, lease: int | QueryResult) -> Operation:
+        """Drop a lease not used by a load; result None (LeaseNotFound if unknown)."""
+        lease_id = lease.lease if isinstance(lease, QueryResult) else lease
+        return self._start("release", _none,
+                           lambda c, s, u: self._lib.kvs_prep_release(c, s, lease_id, u))
+
+    def flush(self, instance: bool = False) -> Operation:
+        """Barrier: saves submitted before are visible to QUERY; result the
+        number of saves waited for.  instance=True: every session of the instance."""
+        flags = _lib.FLUSH_INSTANCE if instance else 0
+        return self._start("flush", _flush_result,
+                           lambda c, s, u: self._lib.kvs_prep_flush(c, s, flags, u))
+
+    # ---- completion ------------------------------------------------------------------
+
+    def _take(self, cqe: ctypes._Pointer) -> None:  # type: ignore[name-defined]
+        e = cqe.contents
+        comp = Completion(e.res, e.flags, e.result0, e.result1)
+        user_data = e.user_data
+        self._lib.kvs_cqe_seen(self._c, cqe)
+        opn = self._pending.pop(user_data, None)
+        if opn is not None:
+            opn._complete(comp)
+
+    def _reap(self) -> int:
+        n = 0
+        cqe = _lib.CqePtr()
+        while self._c is not None and self._lib.kvs_peek_cqe(self._c, ctypes.byref(cqe)) == 0:
+            self._take(cqe)
+            n += 1
+        return n
+
+    def poll(self) -> int:
+        """Reap every arrived completion without blocking; returns how many."""
+        with self._lock:
+            if self._c is None:
+                return 0
+            self._submit()
+            return self._reap()
+
+    def _wait_slice(self, ms: int) -> None:
+        """Sleep in libkvstash up to @ms for a completion, then reap (lock held)."""
+        cqe = _lib.CqePtr()
+        r = self._lib.kvs_wait_cqe(self._handle(), ctypes.byref(cqe), ms)
+        if r == 0:
+            self._take(cqe)
+            self._reap()
+        elif r == -errno.ECONNRESET:
+            # kvstashd is gone and libkvstash has nothing left to hand out:
+            # whatever we still track can never complete.
+            for opn in list(self._pending.values()):
+                opn._complete(Completion(-errno.ECONNRESET, _lib.CQE_LOCAL, 0, 0))
+            self._pending.clear()
+
+    def _wait_for(self, opn: Operation, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while opn._completion is None:
+            with self._lock:
+                if opn._completion is not None:
+                    break
+                if self._c is None:
+                    opn._complete(Completion(-errno.ECANCELED, _lib.CQE_LOCAL, 0, 0))
+                    break
+                self._submit()
+                ms = _WAIT_SLICE_MS
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise Timeout(errno.ETIMEDOUT, opn.op, f"not complete after {timeout} s")
+                    ms = max(1, min(ms, int(left * 1000)))
+                self._wait_slice(ms)
+
+    def wait_all(self, ops: Iterable[Operation], timeout: float | None = None) -> list[Any]:
+        """Wait for every operation; their results in order (first error raised)."""
+        ops = list(ops)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for opn in ops:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if opn._completion is None:
+                self._wait_for(opn, left)
+        return [opn.result() for opn in ops]
+
+
+def _none(_c: Completion) -> None:
+    return None
+
+
+def _save_result(c: Completion) -> SaveResult:
+    return SaveResult(c.result0, c.result1)
+
+
+def _query_result(c: Completion) -> QueryResult:
+    return QueryResult(c.res, c.result0, c.result1)
+
+
+def _load_result(c: Completion) -> int:
+    return c.res
+
+
+def _flush_result(c: Completion) -> int:
+    return c.result0
