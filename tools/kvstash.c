@@ -1,0 +1,957 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvstash: the admin CLI of kvstashd.  See kvstash(1).
+ *
+ *   kvstash [--socket PATH] [--json] [--timeout MS] status|stats|version
+ *
+ * It opens a session in the admin role (no shared-memory region, no limit
+ * slot), sends one STATUS or STATS request through kvs_admin_request() and
+ * prints the reply train, for humans or as one JSON object.
+ *
+ * Exit codes: 0 ok; 1 kvstashd not reachable or the request failed;
+ * 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvstash/kvstash.h>
+
+#define EXIT_UNREACHABLE 1
+#define EXIT_USAGE 2
+
+/* ---- options and connection ------------------------------------------ */
+
+static struct {
+	const char *socket;
+	bool json;
+	int timeout_ms;
+	char last_log[512]; /* libkvstash's reason for a refusal, if any */
+} opt = { .timeout_ms = 5000 };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: kvstash [OPTIONS] COMMAND\n"
+		"\n"
+		"Show what kvstashd is doing.\n"
+		"\n"
+		"Commands:\n"
+		"  status    daemon facts and the sessions connected\n"
+		"  stats     pool, block, operation and session counters\n"
+		"  version   versions of this tool, libkvstash and kvstashd\n"
+		"\n"
+		"Options:\n"
+		"  -s, --socket=PATH   kvstashd's socket (default $KVSTASH_SOCKET, else %s)\n"
+		"  -j, --json          print one JSON object instead of text\n"
+		"  -t, --timeout=MS    give up on kvstashd after MS milliseconds (default 5000)\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       print the version of this tool\n"
+		"\n"
+		"Exit status: 0 ok, 1 kvstashd not reachable or the request failed, 2 bad usage.\n",
+		KVS_DEFAULT_SOCKET);
+}
+
+static const char *socket_path(void)
+{
+	const char *env = getenv("KVSTASH_SOCKET");
+
+	if (opt.socket)
+		return opt.socket;
+	return env && *env ? env : KVS_DEFAULT_SOCKET;
+}
+
+/* Keep the library's last message: it carries the daemon's reason for a refusal. */
+static void log_cb(void *arg, int level, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	snprintf(opt.last_log, sizeof(opt.last_log), "%s", msg);
+}
+
+static int connect_admin(struct kvs_client **ret)
+{
+	struct kvs_connect_opts o;
+	int r;
+
+	kvs_connect_opts_init(&o);
+	o.role = KVS_ROLE_ADMIN;
+	o.timeout_ms = opt.timeout_ms;
+	o.log = log_cb;
+	opt.last_log[0] = '\0';
+	r = kvs_connect(socket_path(), &o, ret);
+	if (r < 0) {
+		fprintf(stderr, "kvstash: cannot reach kvstashd at %s: %s\n", socket_path(),
+			kvs_strerror(r));
+		/* "cannot connect" repeats the line above; a refusal's reason does not. */
+		if (opt.last_log[0] && strncmp(opt.last_log, "cannot connect", 14) != 0)
+			fprintf(stderr, "kvstash: %s\n", opt.last_log);
+	}
+	return r;
+}
+
+/* ---- the reply train -------------------------------------------------- */
+
+/* Everything one request brought back; arrays grow as messages arrive. */
+struct reply {
+	bool have_daemon, have_global;
+	struct kvs_msg_status_daemon daemon;
+	struct kvs_msg_status_session *sessions;
+	size_t nr_sessions;
+	struct kvs_msg_stats_global global;
+	struct kvs_msg_stats_node *nodes;
+	size_t nr_nodes;
+	struct kvs_msg_stats_session *sstats;
+	size_t nr_sstats;
+};
+
+static int push(void *arrp, size_t *n, size_t size, const void *item)
+{
+	void *a = realloc(*(void **)arrp, (*n + 1) * size);
+
+	if (!a)
+		return -ENOMEM;
+	memcpy((char *)a + *n * size, item, size);
+	*(void **)arrp = a;
+	(*n)++;
+	return 0;
+}
+
+static int collect(void *arg, const struct kvs_msg_hdr *msg)
+{
+	struct reply *r = arg;
+
+	/* kvs_admin_request() checked each message's size against its type. */
+	switch (msg->type) {
+	case KVS_MSG_STATUS_DAEMON:
+		memcpy(&r->daemon, msg, sizeof(r->daemon));
+		r->have_daemon = true;
+		return 0;
+	case KVS_MSG_STATUS_SESSION:
+		return push(&r->sessions, &r->nr_sessions, sizeof(*r->sessions), msg);
+	case KVS_MSG_STATS_GLOBAL:
+		memcpy(&r->global, msg, sizeof(r->global));
+		r->have_global = true;
+		return 0;
+	case KVS_MSG_STATS_NODE:
+		return push(&r->nodes, &r->nr_nodes, sizeof(*r->nodes), msg);
+	case KVS_MSG_STATS_SESSION:
+		return push(&r->sstats, &r->nr_sstats, sizeof(*r->sstats), msg);
+	default:
+		return 0; /* a newer daemon's addition: not ours to show */
+	}
+}
+
+static void reply_free(struct reply *r)
+{
+	free(r->sessions);
+	free(r->nodes);
+	free(r->sstats);
+}
+
+static int request(struct kvs_client *c, uint32_t type, struct reply *r)
+{
+	int err = kvs_admin_request(c, type, collect, r);
+
+	if (err == 0 && type == KVS_MSG_STATUS && !r->have_daemon)
+		err = -EBADMSG;
+	if (err == 0 && type == KVS_MSG_STATS && !r->have_global)
+		err = -EBADMSG;
+	if (err < 0)
+		fprintf(stderr, "kvstash: %s request to kvstashd at %s failed: %s\n",
+			type == KVS_MSG_STATUS ? "status" : "stats", socket_path(),
+			kvs_strerror(err));
+	return err;
+}
+
+/*
+ * Wire strings are fixed arrays that should hold a NUL; never trust that
+ * they do.  Copies into @buf (at least @n + 1 bytes).
+ */
+static const char *wstr(char *buf, const char *field, size_t n)
+{
+	size_t len = strnlen(field, n);
+
+	memcpy(buf, field, len);
+	buf[len] = '\0';
+	return buf;
+}
+
+#define WSTR(field) wstr((char[sizeof(field) + 1]){ 0 }, (field), sizeof(field))
+
+/* ---- text helpers ----------------------------------------------------- */
+
+/* 1536 -> "1.5 KiB"; below 1 KiB exact bytes. */
+static const char *human_bytes(char *buf, size_t len, uint64_t v)
+{
+	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double d = (double)v;
+	unsigned u = 0;
+
+	if (v < 1024) {
+		snprintf(buf, len, "%" PRIu64 " B", v);
+		return buf;
+	}
+	d /= 1024;
+	while (d >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		d /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%.1f %s", d, unit[u]);
+	return buf;
+}
+
+#define HB(v) human_bytes((char[32]){ 0 }, 32, (v))
+
+/* Bytes per second as "5.2 GiB/s", or "-" when nothing was timed. */
+static const char *human_rate(char *buf, size_t len, uint64_t bytes, uint64_t ns)
+{
+	char b[32];
+
+	if (ns == 0 || bytes == 0) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	snprintf(buf, len, "%s/s", human_bytes(b, sizeof(b), (uint64_t)((double)bytes * 1e9 / ns)));
+	return buf;
+}
+
+#define HR(b, ns) human_rate((char[40]){ 0 }, 40, (b), (ns))
+
+static const char *human_uptime(char *buf, size_t len, uint64_t ms)
+{
+	uint64_t s = ms / 1000, d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
+
+	if (d)
+		snprintf(buf, len, "%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m", d, h, m);
+	else if (h)
+		snprintf(buf, len, "%" PRIu64 "h %" PRIu64 "m %" PRIu64 "s", h, m, s % 60);
+	else if (m)
+		snprintf(buf, len, "%" PRIu64 "m %" PRIu64 "s", m, s % 60);
+	else
+		snprintf(buf, len, "%" PRIu64 ".%01" PRIu64 "s", s, ms % 1000 / 100);
+	return buf;
+}
+
+/* Free = capacity - used; counters read at slightly different times never go below 0. */
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : 0;
+}
+
+static const char *pct(char *buf, size_t len, uint64_t part, uint64_t whole)
+{
+	if (whole == 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f %%", 100.0 * (double)part / (double)whole);
+	return buf;
+}
+
+#define PCT(p, w) pct((char[16]){ 0 }, 16, (p), (w))
+
+static const char *role_name(uint32_t role)
+{
+	switch (role) {
+	case KVS_ROLE_WORKER:
+		return "worker";
+	case KVS_ROLE_SCHEDULER:
+		return "scheduler";
+	case KVS_ROLE_ADMIN:
+		return "admin";
+	default:
+		return "unknown";
+	}
+}
+
+/* "host", or the GPU's UUID the way nvidia-smi prints it. */
+static const char *device_name(char *buf, size_t len, uint32_t kind, const uint8_t *u)
+{
+	if (kind == KVS_DEVICE_HOST) {
+		snprintf(buf, len, "host");
+	} else if (kind == KVS_DEVICE_CUDA) {
+		snprintf(buf, len,
+			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+			 u[12], u[13], u[14], u[15]);
+	} else {
+		snprintf(buf, len, "kind-%u", kind);
+	}
+	return buf;
+}
+
+/* A terminal gets no control characters from the daemon. */
+static const char *printable(char *s)
+{
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return s;
+}
+
+/* A table whose columns fit their widest cell; cells are copied. */
+#define MAX_COLS 16
+
+struct table {
+	unsigned ncols;
+	const char *head[MAX_COLS];
+	bool right[MAX_COLS]; /* numbers align right */
+	size_t width[MAX_COLS];
+	char **cells;
+	size_t nrows;
+};
+
+static void table_init(struct table *t, unsigned ncols, const char *const *head, const char *align)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	for (unsigned i = 0; i < ncols; i++) {
+		t->head[i] = head[i];
+		t->right[i] = align[i] == 'r';
+		t->width[i] = strlen(head[i]);
+	}
+}
+
+static int table_row(struct table *t, ...)
+{
+	char **cells = realloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(*cells));
+	va_list ap;
+
+	if (!cells)
+		return -ENOMEM;
+	t->cells = cells;
+	va_start(ap, t);
+	for (unsigned i = 0; i < t->ncols; i++) {
+		char *c = strdup(va_arg(ap, const char *));
+
+		if (!c)
+			c = strdup("?");
+		if (c)
+			printable(c);
+		cells[t->nrows * t->ncols + i] = c;
+		if (c && strlen(c) > t->width[i])
+			t->width[i] = strlen(c);
+	}
+	va_end(ap);
+	t->nrows++;
+	return 0;
+}
+
+static void table_print(struct table *t, const char *indent)
+{
+	fputs(indent, stdout);
+	for (unsigned i = 0; i < t->ncols; i++)
+		printf("%s%-*s", i ? "  " : "", i + 1 < t->ncols || t->right[i] ? (int)t->width[i] : 0,
+		       t->head[i]);
+	putchar('\n');
+	for (size_t r = 0; r < t->nrows; r++) {
+		fputs(indent, stdout);
+		for (unsigned i = 0; i < t->ncols; i++) {
+			const char *c = t->cells[r * t->ncols + i];
+			int w = i + 1 < t->ncols || t->right[i] ? (int)t->width[i] : 0;
+
+			printf("%s%*s", i ? "  " : "", t->right[i] ? w : -w, c ? c : "?");
+		}
+		putchar('\n');
+	}
+}
+
+static void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
+/* A short-lived formatted cell (table_row copies it). */
+static char *fmt(const char *f, ...)
+{
+	static char ring[16][256];
+	static unsigned next;
+	char *b = ring[next++ % 16];
+	va_list ap;
+
+	va_start(ap, f);
+	vsnprintf(b, sizeof(ring[0]), f, ap);
+	va_end(ap);
+	return b;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/*
+ * Length of the valid UTF-8 sequence at @s (1-4), or 0 if it is not one:
+ * overlong forms, surrogates and code points past U+10FFFF are invalid.
+ */
+static unsigned utf8_len(const unsigned char *s)
+{
+	unsigned n, cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0; /* also stops at the NUL */
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped, bad UTF-8 replaced. */
+static void json_str(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	putchar('"');
+	while (*p) {
+		unsigned n = utf8_len(p);
+
+		if (n == 0) {
+			fputs("\\ufffd", stdout);
+			p++;
+		} else if (n > 1) {
+			fwrite(p, 1, n, stdout);
+			p += n;
+		} else {
+			switch (*p) {
+			case '"':
+				fputs("\\\"", stdout);
+				break;
+			case '\\':
+				fputs("\\\\", stdout);
+				break;
+			case '\n':
+				fputs("\\n", stdout);
+				break;
+			case '\r':
+				fputs("\\r", stdout);
+				break;
+			case '\t':
+				fputs("\\t", stdout);
+				break;
+			default:
+				if (*p < 0x20)
+					printf("\\u%04x", *p);
+				else
+					putchar(*p);
+			}
+			p++;
+		}
+	}
+	putchar('"');
+}
+
+/* Members of the object being written: "key": value, comma-separated. */
+struct jobj {
+	bool first[16];
+	unsigned depth;
+};
+
+static void jkey(struct jobj *j, const char *key)
+{
+	if (!j->first[j->depth])
+		putchar(',');
+	j->first[j->depth] = false;
+	if (key) {
+		json_str(key);
+		putchar(':');
+	}
+}
+
+static void jopen(struct jobj *j, const char *key, char brace)
+{
+	if (j->depth)
+		jkey(j, key);
+	putchar(brace);
+	j->first[++j->depth] = true;
+}
+
+static void jclose(struct jobj *j, char brace)
+{
+	putchar(brace);
+	j->depth--;
+}
+
+static void jstr(struct jobj *j, const char *key, const char *v)
+{
+	jkey(j, key);
+	json_str(v);
+}
+
+static void ju64(struct jobj *j, const char *key, uint64_t v)
+{
+	jkey(j, key);
+	printf("%" PRIu64, v);
+}
+
+static void ji64(struct jobj *j, const char *key, int64_t v)
+{
+	jkey(j, key);
+	printf("%" PRId64, v);
+}
+
+static void jbool(struct jobj *j, const char *key, bool v)
+{
+	jkey(j, key);
+	fputs(v ? "true" : "false", stdout);
+}
+
+static void jnull(struct jobj *j, const char *key)
+{
+	jkey(j, key);
+	fputs("null", stdout);
+}
+
+/* A ratio, or null when the denominator is 0 (JSON has no NaN). */
+static void jratio(struct jobj *j, const char *key, double num, double den)
+{
+	if (den == 0) {
+		jnull(j, key);
+		return;
+	}
+	jkey(j, key);
+	printf("%.6g", num / den);
+}
+
+/* Bytes per second of copy time, a whole number; null before anything was timed. */
+static void jrate(struct jobj *j, const char *key, uint64_t bytes, uint64_t ns)
+{
+	if (ns == 0) {
+		jnull(j, key);
+		return;
+	}
+	ju64(j, key, (uint64_t)((double)bytes * 1e9 / (double)ns));
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static void status_json(const struct reply *r)
+{
+	const struct kvs_msg_status_daemon *d = &r->daemon;
+	struct jobj j = { { true } };
+
+	jopen(&j, NULL, '{');
+	jstr(&j, "socket", socket_path());
+	jopen(&j, "daemon", '{');
+	jstr(&j, "version", WSTR(d->version));
+	ju64(&j, "pid", d->pid);
+	ju64(&j, "uptime_ms", d->uptime_ms);
+	ju64(&j, "workers", d->nr_workers);
+	ju64(&j, "instances", d->nr_instances);
+	ju64(&j, "sessions", d->nr_sessions);
+	jbool(&j, "cuda_available", d->cuda_available);
+	jclose(&j, '}');
+	jopen(&j, "sessions", '[');
+	for (size_t i = 0; i < r->nr_sessions; i++) {
+		const struct kvs_msg_status_session *s = &r->sessions[i];
+		char dev[64];
+
+		jopen(&j, NULL, '{');
+		ju64(&j, "id", s->session_id);
+		ju64(&j, "pid", s->pid);
+		ju64(&j, "uid", s->uid);
+		jstr(&j, "role", role_name(s->role));
+		jstr(&j, "instance", WSTR(s->instance));
+		ju64(&j, "tp_rank", s->tp_rank);
+		ju64(&j, "tp_size", s->tp_size);
+		ju64(&j, "world_size", s->world_size);
+		jstr(&j, "namespace", WSTR(s->ns));
+		jstr(&j, "device", device_name(dev, sizeof(dev), s->device_kind, s->device_uuid));
+		ju64(&j, "worker", s->worker);
+		jopen(&j, "layers", '{');
+		ju64(&j, "count", s->nr_layers);
+		if (s->nr_layers) {
+			jstr(&j, "first", WSTR(s->first_layer));
+			jstr(&j, "last", WSTR(s->last_layer));
+		} else {
+			jnull(&j, "first");
+			jnull(&j, "last");
+		}
+		ju64(&j, "block_bytes", s->slot_bytes);
+		ju64(&j, "mapped_bytes", s->mapped_bytes);
+		jclose(&j, '}');
+		jbool(&j, "sealed", s->sealed);
+		jclose(&j, '}');
+	}
+	jclose(&j, ']');
+	jclose(&j, '}');
+	putchar('\n');
+}
+
+static void status_text(const struct reply *r)
+{
+	static const char *const head[] = { "SESSION", "PID",	 "UID",	   "ROLE",  "INSTANCE",
+					    "RANK",    "NAMESPACE", "DEVICE", "WORKER", "LAYERS",
+					    "FIRST..LAST", "BLOCK", "MAPPED", "SEALED" };
+	const struct kvs_msg_status_daemon *d = &r->daemon;
+	struct table t;
+	char up[32], ver[sizeof(d->version) + 1];
+
+	wstr(ver, d->version, sizeof(d->version));
+	printf("kvstashd %s is up at %s\n", printable(ver), socket_path());
+	printf("  pid        %u\n", d->pid);
+	printf("  uptime     %s\n", human_uptime(up, sizeof(up), d->uptime_ms));
+	printf("  workers    %u\n", d->nr_workers);
+	printf("  instances  %u\n", d->nr_instances);
+	printf("  sessions   %u\n", d->nr_sessions);
+	printf("  CUDA       %s\n", d->cuda_available ? "available" : "not available");
+	if (r->nr_sessions == 0) {
+		printf("\nNo engine sessions.\n");
+		return;
+	}
+	putchar('\n');
+	table_init(&t, 14, head, "rrrlllllrrlrrl");
+	for (size_t i = 0; i < r->nr_sessions; i++) {
+		const struct kvs_msg_status_session *s = &r->sessions[i];
+		char dev[64], range[2 * KVS_NAME_MAX + 4];
+		bool reg = s->nr_layers != 0;
+
+		if (reg)
+			snprintf(range, sizeof(range), "%s..%s", WSTR(s->first_layer),
+				 WSTR(s->last_layer));
+		else
+			snprintf(range, sizeof(range), "-");
+		table_row(&t, fmt("%" PRIu64, s->session_id), fmt("%u", s->pid), fmt("%u", s->uid),
+			  role_name(s->role), WSTR(s->instance),
+			  s->role == KVS_ROLE_WORKER ? fmt("%u/%u", s->tp_rank, s->tp_size) : "-",
+			  WSTR(s->ns), device_name(dev, sizeof(dev), s->device_kind, s->device_uuid),
+			  fmt("%u", s->worker), reg ? fmt("%u", s->nr_layers) : "-", range,
+			  reg ? HB(s->slot_bytes) : "-", reg ? HB(s->mapped_bytes) : "-",
+			  s->sealed ? "yes" : "no");
+	}
+	table_print(&t, "");
+	table_free(&t);
+}
+
+/* ---- stats -------------------------------------------------------------- */
+
+static void stats_json(const struct reply *r)
+{
+	const struct kvs_msg_stats_global *g = &r->global;
+	struct jobj j = { { true } };
+
+	jopen(&j, NULL, '{');
+	jstr(&j, "socket", socket_path());
+	ju64(&j, "uptime_ms", g->uptime_ms);
+	jopen(&j, "pool", '{');
+	ju64(&j, "capacity_bytes", g->pool_capacity_bytes);
+	ju64(&j, "used_bytes", g->pool_used_bytes);
+	ju64(&j, "free_bytes", sub0(g->pool_capacity_bytes, g->pool_used_bytes));
+	jopen(&j, "nodes", '[');
+	for (size_t i = 0; i < r->nr_nodes; i++) {
+		const struct kvs_msg_stats_node *n = &r->nodes[i];
+
+		jopen(&j, NULL, '{');
+		ji64(&j, "node", n->node);
+		jbool(&j, "hugepages", n->hugepages);
+		ju64(&j, "capacity_bytes", n->capacity_bytes);
+		ju64(&j, "used_bytes", n->used_bytes);
+		ju64(&j, "free_bytes", sub0(n->capacity_bytes, n->used_bytes));
+		ju64(&j, "extents_total", n->extents_total);
+		ju64(&j, "extents_free", n->extents_free);
+		jclose(&j, '}');
+	}
+	jclose(&j, ']');
+	jclose(&j, '}');
+	jopen(&j, "blocks", '{');
+	ju64(&j, "resident", g->blocks_resident);
+	ju64(&j, "partial", g->blocks_partial);
+	ju64(&j, "evictions", g->evictions);
+	ju64(&j, "partial_reclaimed", g->partial_reclaimed);
+	jclose(&j, '}');
+	jopen(&j, "queries", '{');
+	ju64(&j, "ops", g->query_ops);
+	ju64(&j, "blocks_hit", g->query_blocks_hit);
+	ju64(&j, "blocks_missed", g->query_blocks_missed);
+	jratio(&j, "hit_ratio", (double)g->query_blocks_hit,
+	       (double)g->query_blocks_hit + (double)g->query_blocks_missed);
+	jclose(&j, '}');
+	jopen(&j, "saves", '{');
+	ju64(&j, "ops", g->save_ops);
+	ju64(&j, "blocks_stored", g->save_blocks_stored);
+	ju64(&j, "blocks_skipped", g->save_blocks_skipped);
+	ju64(&j, "bytes", g->bytes_saved);
+	ju64(&j, "copy_ns", g->save_ns);
+	jrate(&j, "bytes_per_second", g->bytes_saved, g->save_ns);
+	jclose(&j, '}');
+	jopen(&j, "loads", '{');
+	ju64(&j, "ops", g->load_ops);
+	ju64(&j, "blocks", g->load_blocks);
+	ju64(&j, "bytes", g->bytes_loaded);
+	ju64(&j, "copy_ns", g->load_ns);
+	jrate(&j, "bytes_per_second", g->bytes_loaded, g->load_ns);
+	jclose(&j, '}');
+	jopen(&j, "leases", '{');
+	ju64(&j, "live", g->leases_live);
+	ju64(&j, "created", g->leases_created);
+	ju64(&j, "expired", g->leases_expired);
+	ju64(&j, "released", g->leases_released);
+	jclose(&j, '}');
+	ju64(&j, "errors", g->errors);
+	jopen(&j, "sessions", '{');
+	ju64(&j, "live", g->sessions_live);
+	ju64(&j, "total", g->sessions_total);
+	ju64(&j, "refused", g->sessions_refused);
+	ju64(&j, "protocol_errors", g->protocol_errors);
+	jclose(&j, '}');
+	jopen(&j, "per_session", '[');
+	for (size_t i = 0; i < r->nr_sstats; i++) {
+		const struct kvs_msg_stats_session *s = &r->sstats[i];
+
+		jopen(&j, NULL, '{');
+		ju64(&j, "id", s->session_id);
+		ju64(&j, "pid", s->pid);
+		jstr(&j, "instance", WSTR(s->instance));
+		ju64(&j, "tp_rank", s->tp_rank);
+		ju64(&j, "ops", s->ops);
+		ju64(&j, "errors", s->errors);
+		ju64(&j, "save_blocks", s->save_blocks);
+		ju64(&j, "load_blocks", s->load_blocks);
+		ju64(&j, "query_hits", s->query_hits);
+		ju64(&j, "query_misses", s->query_misses);
+		ju64(&j, "bytes_saved", s->bytes_saved);
+		ju64(&j, "bytes_loaded", s->bytes_loaded);
+		ju64(&j, "inflight", s->inflight);
+		jclose(&j, '}');
+	}
+	jclose(&j, ']');
+	jclose(&j, '}');
+	putchar('\n');
+}
+
+static void stats_text(const struct reply *r)
+{
+	static const char *const nhead[] = { "NODE", "PAGES", "CAPACITY", "USED", "FREE",
+					     "EXTENTS FREE/TOTAL" };
+	static const char *const shead[] = { "SESSION", "PID",	   "INSTANCE",	  "RANK",
+					     "OPS",	"ERRORS",  "SAVED",	  "LOADED",
+					     "HITS",	"MISSES",  "BYTES SAVED", "BYTES LOADED" };
+	const struct kvs_msg_stats_global *g = &r->global;
+	struct table t;
+	char up[32];
+
+	printf("kvstashd at %s, up %s\n\n", socket_path(),
+	       human_uptime(up, sizeof(up), g->uptime_ms));
+	printf("Pool        %s capacity, %s used (%s), %s free\n", HB(g->pool_capacity_bytes),
+	       HB(g->pool_used_bytes), PCT(g->pool_used_bytes, g->pool_capacity_bytes),
+	       HB(sub0(g->pool_capacity_bytes, g->pool_used_bytes)));
+	if (r->nr_nodes) {
+		table_init(&t, 6, nhead, "llrrrr");
+		for (size_t i = 0; i < r->nr_nodes; i++) {
+			const struct kvs_msg_stats_node *n = &r->nodes[i];
+
+			table_row(&t, n->node < 0 ? "-" : fmt("%d", n->node),
+				  n->hugepages ? "hugetlb" : "THP", HB(n->capacity_bytes),
+				  HB(n->used_bytes), HB(sub0(n->capacity_bytes, n->used_bytes)),
+				  fmt("%" PRIu64 "/%" PRIu64, n->extents_free, n->extents_total));
+		}
+		table_print(&t, "  ");
+		table_free(&t);
+	}
+	printf("Blocks      %" PRIu64 " resident, %" PRIu64 " partial (waiting for shards)\n",
+	       g->blocks_resident, g->blocks_partial);
+	printf("Queries     %" PRIu64 " ops: %" PRIu64 " blocks hit, %" PRIu64
+	       " missed, hit ratio %s\n",
+	       g->query_ops, g->query_blocks_hit, g->query_blocks_missed,
+	       PCT(g->query_blocks_hit, g->query_blocks_hit + g->query_blocks_missed));
+	printf("Saves       %" PRIu64 " ops: %" PRIu64 " blocks stored, %" PRIu64
+	       " skipped (already resident)\n",
+	       g->save_ops, g->save_blocks_stored, g->save_blocks_skipped);
+	printf("Loads       %" PRIu64 " ops: %" PRIu64 " blocks\n", g->load_ops, g->load_blocks);
+	printf("Evictions   %" PRIu64 ", partial blocks reclaimed %" PRIu64 "\n", g->evictions,
+	       g->partial_reclaimed);
+	printf("Leases      %" PRIu64 " live, %" PRIu64 " created, %" PRIu64 " expired, %" PRIu64
+	       " released\n",
+	       g->leases_live, g->leases_created, g->leases_expired, g->leases_released);
+	printf("Copies      saved %s at %s, loaded %s at %s\n", HB(g->bytes_saved),
+	       HR(g->bytes_saved, g->save_ns), HB(g->bytes_loaded), HR(g->bytes_loaded, g->load_ns));
+	printf("Errors      %" PRIu64 " operations failed\n", g->errors);
+	printf("Sessions    %" PRIu64 " live, %" PRIu64 " total, %" PRIu64 " refused, %" PRIu64
+	       " protocol errors\n",
+	       g->sessions_live, g->sessions_total, g->sessions_refused, g->protocol_errors);
+	if (r->nr_sstats == 0)
+		return;
+	printf("\nPer session:\n");
+	table_init(&t, 12, shead, "rrlrrrrrrrrr");
+	for (size_t i = 0; i < r->nr_sstats; i++) {
+		const struct kvs_msg_stats_session *s = &r->sstats[i];
+
+		table_row(&t, fmt("%" PRIu64, s->session_id), fmt("%u", s->pid), WSTR(s->instance),
+			  fmt("%u", s->tp_rank), fmt("%" PRIu64, s->ops), fmt("%" PRIu64, s->errors),
+			  fmt("%" PRIu64, s->save_blocks), fmt("%" PRIu64, s->load_blocks),
+			  fmt("%" PRIu64, s->query_hits), fmt("%" PRIu64, s->query_misses),
+			  HB(s->bytes_saved), HB(s->bytes_loaded));
+	}
+	table_print(&t, "  ");
+	table_free(&t);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static int cmd_query(uint32_t type)
+{
+	struct reply r = { 0 };
+	struct kvs_client *c;
+	int err;
+
+	if (connect_admin(&c) < 0)
+		return EXIT_UNREACHABLE;
+	err = request(c, type, &r);
+	kvs_close(c);
+	if (err == 0) {
+		if (type == KVS_MSG_STATUS)
+			(opt.json ? status_json : status_text)(&r);
+		else
+			(opt.json ? stats_json : stats_text)(&r);
+	}
+	reply_free(&r);
+	return err < 0 ? EXIT_UNREACHABLE : 0;
+}
+
+static int cmd_version(void)
+{
+	struct kvs_session_info info = { 0 };
+	struct reply r = { 0 };
+	struct kvs_client *c = NULL;
+	char ver[sizeof(r.daemon.version) + 1];
+	int err;
+
+	/* Our side first: it is worth printing even when the daemon is down. */
+	if (!opt.json) {
+		printf("kvstash %s\n", PACKAGE_VERSION);
+		printf("libkvstash %s (wire %u.%u)\n", kvs_version(), KVS_WIRE_MAJOR,
+		       KVS_WIRE_MINOR);
+		fflush(stdout);
+	}
+	err = connect_admin(&c);
+	if (err == 0) {
+		kvs_session_info(c, &info);
+		err = request(c, KVS_MSG_STATUS, &r);
+		kvs_close(c);
+	}
+	if (err == 0)
+		wstr(ver, r.daemon.version, sizeof(r.daemon.version));
+	if (opt.json) {
+		struct jobj j = { { true } };
+
+		jopen(&j, NULL, '{');
+		jstr(&j, "kvstash", PACKAGE_VERSION);
+		jstr(&j, "libkvstash", kvs_version());
+		jstr(&j, "wire", fmt("%u.%u", KVS_WIRE_MAJOR, KVS_WIRE_MINOR));
+		if (err == 0) {
+			jopen(&j, "daemon", '{');
+			jstr(&j, "version", ver);
+			jstr(&j, "wire",
+			     fmt("%u.%u", info.daemon_rev_major, info.daemon_rev_minor));
+			ju64(&j, "pid", r.daemon.pid);
+			jclose(&j, '}');
+		} else {
+			jnull(&j, "daemon");
+		}
+		jclose(&j, '}');
+		putchar('\n');
+	} else if (err == 0) {
+		printf("kvstashd %s (wire %u.%u, pid %u)\n", printable(ver), info.daemon_rev_major,
+		       info.daemon_rev_minor, r.daemon.pid);
+	}
+	reply_free(&r);
+	return err < 0 ? EXIT_UNREACHABLE : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	const char *cmd;
+	int c, r;
+
+	/* GNU getopt permutes: options may come before or after the command. */
+	while ((c = getopt_long(argc, argv, "s:jt:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			opt.socket = optarg;
+			break;
+		case 'j':
+			opt.json = true;
+			break;
+		case 't': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v <= 0 || v > 3600000) {
+				fprintf(stderr, "kvstash: --timeout wants milliseconds (1-3600000), not '%s'\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			opt.timeout_ms = (int)v;
+			break;
+		}
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("kvstash %s (libkvstash %s, wire %u.%u)\n", PACKAGE_VERSION,
+			       kvs_version(), KVS_WIRE_MAJOR, KVS_WIRE_MINOR);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "kvstash: a command is needed (status, stats or version)\n");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[optind];
+	if (optind + 1 < argc) {
+		fprintf(stderr, "kvstash: unexpected argument '%s'\n", argv[optind + 1]);
+		return EXIT_USAGE;
+	}
+	if (opt.socket && (!*opt.socket || strlen(opt.socket) >= 108)) {
+		fprintf(stderr, "kvstash: --socket needs a path of 1-107 bytes\n");
+		return EXIT_USAGE;
+	}
+	if (strcmp(cmd, "status") == 0)
+		r = cmd_query(KVS_MSG_STATUS);
+	else if (strcmp(cmd, "stats") == 0)
+		r = cmd_query(KVS_MSG_STATS);
+	else if (strcmp(cmd, "version") == 0)
+		r = cmd_version();
+	else {
+		fprintf(stderr, "kvstash: unknown command '%s' (status, stats or version)\n", cmd);
+		return EXIT_USAGE;
+	}
+	/* A full disk or a closed pipe must not look like success. */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		perror("kvstash: writing the output");
+		return EXIT_UNREACHABLE;
+	}
+	return r;
+}
