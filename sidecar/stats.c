@@ -6,6 +6,7 @@
 
 #include "../client/wireio.h"
 #include "block.h"
+#include "cuda.h"
 #include "daemon.h"
 #include "instance.h"
 #include "layout.h"
@@ -58,7 +59,7 @@ int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	dm.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	dm.nr_workers = d->nr_workers;
 	dm.nr_instances = instance_count();
-	dm.cuda_available = 0;
+	dm.cuda_available = cuda_device_count() > 0;
 	r = put(admin, &dm, sizeof(dm));
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_status_session m = { 0 };
