@@ -133,8 +133,9 @@ static unsigned sessions_of_uid(struct daemon *d, uid_t uid)
 	struct session *s;
 	unsigned n = 0;
 
+	/* Engine sessions only, as max_sessions counts (server_active_sessions()). */
 	cds_list_for_each_entry(s, &d->sessions, node)
-		n += s->uid == uid && s->state == S_ACTIVE;
+		n += s->uid == uid && s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
 	return n;
 }
 
