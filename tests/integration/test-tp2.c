@@ -8,7 +8,9 @@
  *     its own shard's bytes (the ranks fill different data);
  *   - a second LOAD by the same rank is -EALREADY, any LOAD after both
  *     ranks consumed the lease -ENOENT, and neither writes anything.
- * Run for the page-first and the split K/V layout.
+ * Run for the page-first and the split K/V layout.  A replicated (MLA)
+ * layout stores one shard for all ranks: what rank 0 saves is visible at
+ * once, rank 1's SAVE of it is skipped, and both ranks load rank 0's bytes.
  */
 #include <stdio.h>
 #include <string.h>
@@ -149,6 +151,63 @@ static int rank_main(void *arg, unsigned rank)
 	return 0;
 }
 
+static int mla_rank_main(void *arg, unsigned rank)
+{
+	struct shared *sh = arg;
+	uint8_t keys[N * KVS_KEY_SIZE];
+	uint32_t src[N], dst[N];
+	struct kvs_msg_stats_global g;
+	struct test_kv kv;
+	struct kvs_client *c;
+	struct kvs_cqe e;
+
+	c = dp_worker(sh->d, "tp2-mla", "model-tp2/mla", rank, 2, &kv, LAYOUT_MLA, 6, BLOCKS, 4096);
+	dp_keys(keys, N, 4343);
+	dp_ids(src, N, 0);
+	dp_ids(dst, N, N);
+	for (unsigned i = 0; i < N; i++)
+		test_kv_fill(&kv, src[i], dp_seed(rank_prompt(rank), i));
+	for (unsigned b = N; b < BLOCKS; b++)
+		test_kv_poison(&kv, b, POISON);
+
+	dp_barrier_wait(sh->bar);
+	if (rank == 0) {
+		e = dp_save(c, keys, src, N);
+		CHECK_RES(e.res, N, "rank 0 SAVE");
+		CHECK(e.result0 == N, "rank 0 stored %llu", (unsigned long long)e.result0);
+		dp_flush(c);
+	}
+	g = step(sh);
+	CHECK(g.blocks_resident == N && g.blocks_partial == 0,
+	      "replicated, rank 0 alone: %llu resident, %llu partial",
+	      (unsigned long long)g.blocks_resident, (unsigned long long)g.blocks_partial);
+	if (rank == 1) {
+		e = dp_save(c, keys, src, N);
+		CHECK_RES(e.res, N, "rank 1 SAVE");
+		CHECK(e.result0 == 0 && e.result1 == N, "rank 1 stored %llu skipped %llu",
+		      (unsigned long long)e.result0, (unsigned long long)e.result1);
+		dp_flush(c);
+		e = dp_query(c, keys, N, 0);
+		CHECK_RES(e.res, N, "QUERY");
+		sh->lease = e.result0;
+	}
+	dp_barrier_wait(sh->bar);
+	e = dp_load(c, sh->lease, dst, N, 0, 0);
+	CHECK_RES(e.res, N, "LOAD of the replicated shard");
+	for (unsigned i = 0; i < N; i++)
+		CHECK(test_kv_check(&kv, dst[i], dp_seed(rank_prompt(0), i)),
+		      "mla rank %u: block %u is not the one shard rank 0 saved", rank, dst[i]);
+	e = dp_load(c, sh->lease, dst, N, 0, 0);
+	CHECK(e.res == -EALREADY || e.res == -ENOENT, "second LOAD by rank %u: %d", rank, e.res);
+	g = step(sh);
+	CHECK(g.leases_live == 0 && g.blocks_resident == N, "%llu leases live, %llu resident",
+	      (unsigned long long)g.leases_live, (unsigned long long)g.blocks_resident);
+	dp_barrier_wait(sh->bar);
+	kvs_close(c);
+	test_kv_free(&kv);
+	return 0;
+}
+
 static void run(enum test_layout_kind kind, const char *name)
 {
 	struct shared *sh = dp_shared(sizeof(*sh));
@@ -159,12 +218,15 @@ static void run(enum test_layout_kind kind, const char *name)
 	sh->d = &d;
 	sh->kind = kind;
 	sh->name = name;
-	dp_spawn(rank_main, sh, 0);
-	dp_spawn(rank_main, sh, 1);
+	dp_spawn(kind == LAYOUT_MLA ? mla_rank_main : rank_main, sh, 0);
+	dp_spawn(kind == LAYOUT_MLA ? mla_rank_main : rank_main, sh, 1);
 	dp_wait_all();
 	dp_stop(&d);
-	dp_ok("%s: a block is visible only with both shards; one lease, one LOAD per rank, "
-	      "each its own shard", name);
+	if (kind == LAYOUT_MLA)
+		dp_ok("mla: one shard for both ranks, visible once rank 0 saved it");
+	else
+		dp_ok("%s: a block is visible only with both shards; one lease, one LOAD per "
+		      "rank, each its own shard", name);
 }
 
 int main(void)
@@ -172,5 +234,6 @@ int main(void)
 	dp_watchdog(120);
 	run(LAYOUT_PAGE_FIRST, "page-first");
 	run(LAYOUT_SPLIT_KV, "split-kv");
+	run(LAYOUT_MLA, "mla");
 	return 0;
 }
