@@ -221,10 +221,16 @@ class HostMemory:
         self.close()
 
     def __del__(self) -> None:
+        # Views may outlive this object (they keep the mmap alive): drop
+        # what is ours, the fd, whatever happens to the mapping.
+        if getattr(self, "fd", -1) < 0:
+            return
         try:
-            self.close()
+            self.buffer.close()
         except Exception:
             pass
+        os.close(self.fd)
+        self.fd = -1
 
     def __len__(self) -> int:
         return self.size
