@@ -112,6 +112,9 @@ static const struct key keys[] = {
 	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
 	    "thread blocks of the gather kernel (0: 4 per SM)"),
 
+	KEY("metrics", "listen", T_STR, metrics_listen, "", 0, 0,
+	    "HOST:PORT of the Prometheus endpoint (/metrics, /health); empty: off"),
+
 	KEY("log", "level", T_LEVEL, log_level, "info", 0, 0,
 	    "error, warning, notice, info or debug"),
 	KEY("log", "target", T_TARGET, log_target, "stderr", 0, 0, "stderr, syslog or file"),

@@ -64,6 +64,9 @@ struct kvs_config {
 	uint64_t cuda_kernel_below;
 	uint32_t cuda_kernel_ctas;
 
+	/* [metrics] */
+	char *metrics_listen; /* HOST:PORT, empty: off */
+
 	/* [log] */
 	int log_level;
 	char *log_target;	/* stderr, syslog, file */

@@ -197,6 +197,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	if (r < 0)
 		return log_error_errno(r, "cannot start the host I/O worker");
 	d->workers[d->nr_workers++] = d->host_worker;
+	r = metrics_start(d);
+	if (r < 0)
+		return r;
 	/* One worker per GPU, on the GPU's NUMA node: workers[1 + device index]. */
 	for (unsigned i = 0; i < cuda_device_count() && d->nr_workers < MAX_WORKERS; i++) {
 		struct worker *w;
@@ -240,6 +243,7 @@ static void begin_drain(struct daemon *d)
 #if HAVE_SYSTEMD
 	sd_notify(0, "STOPPING=1");
 #endif
+	metrics_set_ready(false);
 	d->stopping = true;
 	server_unlisten(d);
 	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node)
@@ -317,6 +321,7 @@ int daemon_run(struct daemon *d)
 
 void daemon_fini(struct daemon *d)
 {
+	metrics_stop();
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;

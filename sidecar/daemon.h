@@ -13,6 +13,7 @@
 #include <urcu/list.h>
 
 #include "config.h"
+#include "metrics.h"
 #include "worker.h"
 
 #define MAX_WORKERS 64
@@ -33,8 +34,12 @@ struct daemon_stats {
 	uint64_t load_ns;
 	uint64_t errors;
 	uint64_t sessions_total;
+	uint64_t sessions_closed; /* of those counted in sessions_total */
 	uint64_t sessions_refused;
 	uint64_t protocol_errors;
+	uint64_t errors_by_kind[ERRK_COUNT];
+	struct hist save_hist; /* copy latency, per direction */
+	struct hist load_hist;
 };
 
 #define STAT_ADD(d, field, v) __atomic_fetch_add(&(d)->stats.field, (v), __ATOMIC_RELAXED)

@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "metrics.h"
 #include "log.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/kvstash/kvstash.conf"
@@ -185,6 +186,7 @@ int main(int argc, char **argv)
 	r = daemon_init(&d, &cfg, config);
 	if (r == 0) {
 		log_notice("ready: %s", cfg.socket_path);
+		metrics_set_ready(true);
 #if HAVE_SYSTEMD
 		/* The pool is pinned and the socket listens: now systemd may start engines. */
 		sd_notifyf(0, "READY=1\nSTATUS=serving %s\nMAINPID=%lu", cfg.socket_path,

@@ -515,6 +515,9 @@ static void session_free(struct session *s)
 {
 	struct daemon *d = s->d;
 
+	/* Sessions past HELLO with a region were counted in sessions_total. */
+	if (s->region)
+		STAT_ADD(d, sessions_closed, 1);
 	lease_drop_creator(s->id);
 	if (s->reg) {
 		instance_unregister(s->inst);

@@ -90,6 +90,7 @@ static void post(struct worker *w, struct session *s, uint64_t user_data, int32_
 	if (res < 0) {
 		__atomic_fetch_add(&s->st.errors, 1, __ATOMIC_RELAXED);
 		STAT_ADD(w->d, errors, 1);
+		STAT_ADD(w->d, errors_by_kind[err_kind_of(res)], 1);
 		if (log_enabled(LOG_DEBUG))
 			slog_debug(s, "op completed with %s", strerror(-res));
 	}
@@ -144,6 +145,7 @@ static void finish_save(struct worker *w, struct op *op)
 		STAT_ADD(w->d, save_blocks_stored, op->nents);
 		STAT_ADD(w->d, bytes_saved, op->batch.bytes);
 		STAT_ADD(w->d, save_ns, ns);
+		hist_observe(&w->d->stats.save_hist, ns);
 		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
 		op->res = op->nospace ? -ENOSPC : (int32_t)(op->nents + op->skipped);
@@ -166,7 +168,10 @@ static void finish_load(struct worker *w, struct op *op)
 	if (op->batch.err == 0) {
 		STAT_ADD(w->d, load_blocks, op->nblocks);
 		STAT_ADD(w->d, bytes_loaded, op->batch.bytes);
-		STAT_ADD(w->d, load_ns, now_ns() - op->batch.t0);
+		uint64_t ns = now_ns() - op->batch.t0;
+
+		STAT_ADD(w->d, load_ns, ns);
+		hist_observe(&w->d->stats.load_hist, ns);
 		__atomic_fetch_add(&s->st.load_blocks, op->nblocks, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
