@@ -8,6 +8,10 @@
  *   - SIEVE: a small hot set QUERY'd between the saves keeps (nearly) all
  *     its blocks through a scan of one-off keys, and the scanned keys are
  *     the ones that go.  Plain FIFO would evict the hot set first;
+ *   - one SAVE of more blocks than the pool holds: -ENOSPC only for the
+ *     blocks left over once every slot holds one of its own (in-flight
+ *     blocks are as unevictable as pinned ones); those it stored are
+ *     resident and load byte-exact;
  *   - two block sizes (100 KiB and 36 KiB slots) in one 32 MiB pool of
  *     1 MiB extents, each namespace saving far more than fits: the pool
  *     ends at least 90 % used, and both namespaces keep resident blocks.
@@ -121,6 +125,54 @@ static void hot_and_scan(void)
 	dp_stop(&d);
 }
 
+static void bigger_than_pool(void)
+{
+	static uint8_t keys[200 * KVS_KEY_SIZE];
+	uint32_t ids[200], dst[8];
+	struct kvs_msg_stats_global g;
+	struct kvs_client *c;
+	struct test_kv kv;
+	struct kvsd d;
+	struct kvs_cqe e, q;
+
+	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	c = dp_worker(&d, "evict-big-save", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
+		      8192);
+	for (unsigned b = 0; b < BLOCKS; b++)
+		test_kv_fill(&kv, b, dp_seed(4, b));
+	/* Some older blocks, one of them hit: all must make room. */
+	dp_keys(keys, 40, 41);
+	dp_ids(ids, 40, 0);
+	CHECK_RES(dp_save(c, keys, ids, 40).res, 40, "SAVE of older blocks");
+	dp_flush(c);
+	CHECK_RES(dp_query(c, keys, 1, KVS_QUERY_NOLEASE).res, 1, "QUERY of an older block");
+	dp_keys(keys, 200, 42);
+	for (unsigned i = 0; i < 200; i++)
+		ids[i] = i % BLOCKS;
+	e = dp_save(c, keys, ids, 200);
+	CHECK_RES(e.res, -ENOSPC, "SAVE of 200 blocks into a pool of 128");
+	CHECK(e.result0 == 128 && e.result1 == 0, "stored %llu skipped %llu of 200",
+	      (unsigned long long)e.result0, (unsigned long long)e.result1);
+	dp_flush(c);
+	g = dp_stats(&d);
+	CHECK(g.blocks_resident == 128 && g.blocks_partial == 0 && g.evictions == 40,
+	      "%llu resident, %llu partial, %llu evictions", (unsigned long long)g.blocks_resident,
+	      (unsigned long long)g.blocks_partial, (unsigned long long)g.evictions);
+	q = dp_query(c, keys, 200, 0);
+	CHECK_RES(q.res, 128, "QUERY of the 200 keys");
+	for (unsigned i = 0; i < 8; i++)
+		dst[i] = BLOCKS - 8 + i;
+	for (unsigned b = BLOCKS - 8; b < BLOCKS; b++)
+		test_kv_poison(&kv, b, POISON);
+	CHECK_RES(dp_load(c, q.result0, dst, 8, 0, 0).res, 8, "LOAD of the first 8");
+	for (unsigned i = 0; i < 8; i++)
+		CHECK(test_kv_check(&kv, dst[i], dp_seed(4, i)), "block %u differs", i);
+	dp_ok("one SAVE of 200 blocks into a pool of 128: 128 stored, -ENOSPC for the rest");
+	kvs_close(c);
+	test_kv_free(&kv);
+	dp_stop(&d);
+}
+
 /*
  * Two block sizes sharing 32 extents of 1 MiB: 25 x 4 KiB = 100 KiB (10
  * per extent, 97.7 % of it) and 9 x 4 KiB = 36 KiB (28 per extent,
@@ -184,6 +236,7 @@ int main(void)
 {
 	dp_watchdog(120);
 	hot_and_scan();
+	bigger_than_pool();
 	mixed_sizes();
 	return 0;
 }

@@ -5,8 +5,9 @@
  * split K/V (two segments per layer, one allocation per layer) and MLA
  * (replicated, one segment).  SAVE, FLUSH, QUERY, then LOAD into other
  * block ids and compare every byte; blocks nobody loaded into stay
- * poisoned.  A layer-range LOAD writes only its layers.  A second SAVE of
- * resident keys stores nothing and says so.
+ * poisoned.  A layer-range LOAD writes only its layers, a LOAD of fewer
+ * blocks than the lease covers only those.  A second SAVE of resident
+ * keys stores nothing and says so; a key twice in one SAVE is stored once.
  */
 #include <stdio.h>
 #include <string.h>
@@ -114,6 +115,21 @@ static void roundtrip(const struct kvsd *d, const struct kind_case *k, unsigned 
 		      "%s: block %u of the first LOAD changed", k->name, dst[i]);
 	}
 
+	/* A prefix of the lease: the first 3 blocks, into even ids 16, 18, 20. */
+	q = dp_query(c, keys, N, 0);
+	CHECK_RES(q.res, N, "QUERY for a shorter LOAD");
+	for (unsigned i = 0; i < 3; i++)
+		part[i] = BLOCKS - 2 * N + 2 * i;
+	e = dp_load(c, q.result0, part, 3, 0, 0);
+	CHECK_RES(e.res, 3, "LOAD of 3 blocks of an 8-block lease");
+	for (unsigned i = 0; i < 3; i++)
+		CHECK(test_kv_check(&kv, part[i], dp_seed(prompt, i)), "%s: block %u differs",
+		      k->name, part[i]);
+	for (unsigned b = BLOCKS - 2 * N + 6; b < BLOCKS; b += 2)
+		CHECK(test_kv_is_poison(&kv, b, POISON), "%s: bystander block %u written",
+		      k->name, b);
+	CHECK_RES(dp_load(c, q.result0, part, 3, 0, 0).res, -ENOENT, "LOAD of a spent lease");
+
 	/* Resident keys: skipped, nothing stored, nothing copied. */
 	g0 = dp_stats(d);
 	e = dp_save(c, keys, src, N);
@@ -132,6 +148,27 @@ static void roundtrip(const struct kvsd *d, const struct kind_case *k, unsigned 
 	      (unsigned long long)g1.blocks_resident);
 	CHECK(g1.leases_live == 0, "%llu leases live after both were consumed",
 	      (unsigned long long)g1.leases_live);
+
+	/* One new key twice in a SAVE: stored once, skipped once, one block's bytes. */
+	{
+		uint8_t twice[2 * KVS_KEY_SIZE];
+		uint32_t from[2] = { 0, 1 }, into = BLOCKS - 2;
+
+		dp_keys(twice, 1, prompt + 1000);
+		memcpy(twice + KVS_KEY_SIZE, twice, KVS_KEY_SIZE);
+		e = dp_save(c, twice, from, 2);
+		CHECK_RES(e.res, 2, "SAVE of one key twice");
+		CHECK(e.result0 == 1 && e.result1 == 1, "one key twice: stored %llu skipped %llu",
+		      (unsigned long long)e.result0, (unsigned long long)e.result1);
+		dp_flush(c);
+		q = dp_query(c, twice, 2, 0);
+		CHECK_RES(q.res, 2, "QUERY of one key twice");
+		e = dp_load(c, q.result0, &into, 1, 0, 0);
+		CHECK_RES(e.res, 1, "LOAD of the key saved twice");
+		CHECK(test_kv_check(&kv, into, dp_seed(prompt, 0)) ||
+			      test_kv_check(&kv, into, dp_seed(prompt, 1)),
+		      "%s: a key saved from two blocks at once holds neither's bytes", k->name);
+	}
 
 	kvs_close(c);
 	test_kv_free(&kv);
