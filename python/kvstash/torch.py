@@ -165,11 +165,14 @@ def register_tensors(client: Client, kv: Any, layout: str = "page_first", block_
     message says what to do instead.
     """
     layers = tensor_layers(kv, layout, block_dim, names)
-    if not _is_cuda(kv):
+    device = _first(kv).device
+    if device.type == "cpu":
         client.register(_host_layers(layers, memory), replicated=replicated)
         return layers
     try:
-        client.register_cuda(layers, replicated=replicated)
+        # libkvstash exports in the thread's current context: the tensors'.
+        with _torch().cuda.device(device):
+            client.register_cuda(layers, replicated=replicated)
     except KvstashError as e:
         # What a memory kvstashd cannot import turns into: libkvstash's
         # refusal of pool memory (EINVAL), a failed export (EOPNOTSUPP,
@@ -183,12 +186,11 @@ def register_tensors(client: Client, kv: Any, layout: str = "page_first", block_
 _UNSHAREABLE = frozenset({errno.EINVAL, errno.ERANGE, errno.EOVERFLOW, errno.EOPNOTSUPP, errno.EIO})
 
 
-def _is_cuda(kv: Any) -> bool:
-    torch = _torch()
-    if isinstance(kv, torch.Tensor):
-        return kv.is_cuda
-    first = next(iter(kv.values() if isinstance(kv, Mapping) else kv))
-    return first.is_cuda
+def _first(kv: Any) -> Any:
+    """The first tensor of a tensor, dict or sequence of tensors."""
+    if isinstance(kv, _torch().Tensor):
+        return kv
+    return next(iter(kv.values() if isinstance(kv, Mapping) else kv))
 
 
 def host_tensor(memory: HostMemory, shape: Sequence[int], dtype: Any, offset: int = 0) -> Any:
