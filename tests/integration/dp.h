@@ -6,7 +6,7 @@
  * processes, and thin wrappers that return a whole CQE.
  *
  * Every test is a plain program: it prints one "ok" line per scenario and
- * exits 0, 1 (a check failed: the daemon's log is printed) or 77 (skip).
+ * exits 0, or 1 when a check failed (with the daemon's log on stderr).
  */
 #ifndef KVS_TEST_DP_H
 #define KVS_TEST_DP_H
@@ -46,8 +46,8 @@ void dp_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
  * Start kvstashd (kvsd_start) and remember it, so that a failed check or
- * the watchdog kills it and removes its directory.  Exits 77 when the
- * daemon cannot start here for want of privilege or memory.
+ * the watchdog kills it and removes its directory.  Exits 1 when it does
+ * not start (the harness prints its log).
  */
 void dp_start(struct kvsd *d, const char *extra_ini);
 /* Stop the remembered daemon cleanly and check its exit status is 0. */
