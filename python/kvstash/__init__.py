@@ -9,7 +9,7 @@
         c.register(kvstash.page_first_layers(mem, 36, num_blocks, layer_bytes))
         c.save(keys, block_ids).wait()
         c.flush().wait()
-        hits, lease, _ = c.query(keys).wait()
+        hits, lease = c.query(keys).wait()
         c.load(lease, other_block_ids[:hits]).wait()
 
 Pure Python over ctypes: libkvstash is found through $KVSTASH_LIB, else the

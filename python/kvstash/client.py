@@ -62,12 +62,12 @@ class SaveResult(NamedTuple):
 class QueryResult(NamedTuple):
     """QUERY: the resident prefix length and the lease pinning it (0: none).
 
-    expires_ms: how long the lease lives unless loaded or released.
+    How long the lease lives unless loaded or released is the operation's
+    completion.result1 (milliseconds).
     """
 
     hits: int
     lease: int
-    expires_ms: int = 0
 
 
 class Completion(NamedTuple):
@@ -786,7 +786,7 @@ def _save_result(c: Completion) -> SaveResult:
 
 
 def _query_result(c: Completion) -> QueryResult:
-    return QueryResult(c.res, c.result0, c.result1)
+    return QueryResult(c.res, c.result0)
 
 
 def _load_result(c: Completion) -> int:
