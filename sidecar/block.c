@@ -206,6 +206,8 @@ static int take_slot(const struct registration *reg, struct shard *sh)
 			continue;
 		}
 		e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
+		if (!e)
+			e = pool_pick_extent_any(S.pool, reg->region, cls, owner_evictable, NULL);
 		if (!e || !evict_extent(e))
 			return -ENOSPC;
 	}

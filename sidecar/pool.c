@@ -481,8 +481,9 @@ bool pool_class_under_share(const struct pool *pool, unsigned region, uint32_t c
 	return r->cls[class_id].nr_extents + 1 <= fair_extents(pool, r, class_id);
 }
 
-struct pool_extent *pool_pick_extent(struct pool *pool, unsigned region, uint32_t class_id,
-				     bool (*evictable)(void *owner, void *arg), void *arg)
+static struct pool_extent *pick_extent(struct pool *pool, unsigned region, uint32_t class_id,
+				       bool (*evictable)(void *owner, void *arg), void *arg,
+				       bool over_share_only)
 {
 	struct pool_region *r = &pool->regions[region];
 
@@ -493,8 +494,9 @@ struct pool_extent *pool_pick_extent(struct pool *pool, unsigned region, uint32_
 		r->steal_hand = (r->steal_hand + 1) % r->nr_extents;
 		if (e->class_id == POOL_NO_CLASS || e->class_id == class_id)
 			continue;
-		/* Only from a class holding more than its share. */
-		if (r->cls[e->class_id].nr_extents <= fair_extents(pool, r, e->class_id))
+		/* Normally only from a class holding more than its share. */
+		if (over_share_only &&
+		    r->cls[e->class_id].nr_extents <= fair_extents(pool, r, e->class_id))
 			continue;
 		for (uint32_t i = 0; i < e->nslots && ok; i++)
 			if (e->owners[i] && !evictable(e->owners[i], arg))
@@ -503,6 +505,18 @@ struct pool_extent *pool_pick_extent(struct pool *pool, unsigned region, uint32_
 			return e;
 	}
 	return NULL;
+}
+
+struct pool_extent *pool_pick_extent(struct pool *pool, unsigned region, uint32_t class_id,
+				     bool (*evictable)(void *owner, void *arg), void *arg)
+{
+	return pick_extent(pool, region, class_id, evictable, arg, true);
+}
+
+struct pool_extent *pool_pick_extent_any(struct pool *pool, unsigned region, uint32_t class_id,
+					 bool (*evictable)(void *owner, void *arg), void *arg)
+{
+	return pick_extent(pool, region, class_id, evictable, arg, false);
 }
 
 uint64_t pool_used_bytes(const struct pool *pool)

@@ -128,6 +128,16 @@ bool pool_class_under_share(const struct pool *pool, unsigned region, uint32_t c
 struct pool_extent *pool_pick_extent(struct pool *pool, unsigned region, uint32_t class_id,
 				     bool (*evictable)(void *owner, void *arg), void *arg);
 
+/*
+ * The same from any other class, whatever its share: the last resort of a
+ * class that has nothing of its own to evict.  Shares follow decayed
+ * demand, so a class that just became busy deserves less than one SAVE
+ * needs; without this, that SAVE failed with -ENOSPC in a pool full of
+ * idle blocks of another class.
+ */
+struct pool_extent *pool_pick_extent_any(struct pool *pool, unsigned region, uint32_t class_id,
+					 bool (*evictable)(void *owner, void *arg), void *arg);
+
 uint64_t pool_used_bytes(const struct pool *pool);
 
 #endif /* KVS_POOL_H */
