@@ -14,15 +14,37 @@
 
 #define EVICT_TRIES 64
 
+/*
+ * Index size.  liburcu's own auto-resize grows a table only once it holds
+ * 8 nodes per bucket (count >> 3 >= size, checked at powers of two), so
+ * between 32k and 256k blocks a lookup walks ~4 chain nodes, each a cache
+ * miss in a different block: a 32768-key QUERY over 160k resident blocks
+ * took 55 ms.  The store keeps the load between 1/8 and 1 itself: it
+ * counts the nodes under the store lock and asks the resizer thread
+ * (cds_lfht_resize() is synchronous, and a shrink waits for grace periods:
+ * never on the I/O worker) for twice the nodes when they pass the buckets,
+ * and for half the buckets when they fall below an eighth.
+ */
+#define HT_MIN_BUCKETS (1ul << 12)
+
 static struct {
 	pthread_mutex_t lock; /* the store lock */
 	struct cds_lfht *ht;
+	unsigned long ht_nodes;	  /* shards in the index (store lock) */
+	unsigned long ht_buckets; /* size last asked for (store lock) */
+	pthread_t resizer;
+	bool resizer_running;
+	pthread_mutex_t rlock;	  /* the resizer's: nests inside the store lock */
+	pthread_cond_t rcond;
+	unsigned long resize_to;  /* rlock; 0: nothing asked */
+	bool resizer_stop;	  /* rlock */
 	struct pool *pool;
 	struct sieve queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
 	struct cds_list_head partial;	       /* oldest first */
 	uint64_t seed[2];		       /* keyed hash against collision floods */
 	struct store_stats st;		       /* counters: relaxed atomics */
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .rlock = PTHREAD_MUTEX_INITIALIZER,
+	.rcond = PTHREAD_COND_INITIALIZER };
 
 struct lookup_key {
 	uint32_t ns_id;
@@ -71,17 +93,73 @@ static struct shard *lookup(uint32_t ns_id, uint32_t shard, const uint8_t *key)
 	return n ? caa_container_of(n, struct shard, hnode) : NULL;
 }
 
+static void *resizer_main(void *arg)
+{
+	/* A registered reader: the resize links bucket nodes under the read lock. */
+	urcu_memb_register_thread();
+	pthread_mutex_lock(&S.rlock);
+	for (;;) {
+		unsigned long to;
+
+		while (!S.resize_to && !S.resizer_stop)
+			pthread_cond_wait(&S.rcond, &S.rlock);
+		if (S.resizer_stop)
+			break;
+		to = S.resize_to;
+		S.resize_to = 0;
+		pthread_mutex_unlock(&S.rlock);
+		/* Concurrent with lookups, adds and deletes; never in a read-side section. */
+		cds_lfht_resize(S.ht, to);
+		pthread_mutex_lock(&S.rlock);
+	}
+	pthread_mutex_unlock(&S.rlock);
+	urcu_memb_unregister_thread();
+	return NULL;
+}
+
+/* Store lock held: one node more (@delta 1) or less (-1); resize when the load leaves [1/8, 1]. */
+static void ht_account(long delta)
+{
+	unsigned long want = S.ht_buckets;
+
+	S.ht_nodes += (unsigned long)delta;
+	if (S.ht_nodes > S.ht_buckets)
+		want = 2 * S.ht_buckets;
+	else if (S.ht_nodes < S.ht_buckets / 8 && S.ht_buckets > HT_MIN_BUCKETS)
+		want = S.ht_buckets / 2;
+	if (want == S.ht_buckets || !S.resizer_running)
+		return;
+	S.ht_buckets = want;
+	pthread_mutex_lock(&S.rlock);
+	S.resize_to = want;
+	pthread_cond_signal(&S.rcond);
+	pthread_mutex_unlock(&S.rlock);
+}
+
 int store_init(struct pool *pool, const struct kvs_config *cfg)
 {
+	int r;
+
 	if (getrandom(S.seed, sizeof(S.seed), 0) != sizeof(S.seed)) {
 		S.seed[0] = now_ns();
 		S.seed[1] = (uint64_t)(uintptr_t)&S ^ 0x9e3779b97f4a7c15ull;
 	}
-	/* Sized for the pool's slot count so resizes are rare. */
-	S.ht = cds_lfht_new_flavor(1u << 12, 1u << 12, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, &urcu_memb_flavor,
-			    NULL);
+	/* No CDS_LFHT_AUTO_RESIZE: ht_account() sizes the table (see HT_MIN_BUCKETS). */
+	S.ht = cds_lfht_new_flavor(HT_MIN_BUCKETS, HT_MIN_BUCKETS, 0, 0, &urcu_memb_flavor, NULL);
 	if (!S.ht)
 		return -ENOMEM;
+	S.ht_nodes = 0;
+	S.ht_buckets = HT_MIN_BUCKETS;
+	S.resize_to = 0;
+	S.resizer_stop = false;
+	r = -pthread_create(&S.resizer, NULL, resizer_main, NULL);
+	if (r) {
+		cds_lfht_destroy(S.ht, NULL);
+		S.ht = NULL;
+		return r;
+	}
+	pthread_setname_np(S.resizer, "kvs-resize");
+	S.resizer_running = true;
 	S.pool = pool;
 	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
 		sieve_init(&S.queues[i]);
@@ -115,6 +193,7 @@ static void block_destroy(struct block *b)
 		if (sh->state == SHARD_EMPTY)
 			continue;
 		cds_lfht_del(S.ht, &sh->hnode);
+		ht_account(-1);
 		pool_free(S.pool, &sh->slot);
 		sh->state = SHARD_EMPTY;
 	}
@@ -278,6 +357,7 @@ void store_save_begin(struct nspace *ns, const struct registration *reg, const u
 		sh->state = SHARD_WRITING;
 		b->writers++;
 		cds_lfht_add(S.ht, hash_key(ns->id, reg->shard, key), &sh->hnode);
+		ht_account(1);
 		ents[nents++] = (struct save_ent){ sh, block_ids[i] };
 	}
 	urcu_memb_read_unlock();
@@ -318,6 +398,7 @@ void store_save_end(struct save_ent *ents, uint32_t n, bool ok)
 			continue;
 		}
 		cds_lfht_del(S.ht, &sh->hnode);
+		ht_account(-1);
 		pool_free(S.pool, &sh->slot);
 		sh->state = SHARD_EMPTY;
 		if (b->present == 0 && b->writers == 0)
@@ -431,6 +512,14 @@ void store_fini(void)
 {
 	if (!S.ht)
 		return;
+	if (S.resizer_running) {
+		pthread_mutex_lock(&S.rlock);
+		S.resizer_stop = true;
+		pthread_cond_signal(&S.rcond);
+		pthread_mutex_unlock(&S.rlock);
+		pthread_join(S.resizer, NULL);
+		S.resizer_running = false;
+	}
 	store_clear();
 	urcu_memb_barrier(); /* run pending frees */
 	cds_lfht_destroy(S.ht, NULL);
