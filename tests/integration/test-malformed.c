@@ -133,11 +133,18 @@ static struct kvs_wire_layer *reg_layer(struct pkt *p, unsigned nm, unsigned i)
 static void b_short(struct pkt *p) { hdr(p, KVS_MSG_HELLO, 16); p->len = 8; }
 static void b_empty(struct pkt *p) { p->len = 0; }
 static void b_size_big(struct pkt *p) { hdr(p, KVS_MSG_STATUS, 16); ((uint32_t *)p->buf)[1] = 64; }
-static void b_size_small(struct pkt *p) { hdr(p, KVS_MSG_STATUS, 32); ((uint32_t *)p->buf)[1] = 16; }
+static void b_size_small(struct pkt *p)
+{
+	hdr(p, KVS_MSG_STATUS, 32);
+	((uint32_t *)p->buf)[1] = 16;
+}
 static void b_hdr_flags(struct pkt *p) { hello(p)->hdr.flags = 1; }
 static void b_oversized(struct pkt *p) { hdr(p, KVS_MSG_REGISTER, 140000); }
 static void b_unknown(struct pkt *p) { hdr(p, 99, 16); }
-static void b_reply_type(struct pkt *p) { hdr(p, KVS_MSG_HELLO_REPLY, sizeof(struct kvs_msg_hello_reply)); }
+static void b_reply_type(struct pkt *p)
+{
+	hdr(p, KVS_MSG_HELLO_REPLY, sizeof(struct kvs_msg_hello_reply));
+}
 static void b_register(struct pkt *p) { reg(p, 1, 1); }
 static void b_status(struct pkt *p) { hdr(p, KVS_MSG_STATUS, 16); }
 static void b_hello(struct pkt *p) { hello(p); }
@@ -157,8 +164,19 @@ static void b_inst_empty(struct pkt *p) { hello(p)->instance[0] = '\0'; }
 static void b_inst_chars(struct pkt *p) { snprintf(hello(p)->instance, KVS_NAME_MAX, "a b\n"); }
 static void b_role_zero(struct pkt *p) { hello(p)->role = 0; }
 static void b_role_bad(struct pkt *p) { hello(p)->role = 99; }
-static void b_rank(struct pkt *p) { struct kvs_msg_hello *h = hello(p); h->tp_rank = 2; h->tp_size = h->world_size = 2; }
-static void b_tp_zero(struct pkt *p) { struct kvs_msg_hello *h = hello(p); h->tp_size = h->world_size = 0; }
+static void b_rank(struct pkt *p)
+{
+	struct kvs_msg_hello *h = hello(p);
+
+	h->tp_rank = 2;
+	h->tp_size = h->world_size = 2;
+}
+static void b_tp_zero(struct pkt *p)
+{
+	struct kvs_msg_hello *h = hello(p);
+
+	h->tp_size = h->world_size = 0;
+}
 static void b_world(struct pkt *p) { hello(p)->world_size = 3; }
 static void b_flags(struct pkt *p) { hello(p)->flags = 1; }
 static void b_resv0(struct pkt *p) { hello(p)->resv0 = 1; }
@@ -168,7 +186,11 @@ static void b_host_uuid(struct pkt *p) { hello(p)->device_uuid[5] = 1; }
 static void b_hello_fd(struct pkt *p) { hello(p); p->fds[p->nfds++] = junk_fd(); }
 static void b_unreg_payload(struct pkt *p) { hdr(p, KVS_MSG_UNREGISTER, 24); }
 static void b_bye_payload(struct pkt *p) { hdr(p, KVS_MSG_GOODBYE, 20); }
-static void b_unreg_fd(struct pkt *p) { hdr(p, KVS_MSG_UNREGISTER, 16); p->fds[p->nfds++] = junk_fd(); }
+static void b_unreg_fd(struct pkt *p)
+{
+	hdr(p, KVS_MSG_UNREGISTER, 16);
+	p->fds[p->nfds++] = junk_fd();
+}
 static void b_reg_short(struct pkt *p) { reg(p, 1, 1); ((uint32_t *)p->buf)[1] = 20; p->len = 20; }
 static void b_reg_zero_layers(struct pkt *p) { reg(p, 1, 1)->nr_layers = 0; }
 static void b_reg_zero_mems(struct pkt *p) { reg(p, 1, 1)->nr_mems = 0; }
@@ -205,7 +227,11 @@ static void b_reg_cuda(struct pkt *p)
 	p->nfds = 0;
 }
 static void b_reg_ipc_on_fd(struct pkt *p) { reg(p, 1, 1); reg_mem(p, 0)->ipc_handle[0] = 1; }
-static void b_reg_name(struct pkt *p) { reg(p, 1, 1); memset(reg_layer(p, 1, 0)->name, 'x', KVS_NAME_MAX); }
+static void b_reg_name(struct pkt *p)
+{
+	reg(p, 1, 1);
+	memset(reg_layer(p, 1, 0)->name, 'x', KVS_NAME_MAX);
+}
 static void b_reg_layer_resv(struct pkt *p) { reg(p, 1, 1); reg_layer(p, 1, 0)->resv[0] = 1; }
 static void b_reg_layer_mem(struct pkt *p) { reg(p, 1, 1); reg_layer(p, 1, 0)->mem_index = 1; }
 static void b_reg_many_fds(struct pkt *p)
@@ -338,9 +364,55 @@ static void still_serves(const struct row *row, int fd)
 	ck_assert_int_eq(rep.status, 0);
 }
 
-START_TEST(test_socket_garbage)
+/* Send row @i's packet on a new connection; check the answer and the session's fate. */
+static void run_row(const struct row *row, size_t i)
 {
 	static struct pkt p;
+	struct kvs_msg_reply rep;
+	int fd, r, rfd[4];
+	unsigned nr = 0;
+	ssize_t n;
+
+	fd = raw_connect(d.sock);
+	ck_assert_int_ge(fd, 0);
+	r = pre_hello(fd, row->pre, i);
+	ck_assert_msg(r == 0, "%s: HELLO before the row: %d", row->what, r);
+	p.nfds = 0;
+	row->build(&p);
+	r = raw_send(fd, p.buf, p.len, p.fds, p.nfds);
+	ck_assert_msg(r == 0, "%s: send: %s", row->what, strerror(-r));
+	for (unsigned k = 0; k < p.nfds; k++)
+		close(p.fds[k]);
+
+	if (row->want == NO_REPLY) {
+		ck_assert_msg(raw_eof(fd, 3000), "%s: session not closed", row->what);
+		close(fd);
+		return;
+	}
+	memset(&rep, 0, sizeof(rep));
+	n = raw_recv(fd, &rep, sizeof(rep), rfd, 4, &nr, 5000);
+	ck_assert_msg(n >= (ssize_t)sizeof(rep), "%s: no reply (%zd)", row->what, n);
+	for (unsigned k = 0; k < nr; k++)
+		close(rfd[k]);
+	rep.text[sizeof(rep.text) - 1] = '\0';
+	if (row->want == ANY_ERROR)
+		ck_assert_msg(rep.status < 0, "%s: status %d", row->what, rep.status);
+	else
+		ck_assert_msg(rep.status == row->want, "%s: status %d (%s: %s), want %d (%s)",
+			      row->what, rep.status, kvs_strerror(rep.status), rep.text,
+			      row->want, kvs_strerror(row->want));
+	ck_assert_uint_eq(rep.rev_major, KVS_WIRE_MAJOR);
+	if (row->want < 0)
+		ck_assert_msg(rep.text[0], "%s: no reason given", row->what);
+	if (row->closes)
+		ck_assert_msg(raw_eof(fd, 3000), "%s: session not closed", row->what);
+	else
+		still_serves(row, fd);
+	close(fd);
+}
+
+START_TEST(test_socket_garbage)
+{
 	struct kvs_client *good, *admin;
 	struct kvs_msg_stats_global g;
 	int fds0, sessions0;
@@ -354,55 +426,11 @@ START_TEST(test_socket_garbage)
 	ck_assert_int_eq(sessions0, 1);
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		const struct row *row = &rows[i];
-		struct kvs_msg_reply rep;
-		int fd, r;
-		ssize_t n;
-
-		fd = raw_connect(d.sock);
-		ck_assert_int_ge(fd, 0);
-		r = pre_hello(fd, row->pre, i);
-		ck_assert_msg(r == 0, "%s: HELLO before the row: %d", row->what, r);
-		p.nfds = 0;
-		row->build(&p);
-		r = raw_send(fd, p.buf, p.len, p.fds, p.nfds);
-		ck_assert_msg(r == 0, "%s: send: %s", row->what, strerror(-r));
-		for (unsigned k = 0; k < p.nfds; k++)
-			close(p.fds[k]);
-
-		if (row->want == NO_REPLY) {
-			ck_assert_msg(raw_eof(fd, 3000), "%s: session not closed", row->what);
-		} else {
-			int rfd[4];
-			unsigned nr = 0;
-
-			memset(&rep, 0, sizeof(rep));
-			n = raw_recv(fd, &rep, sizeof(rep), rfd, 4, &nr, 5000);
-			ck_assert_msg(n >= (ssize_t)sizeof(rep), "%s: no reply (%zd)", row->what, n);
-			for (unsigned k = 0; k < nr; k++)
-				close(rfd[k]);
-			rep.text[sizeof(rep.text) - 1] = '\0';
-			if (row->want == ANY_ERROR)
-				ck_assert_msg(rep.status < 0, "%s: status %d", row->what, rep.status);
-			else
-				ck_assert_msg(rep.status == row->want,
-					      "%s: status %d (%s: %s), want %d (%s)", row->what,
-					      rep.status, kvs_strerror(rep.status), rep.text, row->want,
-					      kvs_strerror(row->want));
-			ck_assert_uint_eq(rep.rev_major, KVS_WIRE_MAJOR);
-			if (row->want < 0)
-				ck_assert_msg(rep.text[0], "%s: no reason given", row->what);
-			if (row->closes)
-				ck_assert_msg(raw_eof(fd, 3000), "%s: session not closed", row->what);
-			else
-				still_serves(row, fd);
-		}
-		close(fd);
-
+		run_row(&rows[i], i);
 		/* The well-behaved session never notices. */
 		ck_assert_msg(kvs_nop_sync(good, 5000) == 0, "after %s: good session broken",
-			      row->what);
-		ck_assert_msg(pid_alive(d.pid), "after %s: kvstashd died", row->what);
+			      rows[i].what);
+		ck_assert_msg(pid_alive(d.pid), "after %s: kvstashd died", rows[i].what);
 	}
 
 	/* Every fd the garbage brought in was closed, every session freed. */
