@@ -11,6 +11,7 @@
  * in question is made current.
  */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,6 +33,9 @@ static struct {
 	CUresult (*init)(unsigned);
 	CUresult (*ctx_get_current)(CUcontext *);
 	CUresult (*ctx_set_current)(CUcontext);
+	CUresult (*ctx_get_device)(CUdevice *);
+	CUresult (*ctx_push)(CUcontext);
+	CUresult (*ctx_pop)(CUcontext *);
 	CUresult (*device_get)(CUdevice *, int);
 	CUresult (*device_get_uuid)(CUuuid *, CUdevice);
 	CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
@@ -76,6 +80,9 @@ static void load(void)
 	SYM(init, cuInit);
 	SYM(ctx_get_current, cuCtxGetCurrent);
 	SYM(ctx_set_current, cuCtxSetCurrent);
+	SYM(ctx_get_device, cuCtxGetDevice);
+	SYM(ctx_push, cuCtxPushCurrent);
+	SYM(ctx_pop, cuCtxPopCurrent);
 	SYM(device_get, cuDeviceGet);
 	SYM(device_get_uuid, cuDeviceGetUuid_v2);
 	SYM(primary_ctx_retain, cuDevicePrimaryCtxRetain);
@@ -125,21 +132,39 @@ static int cu_errno(CUresult r)
 	}
 }
 
-/* Make some context current: the thread's own, else @device's primary one. */
-static int ensure_context(int device)
+/*
+ * Make @device's context current for what follows: the thread's own when it
+ * is on that device, else the device's primary context pushed on top (the
+ * caller pops it with ctx_leave(), so the engine's current context is
+ * untouched).  A wrong-device context would put an arena on the wrong GPU.
+ */
+static int ctx_enter(int device, bool *ret_pushed)
 {
 	CUcontext ctx = NULL;
-	CUdevice dev;
+	CUdevice cur, dev;
 	CUresult r;
 
-	if (D.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx)
-		return 0;
+	*ret_pushed = false;
 	r = D.device_get(&dev, device < 0 ? 0 : device);
+	if (r != CUDA_SUCCESS)
+		return cu_errno(r);
+	if (D.ctx_get_current(&ctx) == CUDA_SUCCESS && ctx && D.ctx_get_device(&cur) == CUDA_SUCCESS &&
+	    cur == dev)
+		return 0;
+	r = D.primary_ctx_retain(&ctx, dev);
 	if (r == CUDA_SUCCESS)
-		r = D.primary_ctx_retain(&ctx, dev);
+		r = D.ctx_push(ctx);
 	if (r == CUDA_SUCCESS)
-		r = D.ctx_set_current(ctx);
+		*ret_pushed = true;
 	return cu_errno(r);
+}
+
+static void ctx_leave(bool pushed)
+{
+	CUcontext ctx;
+
+	if (pushed)
+		D.ctx_pop(&ctx);
 }
 
 int kvs_cuda_available(void)
@@ -171,29 +196,23 @@ int kvs_cuda_arena_alloc(int device, uint64_t size, uint32_t kind, struct kvs_cu
 {
 	CUmemAllocationProp prop = { 0 };
 	CUmemAccessDesc access = { 0 };
-	CUmemGenericAllocationHandle h;
+	CUmemGenericAllocationHandle h = 0;
 	CUdeviceptr p = 0;
 	size_t gran = 0;
+	bool pushed = false;
 	int r = driver();
 
 	if (r < 0)
 		return r;
-	if (size == 0 || (kind != KVS_MEM_CUDA_IPC && kind != KVS_MEM_CUDA_VMM_FD))
+	if (size == 0 || device < 0 || (kind != KVS_MEM_CUDA_IPC && kind != KVS_MEM_CUDA_VMM_FD))
 		return -EINVAL;
-	r = ensure_context(device);
+	r = ctx_enter(device, &pushed);
 	if (r < 0)
 		return r;
 	if (kind == KVS_MEM_CUDA_IPC) {
 		/* cuMemAlloc memory is what legacy IPC handles can export. */
 		r = cu_errno(D.mem_alloc(&p, size));
-		if (r < 0)
-			return r;
-		memset(ret, 0, sizeof(*ret));
-		ret->dptr = p;
-		ret->size = size;
-		ret->kind = kind;
-		ret->device = device;
-		return 0;
+		goto out;
 	}
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -201,11 +220,11 @@ int kvs_cuda_arena_alloc(int device, uint64_t size, uint32_t kind, struct kvs_cu
 	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	r = cu_errno(D.mem_get_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
 	if (r < 0)
-		return r;
+		goto out;
 	size = (size + gran - 1) / gran * gran;
 	r = cu_errno(D.mem_create(&h, size, &prop, 0));
 	if (r < 0)
-		return r;
+		goto out;
 	r = cu_errno(D.mem_address_reserve(&p, size, 0, 0, 0));
 	if (r == 0) {
 		r = cu_errno(D.mem_map(p, size, 0, h, 0));
@@ -221,10 +240,12 @@ int kvs_cuda_arena_alloc(int device, uint64_t size, uint32_t kind, struct kvs_cu
 			D.mem_address_free(p, size);
 		}
 	}
-	if (r < 0) {
+	if (r < 0)
 		D.mem_release(h);
+out:
+	ctx_leave(pushed);
+	if (r < 0)
 		return r;
-	}
 	memset(ret, 0, sizeof(*ret));
 	ret->dptr = p;
 	ret->size = size;
@@ -239,7 +260,12 @@ void kvs_cuda_arena_free(struct kvs_cuda_arena *a)
 	if (!a || !a->dptr || driver() < 0)
 		return;
 	if (a->kind == KVS_MEM_CUDA_IPC) {
-		D.mem_free(a->dptr);
+		bool pushed;
+
+		if (ctx_enter(a->device, &pushed) == 0) {
+			D.mem_free(a->dptr);
+			ctx_leave(pushed);
+		}
 	} else {
 		D.mem_unmap(a->dptr, a->size);
 		D.mem_address_free(a->dptr, a->size);
@@ -291,6 +317,7 @@ int kvs_register_cuda(struct kvs_client *c, const struct kvs_cuda_layer *layers,
 	struct kvs_layer *lay = NULL;
 	CUdeviceptr *bases = NULL;
 	unsigned nmems = 0;
+	bool pushed = false;
 	int r = driver(), ordinal = 0;
 
 	if (r < 0) {
@@ -302,7 +329,7 @@ int kvs_register_cuda(struct kvs_client *c, const struct kvs_cuda_layer *layers,
 	if (D.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
 				    layers[0].base) != CUDA_SUCCESS)
 		ordinal = 0;
-	r = ensure_context(ordinal);
+	r = ctx_enter(ordinal, &pushed);
 	if (r < 0)
 		return r;
 	mems = calloc(n, sizeof(*mems));
@@ -360,6 +387,7 @@ int kvs_register_cuda(struct kvs_client *c, const struct kvs_cuda_layer *layers,
 	}
 	r = kvs_register(c, mems, nmems, lay, n, flags);
 out:
+	ctx_leave(pushed);
 	for (unsigned m = 0; mems && m < nmems; m++)
 		if (mems[m].fd >= 0)
 			close(mems[m].fd); /* kvs_register() kept its own copies */
