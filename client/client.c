@@ -749,10 +749,10 @@ int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 
 	if (!opts || !ret_client)
 		return -EINVAL;
-	if (!path)
+	if (!path || !*path)
 		path = getenv("KVSTASH_SOCKET");
-	if (!path)
-		path = KVS_DEFAULT_SOCKET;
+	if (!path || !*path)
+		path = KVS_DEFAULT_SOCKET; /* unset and empty mean the same */
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

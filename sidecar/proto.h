@@ -39,7 +39,8 @@ struct reg_req {
 
 #define PROTO_MAX_WORLD 1024u
 
-/* Header of any packet: size consistent, type known.  0 or -EBADMSG. */
+/* Header of any packet: size consistent, flags zero.  0 or -EBADMSG.  The
+ * type is checked by the caller, which knows which types it expects. */
 int proto_check_header(const void *buf, size_t len, uint32_t *ret_type, uint32_t *ret_seq);
 
 /*

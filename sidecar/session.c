@@ -540,9 +540,14 @@ void session_close(struct session *s, int why)
 {
 	if (s->state == S_CLOSING)
 		return;
-	if (s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN)
-		slog_info_errno(s, why == -ECONNRESET ? 0 : why, "disconnected%s",
-				why == -ECONNRESET ? "" : " after an error");
+	if (s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN) {
+		if (why == -ECONNRESET)
+			slog_info(s, "disconnected");
+		else if (why == -ESHUTDOWN)
+			slog_info(s, "closed: kvstashd is shutting down");
+		else
+			slog_info_errno(s, why, "disconnected after an error");
+	}
 	s->state = S_CLOSING;
 	epoll_ctl(s->d->epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	/*

@@ -175,6 +175,7 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 		m.query_misses = GET(query_misses);
 		m.bytes_saved = GET(bytes_saved);
 		m.bytes_loaded = GET(bytes_loaded);
+		m.inflight = __atomic_load_n(&s->w.inflight, __ATOMIC_RELAXED);
 #undef GET
 		strscpy_trunc(m.instance, s->hello.instance, sizeof(m.instance));
 		r = put(admin, &m, sizeof(m));

@@ -86,7 +86,8 @@ static void post(struct worker *w, struct session *s, uint64_t user_data, int32_
 {
 	struct kvs_cqe cqe = { .user_data = user_data, .res = res, .result0 = r0, .result1 = r1 };
 
-	s->w.inflight--;
+	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
+	__atomic_store_n(&s->w.inflight, s->w.inflight - 1, __ATOMIC_RELAXED);
 	if (res < 0) {
 		__atomic_fetch_add(&s->st.errors, 1, __ATOMIC_RELAXED);
 		STAT_ADD(w->d, errors, 1);
@@ -425,7 +426,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	struct sqe_args a;
 	int r;
 
-	s->w.inflight++;
+	__atomic_store_n(&s->w.inflight, s->w.inflight + 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.ops, 1, __ATOMIC_RELAXED);
 	r = sqe_decode(sqe, s->w.args, s->w.args_size, &lim, w->scratch, &a);
 	if (r == 0 && (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||

@@ -91,7 +91,7 @@ struct kvs_sqe {
  *                                                       ms from now
  *   LOAD     blocks loaded             bytes copied     -
  *   RELEASE  0                         -                -
- *   FLUSH    0                         saves waited for -
+ *   FLUSH    0                         -                -
  */
 struct kvs_cqe {
 	uint64_t user_data;
