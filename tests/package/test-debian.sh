@@ -186,14 +186,17 @@ fi
 [ -e "$sock" ] && fail "$sock exists before kvstashd started (another kvstashd?)"
 # As the unit runs it: user kvstash, unlimited locked memory (the pool is
 # pinned).  A container without CAP_SYS_RESOURCE cannot raise the memlock
-# limit: there kvstashd gets CAP_IPC_LOCK instead.  prlimit and setpriv
-# exec, so $! is kvstashd itself.
+# limit: there kvstashd gets CAP_IPC_LOCK instead, and without that either
+# it runs with its pool unlocked (kvstashd warns and carries on).  prlimit
+# and setpriv exec, so $! is kvstashd itself.
 launch=(setpriv --reuid=kvstash --regid=kvstash --init-groups)
 if prlimit --memlock=unlimited:unlimited true 2>/dev/null; then
 	launch=(prlimit --memlock=unlimited:unlimited "${launch[@]}")
-else
+elif setpriv --inh-caps=+ipc_lock --ambient-caps=+ipc_lock true 2>/dev/null; then
 	echo "cannot raise RLIMIT_MEMLOCK here: kvstashd runs with CAP_IPC_LOCK instead"
 	launch+=(--inh-caps=+ipc_lock --ambient-caps=+ipc_lock)
+else
+	echo "neither RLIMIT_MEMLOCK nor CAP_IPC_LOCK here: the pool stays unlocked"
 fi
 "${launch[@]}" /usr/sbin/kvstashd "${args[@]}" >"$work/kvstashd.log" 2>&1 &
 pid=$!
