@@ -192,6 +192,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	const struct kvs_config *cfg = d->cfg;
 	struct kvs_msg_hello_reply rep;
 	char why[KVS_TEXT_MAX] = "";
+	struct worker *w;
 	int fd, r;
 
 	if (s->state != S_NEW) {
@@ -251,9 +252,9 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	}
 
 	/* CUDA sessions go to their GPU's worker, workers[1 + device index]. */
-	s->worker = d->host_worker;
+	w = d->host_worker;
 	if (s->hello.device_kind == KVS_DEVICE_CUDA)
-		s->worker = d->workers[1 + cuda_device_find(s->hello.device_uuid)];
+		w = d->workers[1 + cuda_device_find(s->hello.device_uuid)];
 	memset(&rep, 0, sizeof(rep));
 	proto_make_reply(&rep.r, seq, 0, NULL);
 	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
@@ -267,11 +268,18 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	rep.max_inflight = s->max_inflight;
 	rep.max_layers = cfg->max_layers;
 	rep.lease_ttl_ms = cfg->lease_ttl_ms;
-	rep.worker = s->worker->id;
+	rep.worker = w->id;
 	fd = shmq_region_fd(s->region);
 	r = send_msg(s, &rep, sizeof(rep), &fd, 1);
+	/*
+	 * The engine may be gone already (killed right after its HELLO).  The
+	 * session has no worker yet, so session_close() frees it at once; a
+	 * worker set here would wait for ever for the DETACH of a session it
+	 * was never given, leaking the region and the instance's rank.
+	 */
 	if (r < 0)
 		return r;
+	s->worker = w;
 	s->state = S_ACTIVE;
 	STAT_ADD(d, sessions_total, 1);
 	slog_info(s, "connected: uid %u, namespace %s, tp %u/%u, %s, SQ %u CQ %u args %" PRIu64
@@ -515,8 +523,8 @@ static void session_free(struct session *s)
 {
 	struct daemon *d = s->d;
 
-	/* Sessions past HELLO with a region were counted in sessions_total. */
-	if (s->region)
+	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
+	if (s->worker)
 		STAT_ADD(d, sessions_closed, 1);
 	lease_drop_creator(s->id);
 	if (s->reg) {

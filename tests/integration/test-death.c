@@ -197,6 +197,47 @@ START_TEST(test_engine_sigkill)
 }
 END_TEST
 
+/*
+ * An engine gone between its HELLO and the reply (killed right after it
+ * spoke): kvstashd cannot send the reply and must free the session at
+ * once, region, socket and the instance's rank with it.  (It once kept
+ * them for ever, and the instance could not connect again until kvstashd
+ * restarted.)  kvstashd is stopped while the engine speaks and goes, so
+ * it always finds the HELLO and the EOF together.
+ */
+START_TEST(test_gone_before_reply)
+{
+	struct kvs_client *c = NULL, *admin;
+	struct kvs_msg_hello h;
+	int fds0, fd;
+
+	start();
+	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	ck_assert_int_eq(test_status_sessions(admin), 0);
+	fds0 = proc_fd_count(d.pid);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
+		ck_assert_int_eq(wait_stopped(d.pid, 5000), 0);
+		fd = raw_connect(d.sock);
+		ck_assert_int_ge(fd, 0);
+		raw_hello_init(&h, KVS_ROLE_WORKER, "gone-early", NS, 0, 1);
+		ck_assert_int_eq(raw_send(fd, &h, sizeof(h), NULL, 0), 0);
+		close(fd);
+		ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+		ck_assert_int_eq(wait_memfd_count(d.pid, "kvstash-session", 0, 5000), 0);
+		ck_assert_int_eq(wait_fd_count(d.pid, fds0, 5000), fds0);
+	}
+	ck_assert(kvsd_log_contains(&d, "cannot send a reply"));
+	/* The rank was given back: the same instance connects. */
+	ck_assert_int_eq(test_connect(&d, KVS_ROLE_WORKER, "gone-early", NS, 0, 1, &c), 0);
+	ck_assert_int_eq(kvs_nop_sync(c, 5000), 0);
+	kvs_close(c);
+	kvs_close(admin);
+	ck_assert_int_eq(kvsd_stop(&d), 0);
+	kvsd_cleanup(&d);
+}
+END_TEST
+
 /* ---- kvstashd that dies -------------------------------------------- */
 
 struct killer {
@@ -390,6 +431,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_engine_sigkill);
+	tcase_add_test(tc, test_gone_before_reply);
 	tcase_add_test(tc, test_daemon_sigkill);
 	tcase_add_test(tc, test_sigterm);
 	suite_add_tcase(s, tc);
