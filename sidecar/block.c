@@ -101,7 +101,7 @@ static int match(struct cds_lfht_node *node, const void *arg)
 	const struct lookup_key *lk = arg;
 	const struct shard *sh = caa_container_of(node, struct shard, hnode);
 
-	return sh->idx == lk->shard && sh->blk->ns->id == lk->ns_id &&
+	return sh->idx == lk->shard && sh->blk->ns_id == lk->ns_id &&
 	       memcmp(sh->blk->key, lk->key, KVS_KEY_SIZE) == 0;
 }
 
@@ -338,6 +338,7 @@ static struct block *find_or_create(struct nspace *ns, const struct registration
 	if (!b)
 		return NULL;
 	b->ns = ns;
+	b->ns_id = ns->id;
 	memcpy(b->key, key, KVS_KEY_SIZE);
 	b->class_id = reg->class_id;
 	b->nshards = reg->nshards;

@@ -56,6 +56,12 @@ struct shard {
 struct block {
 	struct sieve_node sn;	/* in the class's SIEVE queue once sealed */
 	struct nspace *ns;
+	/*
+	 * A copy of ns->id for lock-free lookups: a reader still walking a
+	 * deleted node must not touch the namespace, which may be gone once
+	 * its last block went (nspace_sweep() does not wait for readers).
+	 */
+	uint32_t ns_id;
 	uint8_t key[KVS_KEY_SIZE];
 	uint32_t class_id;
 	uint32_t nshards;
