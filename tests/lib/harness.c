@@ -482,7 +482,11 @@ bool test_kv_is_poison(struct test_kv *kv, unsigned b, uint8_t v)
 
 void test_keys(uint8_t *keys, unsigned n, uint64_t seed)
 {
-	uint64_t parent[2] = { seed, ~seed };
+	/* Mix the seed first: nearby seeds must give unrelated chains. */
+	uint64_t st = seed, parent[2];
+
+	parent[0] = mix(&st);
+	parent[1] = mix(&st);
 
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t s = parent[0] ^ (parent[1] * 31) ^ i;
