@@ -125,6 +125,12 @@ static uint32_t pick_entries(uint32_t want, uint32_t def, uint32_t max)
 {
 	if (want == 0)
 		return def;
+	/*
+	 * The client's number is anything up to 2^32-1: clamp before rounding,
+	 * as next_pow2_u32() of a value above 2^31 would shift by 32.
+	 */
+	if (want >= max)
+		return max;
 	return MIN(next_pow2_u32(MAX(want, 2u)), max);
 }
 
