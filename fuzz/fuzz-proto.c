@@ -43,8 +43,7 @@ static void check_hello(const struct hello_req *h)
 		   "device kind %u", h->device_kind);
 }
 
-static void check_register(const struct reg_req *r, size_t len, unsigned nfds,
-			   uint32_t max_layers)
+static void check_register(const struct reg_req *r, size_t len, unsigned nfds, uint32_t max_layers)
 {
 	bool fd_seen[KVS_MAX_FDS] = { false };
 	unsigned fd_kinds = 0;
@@ -53,8 +52,8 @@ static void check_register(const struct reg_req *r, size_t len, unsigned nfds,
 			   r->nr_mems <= r->nr_layers,
 		   "%u mems, %u layers (max %u)", r->nr_mems, r->nr_layers, max_layers);
 	FUZZ_CHECK(len == sizeof(struct kvs_msg_register) +
-				  (size_t)r->nr_mems * sizeof(struct kvs_wire_mem) +
-				  (size_t)r->nr_layers * sizeof(struct kvs_wire_layer),
+				   (size_t)r->nr_mems * sizeof(struct kvs_wire_mem) +
+				   (size_t)r->nr_layers * sizeof(struct kvs_wire_layer),
 		   "length %zu does not match the counts", len);
 	FUZZ_CHECK(!(r->flags & ~KVS_REGISTER_REPLICATED), "flags 0x%x", r->flags);
 	for (uint32_t i = 0; i < r->nr_mems; i++) {

@@ -21,8 +21,8 @@
 #include "../sidecar/proto.h"
 #include "fuzz.h"
 
-#define NSIZES 8u
-#define PREFIX (1u + 8u * NSIZES)
+#define NSIZES	 8u
+#define PREFIX	 (1u + 8u * NSIZES)
 #define ENUM_MAX 4096u /* intervals the brute-force overlap check enumerates */
 
 struct ival {
@@ -70,8 +70,9 @@ static void check_no_overlap(const struct reg_req *req, uint32_t mem)
 	qsort(iv, n, sizeof(iv[0]), cmp_ival);
 	for (size_t k = 1; k < n; k++)
 		FUZZ_CHECK(iv[k].start >= iv[k - 1].end,
-			   "layer %u block %u seg %u overlaps layer %u block %u seg %u", iv[k].layer,
-			   iv[k].block, iv[k].seg, iv[k - 1].layer, iv[k - 1].block, iv[k - 1].seg);
+			   "layer %u block %u seg %u overlaps layer %u block %u seg %u",
+			   iv[k].layer, iv[k].block, iv[k].seg, iv[k - 1].layer, iv[k - 1].block,
+			   iv[k - 1].seg);
 }
 
 static void check_layout(const struct reg_req *req, const uint64_t *sizes, const struct layout *lay)
@@ -103,7 +104,8 @@ static void check_layout(const struct reg_req *req, const uint64_t *sizes, const
 			FUZZ_CHECK(layer_block_offset(v, 0, s) == (uint64_t)seg_start(l, 0, s),
 				   "layer %u: layer_block_offset of block 0 differs", i);
 		}
-		FUZZ_CHECK(v->bytes == (uint64_t)l->segments * l->segment_bytes, "layer %u bytes", i);
+		FUZZ_CHECK(v->bytes == (uint64_t)l->segments * l->segment_bytes, "layer %u bytes",
+			   i);
 		FUZZ_CHECK(v->slot_off == slot, "layer %u is not next in the slot", i);
 		slot += v->bytes;
 		minb = l->num_blocks < minb ? l->num_blocks : minb;
@@ -120,7 +122,8 @@ static void check_layout(const struct reg_req *req, const uint64_t *sizes, const
 		uint64_t off, len;
 
 		layout_layer_range(lay, first, lay->nr_layers - first, &off, &len);
-		FUZZ_CHECK(off + len == lay->data_bytes && off <= lay->data_bytes, "range %u", first);
+		FUZZ_CHECK(off + len == lay->data_bytes && off <= lay->data_bytes, "range %u",
+			   first);
 	}
 	for (uint32_t m = 0; m < req->nr_mems; m++)
 		check_no_overlap(req, m);

@@ -28,7 +28,7 @@
 
 #include "fuzz.h"
 
-#define PREFIX 2u
+#define PREFIX	  2u
 #define MAX_PAGES 64u
 
 struct seen {
@@ -39,9 +39,14 @@ struct seen {
 };
 
 static const unsigned seal_sets[8] = {
-	F_SEAL_SHRINK | F_SEAL_GROW, F_SEAL_SHRINK | F_SEAL_GROW, F_SEAL_SHRINK | F_SEAL_GROW,
-	F_SEAL_SHRINK | F_SEAL_GROW, F_SEAL_SHRINK,		  F_SEAL_GROW,
-	0,			     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL,
+	F_SEAL_SHRINK | F_SEAL_GROW,
+	F_SEAL_SHRINK | F_SEAL_GROW,
+	F_SEAL_SHRINK | F_SEAL_GROW,
+	F_SEAL_SHRINK | F_SEAL_GROW,
+	F_SEAL_SHRINK,
+	F_SEAL_GROW,
+	0,
+	F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL,
 };
 
 /* Use ring part @id as consumer and as producer; what ring_init said. */
@@ -56,7 +61,8 @@ static void exercise_ring(const struct shmq_region *region, uint32_t id, struct 
 	if (sn->ring_r[0] == 0) {
 		uint32_t esz = 1u << ring.entry_shift;
 
-		FUZZ_CHECK(esz >= SHMQ_ENTRY_SIZE_MIN && esz <= SHMQ_ENTRY_SIZE_MAX, "entry %u", esz);
+		FUZZ_CHECK(esz >= SHMQ_ENTRY_SIZE_MIN && esz <= SHMQ_ENTRY_SIZE_MAX, "entry %u",
+			   esz);
 		sn->capacity[0] = shmq_ring_capacity(&ring);
 		n = shmq_cons_peek(&ring, UINT32_MAX, &idx);
 		FUZZ_CHECK(n <= (int)sn->capacity[0], "peeked %d of %u", n, sn->capacity[0]);
@@ -118,8 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	r = shmq_region_attach(fd, KVS_REGION_MAGIC, &region);
 	if (r < 0) {
-		FUZZ_CHECK(r == -EPERM || r == -EBADMSG || r == -EPROTONOSUPPORT || r == -EMSGSIZE ||
-				   r == -EINVAL,
+		FUZZ_CHECK(r == -EPERM || r == -EBADMSG || r == -EPROTONOSUPPORT ||
+				   r == -EMSGSIZE || r == -EINVAL,
 			   "undocumented error %d", r);
 		FUZZ_CHECK((seal_sets[data[0] % 8] & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
 					   (F_SEAL_SHRINK | F_SEAL_GROW) ||

@@ -23,7 +23,7 @@
 #include "../sidecar/sqe.h"
 #include "fuzz.h"
 
-#define PREFIX 80u
+#define PREFIX	     80u
 #define MAX_KEYS_MAX 65536u
 
 static uint8_t scratch[MAX_KEYS_MAX * (KVS_KEY_SIZE + 4) + 64] __attribute__((aligned(64)));

@@ -22,15 +22,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(cond, ...)                                                       \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "%s:%d: broken promise: %s: ", __FILE__, __LINE__, \
-				#cond);                                             \
-			fprintf(stderr, __VA_ARGS__);                               \
-			fputc('\n', stderr);                                        \
-			abort();                                                    \
-		}                                                                   \
+#define FUZZ_CHECK(cond, ...)                                                                      \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: broken promise: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /*
@@ -46,10 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #endif
 #ifdef FUZZ_ASAN
 #include <sanitizer/asan_interface.h>
-#define FUZZ_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define FUZZ_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
 #define FUZZ_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
 #else
-#define FUZZ_POISON(p, n) ((void)(p), (void)(n))
+#define FUZZ_POISON(p, n)   ((void)(p), (void)(n))
 #define FUZZ_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
@@ -73,7 +72,7 @@ static inline uint64_t fuzz_u64(const uint8_t *p)
 /* A private copy of exactly @n bytes, so ASan sees any read past the input. */
 static inline uint8_t *fuzz_dup(const uint8_t *p, size_t n)
 {
-	uint8_t *q = malloc(n ? n : 1);
+	uint8_t *q = calloc(n ? n : 1, 1);
 
 	if (!q)
 		abort();

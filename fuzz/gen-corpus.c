@@ -386,8 +386,8 @@ static void region_seeds(void)
 	region_put("session-past-capacity", kvs, 3, 9, 0, 0);
 	region_put("session-shrink-only", kvs, 3, 0, 0, 4);
 	for (unsigned i = 0; i < 8; i++)
-		many[i] = i % 2 ? (struct shmq_part_spec){ SHMQ_PART_AREA, 10 + i, 0, 0, 100 } :
-				  (struct shmq_part_spec){ SHMQ_PART_RING, 10 + i, 8u << i, 2, 0 };
+		many[i] = i % 2 ? (struct shmq_part_spec){ SHMQ_PART_AREA, 10 + i, 0, 0, 100 }
+				: (struct shmq_part_spec){ SHMQ_PART_RING, 10 + i, 8u << i, 2, 0 };
 	region_put("eight-parts", many, 8, 0, 0, 0);
 }
 

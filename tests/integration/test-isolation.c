@@ -17,10 +17,10 @@
 
 #include "dp.h"
 
-#define N 8u
+#define N      8u
 #define LAYERS 4u
 #define BLOCKS 32u
-#define SEG 4096u
+#define SEG    4096u
 
 static void fill(struct test_kv *kv, uint64_t seed)
 {
@@ -55,8 +55,10 @@ int main(void)
 
 	dp_watchdog(60);
 	dp_start(&d, NULL);
-	a = dp_worker(&d, "iso-a", "iso-one/pf", 0, 1, &kva, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG);
-	b = dp_worker(&d, "iso-b", "iso-two/pf", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG);
+	a = dp_worker(&d, "iso-a", "iso-one/pf", 0, 1, &kva, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+		      SEG);
+	b = dp_worker(&d, "iso-b", "iso-two/pf", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+		      SEG);
 	a2 = dp_worker(&d, "iso-a2", "iso-one/pf", 0, 1, &kva2, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
 		       SEG);
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "iso-a", "iso-one/pf", 0, 1, &sa) == 0,
@@ -64,7 +66,8 @@ int main(void)
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "iso-c", "iso-one/pf", 0, 1, &sc) == 0,
 	      "scheduler of iso-c");
 	/* iso-c needs a worker to be sealed: give it one in the namespace. */
-	x = dp_worker(&d, "iso-c", "iso-one/pf", 0, 1, &kvx, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG);
+	x = dp_worker(&d, "iso-c", "iso-one/pf", 0, 1, &kvx, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+		      SEG);
 	dp_keys(keys, N, 77);
 	dp_ids(src, N, 0);
 	dp_ids(dst, N, N);
@@ -129,7 +132,8 @@ int main(void)
 		struct test_kv kvy;
 		int r;
 
-		CHECK(test_kv_alloc(&kvy, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, 2 * SEG) == 0, "alloc");
+		CHECK(test_kv_alloc(&kvy, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, 2 * SEG) == 0,
+		      "alloc");
 		CHECK(test_connect(&d, KVS_ROLE_WORKER, "iso-y", "iso-one/pf", 0, 1, &y) == 0,
 		      "iso-y");
 		r = test_kv_register(y, &kvy);

@@ -27,8 +27,8 @@
 #include "ctltest.h"
 #include "dp.h"
 
-#define NOBODY 65534
-#define SQ_MAX 1024u
+#define NOBODY	65534
+#define SQ_MAX	1024u
 #define ARG_MAX (8u << 20)
 
 /* HELLO asking for @sq, @cq, @arg; returns the reply, the region checked against it. */
@@ -59,8 +59,9 @@ static struct kvs_msg_hello_reply ask(const struct kvsd *d, uint32_t sq, uint32_
 		      shmq_ring_init(&cqr, region, KVS_PART_CQ, SHMQ_CONSUMER) == 0 &&
 		      shmq_region_area(region, KVS_PART_ARGS, &args, &argsz) == 0,
 	      "region parts");
-	CHECK(shmq_ring_capacity(&sqr) == rep.sq_entries && shmq_ring_capacity(&cqr) == rep.cq_entries &&
-		      argsz == rep.arg_bytes && shmq_region_size(region) == rep.region_size,
+	CHECK(shmq_ring_capacity(&sqr) == rep.sq_entries &&
+		      shmq_ring_capacity(&cqr) == rep.cq_entries && argsz == rep.arg_bytes &&
+		      shmq_region_size(region) == rep.region_size,
 	      "the region differs from the reply: SQ %u/%u CQ %u/%u arguments %llu/%llu",
 	      shmq_ring_capacity(&sqr), rep.sq_entries, shmq_ring_capacity(&cqr), rep.cq_entries,
 	      (unsigned long long)argsz, (unsigned long long)rep.arg_bytes);
@@ -78,9 +79,9 @@ static void rings(void)
 		uint32_t want_sq, want_cq;
 		uint64_t want_arg;
 	} cases[] = {
-		{ 0, 0, 0, 256, 512, 4u << 20 },		 /* the defaults */
-		{ 3, 0, 1, 4, 8, 4096 },			 /* rounded up; the least area */
-		{ 2, 1, 4097, 2, 4, 8192 },			 /* CQ at least twice the SQ */
+		{ 0, 0, 0, 256, 512, 4u << 20 }, /* the defaults */
+		{ 3, 0, 1, 4, 8, 4096 },	 /* rounded up; the least area */
+		{ 2, 1, 4097, 2, 4, 8192 },	 /* CQ at least twice the SQ */
 		{ 100, 1000, 10000, 128, 1024, 12288 },
 		{ SQ_MAX, 2 * SQ_MAX, ARG_MAX, SQ_MAX, 2 * SQ_MAX, ARG_MAX },
 		{ SQ_MAX + 1, 0, ARG_MAX + 1, SQ_MAX, 2 * SQ_MAX, ARG_MAX },
@@ -171,7 +172,8 @@ static void per_uid(void)
 	kvs_close(a);
 	dp_stop(&d);
 	dp_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
-	      "makes room", geteuid() == 0 ? ", another uid's is served" : "");
+	      "makes room",
+	      geteuid() == 0 ? ", another uid's is served" : "");
 }
 
 static void namespaces(void)
