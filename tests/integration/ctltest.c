@@ -224,7 +224,7 @@ int wait_map_count(pid_t pid, const char *needle, int want, int timeout_ms)
 /* State letter of /proc/@pid/task/@tid/stat; '?' when unreadable. */
 static char task_state(pid_t pid, const char *tid)
 {
-	char path[128], line[512];
+	char path[300], line[512]; /* tid: a d_name, up to 255 bytes as far as gcc knows */
 	char *p;
 	FILE *f;
 
