@@ -1596,7 +1596,7 @@ static void section_nop(const struct daemon *d)
 		op_nop(c);
 	for (unsigned i = 0; i < n; i++)
 		v[i] = op_nop(c);
-	rtt_row(d, "kvstashd NOP, back to back (worker polling)", v, n);
+	rtt_row(d, "kvstashd NOP, back to back", v, n);
 	/* After an idle gap longer than the worker's spin: it sleeps, the submit wakes it. */
 	for (unsigned i = 0; i < idle_n; i++) {
 		usleep(2000);
