@@ -57,6 +57,13 @@
 
 #include <kvstash/kvstash.h>
 
+#if HAVE_CUDA
+#include <pthread.h>
+#include <cuda_runtime_api.h>
+
+#include "../tests/gpu/gpu.h" /* the compute-bound "engine" kernel */
+#endif
+
 #define KiB	      (UINT64_C(1) << 10)
 #define MiB	      (UINT64_C(1) << 20)
 #define GiB	      (UINT64_C(1) << 30)
@@ -246,6 +253,7 @@ struct bmem {
 	struct kvs_mem km; /* what kvs_register() is given */
 	uint64_t addr;	   /* engine address of byte 0 */
 	uint64_t size;
+	struct kvs_cuda_arena arena; /* the cuda backend's allocation */
 };
 
 struct backend {
@@ -334,6 +342,109 @@ static const struct backend backend_host = {
 	.staging_free = host_staging_free,
 	.copy = host_copy,
 };
+
+#if HAVE_CUDA
+/*
+ * The cuda backend: engine memory is GPU memory from kvs_cuda_arena_alloc()
+ * (legacy IPC or VMM fd, --mem), registered by pointer; the baseline is a
+ * cudaMemcpyAsync per piece (what an engine copying on its own would do)
+ * into pinned host memory.  Each row is also given as a fraction of the
+ * contiguous-copy ceiling measured at the start of the run.
+ */
+static cudaStream_t cuda_stream;
+static uint32_t cuda_kind = KVS_MEM_CUDA_IPC;
+
+#define CUDA_OK(call)                                                                   \
+	do {                                                                            \
+		cudaError_t e_ = (call);                                                \
+		if (e_ != cudaSuccess)                                                  \
+			die("%s: %s", #call, cudaGetErrorString(e_));                    \
+	} while (0)
+
+static int cuda_mem_alloc(uint64_t size, struct bmem *ret)
+{
+	int r = kvs_cuda_arena_alloc(0, size, cuda_kind, &ret->arena);
+
+	if (r < 0)
+		return r;
+	ret->km = (struct kvs_mem){ .kind = cuda_kind, .fd = -1, .size = ret->arena.size };
+	ret->addr = ret->arena.dptr;
+	ret->size = size;
+	return 0;
+}
+
+static void cuda_mem_free(struct bmem *m)
+{
+	kvs_cuda_arena_free(&m->arena);
+}
+
+static void cuda_mem_fill(struct bmem *m, uint64_t seed)
+{
+	uint64_t chunk = 64 * MiB, *buf = xcalloc(1, chunk);
+
+	for (uint64_t off = 0; off < m->size; off += chunk) {
+		uint64_t n = m->size - off < chunk ? m->size - off : chunk;
+
+		for (uint64_t i = 0; i < n / 8; i++)
+			buf[i] = mix(&seed);
+		CUDA_OK(cudaMemcpy((void *)(uintptr_t)(m->addr + off), buf, n,
+				   cudaMemcpyHostToDevice));
+	}
+	free(buf);
+}
+
+static void cuda_mem_read(const struct bmem *m, uint64_t off, void *dst, uint64_t len)
+{
+	CUDA_OK(cudaMemcpy(dst, (const void *)(uintptr_t)(m->addr + off), len,
+			   cudaMemcpyDeviceToHost));
+}
+
+static void *cuda_staging_alloc(uint64_t size)
+{
+	void *p = NULL;
+
+	if (cudaHostAlloc(&p, size, cudaHostAllocDefault) != cudaSuccess)
+		return NULL;
+	memset(p, 0x5a, size);
+	return p;
+}
+
+static void cuda_staging_free(void *p, uint64_t size)
+{
+	cudaFreeHost(p);
+}
+
+static void cuda_copy(enum dir dir, const struct piece *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		void *eng = (void *)(uintptr_t)p[i].eng;
+
+		if (dir == DIR_SAVE)
+			CUDA_OK(cudaMemcpyAsync(p[i].host, eng, p[i].len, cudaMemcpyDeviceToHost,
+						cuda_stream));
+		else
+			CUDA_OK(cudaMemcpyAsync(eng, p[i].host, p[i].len, cudaMemcpyHostToDevice,
+						cuda_stream));
+	}
+	CUDA_OK(cudaStreamSynchronize(cuda_stream));
+}
+
+static const struct backend backend_cuda = {
+	.name = "cuda",
+	.baseline = "cudaMemcpyAsync per piece",
+	.device_kind = KVS_DEVICE_CUDA,
+	.mem_alloc = cuda_mem_alloc,
+	.mem_free = cuda_mem_free,
+	.mem_fill = cuda_mem_fill,
+	.mem_read = cuda_mem_read,
+	.staging_alloc = cuda_staging_alloc,
+	.staging_free = cuda_staging_free,
+	.copy = cuda_copy,
+};
+#endif
+
+/* Contiguous-copy ceilings (GB/s) measured in this run; 0: not measured. */
+static double ceil_d2h, ceil_h2d, ceil_both;
 
 /* ---- layouts (backend-neutral) -------------------------------------- */
 
@@ -500,6 +611,9 @@ static struct {
 	uint64_t cpu_size;
 	uint32_t cpu_batch;
 	uint64_t seed;
+	bool gpu_shapes;      /* cuda without --sizes: the block shapes */
+	const char *movers;   /* cuda with --spawn: one daemon per mover */
+	bool interference;
 } O;
 
 enum { SEC_COPY, SEC_QUERY, SEC_CPU, SEC_NOP };
@@ -781,6 +895,8 @@ static struct kvs_client *client_open(const struct daemon *d, const char *tag)
 	o.instance = inst;
 	o.ns = ns;
 	o.device_kind = O.be->device_kind;
+	if (o.device_kind == KVS_DEVICE_CUDA && kvs_cuda_device_uuid(0, o.device_uuid) < 0)
+		die("no CUDA device 0");
 	o.log = log_cb;
 	/* kvstashd answers HELLO once its pool is pre-faulted: seconds for a large one. */
 	o.timeout_ms = 300000;
@@ -794,6 +910,33 @@ static void client_register(struct kvs_client *c, struct kv *kv)
 {
 	struct kvs_mem *mems = xcalloc(kv->nmems, sizeof(*mems));
 	int r;
+
+	if (kv->be->device_kind == KVS_DEVICE_CUDA) {
+		/* GPU memory: by pointer; libkvstash exports each allocation once. */
+		struct kvs_cuda_layer *cl = xcalloc(kv->li->layers, sizeof(*cl));
+
+		for (unsigned l = 0; l < kv->li->layers; l++) {
+			const struct kvs_layer *y = &kv->lays[l];
+
+			cl[l] = (struct kvs_cuda_layer){
+				.name = y->name,
+				.base = kv->mems[y->mem].addr + y->offset,
+				.segments = y->segments,
+				.num_blocks = y->num_blocks,
+				.segment_bytes = y->segment_bytes,
+				.kv_stride = y->kv_stride,
+				.block_stride = y->block_stride,
+			};
+		}
+		r = kvs_register_cuda(c, cl, kv->li->layers,
+				      kv->li->replicated ? KVS_REGISTER_REPLICATED : 0);
+		free(cl);
+		free(mems);
+		if (r < 0)
+			die("register (%s, S=%" PRIu64 "): %s", kv->li->name, kv->layer_bytes,
+			    kvs_strerror(r));
+		return;
+	}
 
 	for (unsigned m = 0; m < kv->nmems; m++)
 		mems[m] = kv->mems[m].km;
@@ -992,6 +1135,9 @@ static void copy_row(const struct daemon *d, const struct kv *kv, uint32_t batch
 	char lb[16], bb[16], spread[32];
 	double ratio = r->b_gbs > 0 ? r->d_gbs / r->b_gbs : 0;
 	const char *mark = kv->layer_bytes < 64 * KiB ? "" : ratio >= 0.8 ? " ok" : " !!";
+	/* A GPU row as a fraction of the contiguous cudaMemcpy ceiling of its direction. */
+	double ceil = !strcmp(dir, "save") ? ceil_d2h : ceil_h2d;
+	double of_ceiling = ceil > 0 ? r->d_gbs / ceil : 0;
 
 	fmt_size(lb, sizeof(lb), kv->layer_bytes);
 	fmt_size(bb, sizeof(bb), kv->block_bytes);
@@ -1001,16 +1147,19 @@ static void copy_row(const struct daemon *d, const struct kv *kv, uint32_t batch
 		       "\"pieces_per_block\":%.1f,\"op\":\"%s\",\"gbs\":%.3f,\"gbs_p10\":%.3f,"
 		       "\"gbs_p90\":%.3f,\"op_p50_ns\":%" PRIu64 ",\"baseline\":\"%s\","
 		       "\"baseline_gbs\":%.3f,\"ratio\":%.3f,\"in_daemon_gbs\":%.3f,"
-		       "\"reps\":%u}\n",
+		       "\"of_ceiling\":%.3f,\"reps\":%u}\n",
 		       d->label, O.be->name, kv->li->name, kv->layer_bytes, kv->block_bytes, batch,
 		       (double)pieces / batch, dir, r->d_gbs, r->d_p10, r->d_p90, r->d_p50_ns,
-		       O.be->baseline, r->b_gbs, ratio, r->in_gbs, r->reps);
+		       O.be->baseline, r->b_gbs, ratio, r->in_gbs, of_ceiling, r->reps);
 	} else {
 		snprintf(spread, sizeof(spread), "%.2f-%.2f", r->d_p10, r->d_p90);
 		printf("| %-6s | %5s | %7s | %6.1f | %5u | %-4s | %8.2f | %11s | %9.2f | %8.2f |"
-		       " %5.2f%-3s | %9.2f | %4u |\n",
+		       " %5.2f%-3s | %9.2f | %4u |",
 		       kv->li->name, lb, bb, (double)pieces / batch, batch, dir, r->d_gbs, spread,
 		       r->in_gbs, r->b_gbs, ratio, mark, (double)r->d_p50_ns / 1e6, r->reps);
+		if (ceil_d2h > 0)
+			printf(" %7.2f |", of_ceiling);
+		printf("\n");
 	}
 	fflush(stdout);
 }
@@ -1199,11 +1348,11 @@ static void bench_copy_one(const struct daemon *d, enum lay_kind kind, uint64_t 
 
 static void section_copy(const struct daemon *d)
 {
-	static const int widths[] = { 6, 5, 7, 6, 5, 4, 8, 11, 9, 8, 8, 9, 4 };
-	const char *cols[] = { "layout", "S",	      "block",	 "pieces",    "batch",
-			       "op",	 "kvstashd",  "p10-p90", "in-daemon", "baseline",
-			       "ratio",	 "op p50 ms", "reps" };
-	char title[768];
+	static const int widths[] = { 6, 5, 7, 6, 5, 4, 8, 11, 9, 8, 8, 9, 4, 7 };
+	const char *cols[] = { "layout",   "S",	       "block",	  "pieces",    "batch",
+			       "op",	   "kvstashd", "p10-p90", "in-daemon", "baseline",
+			       "ratio",	   "op p50 ms", "reps",	  "ceiling" };
+	char title[1024];
 
 	snprintf(title, sizeof(title),
 		 "SAVE / LOAD throughput in GB/s, backend %s, daemon %s: each op timed from "
@@ -1212,16 +1361,315 @@ static void section_copy(const struct daemon *d)
 		 "copies per block after coalescing; in-daemon = bytes / copy time as kvstashd "
 		 "times it (STATS around each op: from the start of the copy to its completion, "
 		 "without the two wake-ups), median;\nratio = kvstashd / baseline (target >= "
-		 "0.80 for S >= 64K: ok / !!)",
-		 O.be->name, d->label, O.be->baseline);
-	table_head(title, cols, widths, 13);
+		 "0.80 for S >= 64K: ok / !!)%s",
+		 O.be->name, d->label, O.be->baseline,
+		 ceil_d2h > 0 ? ";\nceiling = kvstashd / the contiguous cudaMemcpy rate of the "
+				"op's direction measured at the start of this run" : "");
+	table_head(title, cols, widths, ceil_d2h > 0 ? 14 : 13);
 	for (unsigned k = 0; k < LAY_NR; k++) {
 		if (!O.layouts[k])
 			continue;
+		/* GPU defaults: the shapes, 64 KiB per layer, MLA 41 KiB. */
+		if (O.gpu_shapes) {
+			bench_copy_one(d, (enum lay_kind)k, k == LAY_MLA ? 41 * KiB : 64 * KiB);
+			continue;
+		}
 		for (unsigned s = 0; s < O.nsizes; s++)
 			bench_copy_one(d, (enum lay_kind)k, O.sizes[s]);
 	}
 }
+
+#if HAVE_CUDA
+/* ---- GPU-only sections --------------------------------------------------- */
+
+/* Best of @reps timings of one contiguous copy (or two, one per direction, at once). */
+static void cuda_ceilings(void)
+{
+	const uint64_t size = 1 * GiB;
+	cudaStream_t s2;
+	cudaEvent_t a, b;
+	void *d1, *d2, *h1, *h2;
+	float best[3] = { 1e30f, 1e30f, 1e30f };
+
+	CUDA_OK(cudaMalloc(&d1, size));
+	CUDA_OK(cudaMalloc(&d2, size));
+	CUDA_OK(cudaHostAlloc(&h1, size, cudaHostAllocDefault));
+	CUDA_OK(cudaHostAlloc(&h2, size, cudaHostAllocDefault));
+	memset(h1, 1, size);
+	memset(h2, 2, size);
+	CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	CUDA_OK(cudaEventCreate(&a));
+	CUDA_OK(cudaEventCreate(&b));
+	for (int rep = 0; rep < 6; rep++) {
+		float ms;
+		uint64_t t0;
+
+		CUDA_OK(cudaEventRecord(a, cuda_stream));
+		CUDA_OK(cudaMemcpyAsync(h1, d1, size, cudaMemcpyDeviceToHost, cuda_stream));
+		CUDA_OK(cudaEventRecord(b, cuda_stream));
+		CUDA_OK(cudaEventSynchronize(b));
+		CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+		if (rep && ms < best[0])
+			best[0] = ms;
+		CUDA_OK(cudaEventRecord(a, cuda_stream));
+		CUDA_OK(cudaMemcpyAsync(d1, h1, size, cudaMemcpyHostToDevice, cuda_stream));
+		CUDA_OK(cudaEventRecord(b, cuda_stream));
+		CUDA_OK(cudaEventSynchronize(b));
+		CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+		if (rep && ms < best[1])
+			best[1] = ms;
+		/* Both directions at once, on two streams: the two-way ceiling. */
+		CUDA_OK(cudaDeviceSynchronize());
+		t0 = now_ns();
+		CUDA_OK(cudaMemcpyAsync(h1, d1, size, cudaMemcpyDeviceToHost, cuda_stream));
+		CUDA_OK(cudaMemcpyAsync(d2, h2, size, cudaMemcpyHostToDevice, s2));
+		CUDA_OK(cudaDeviceSynchronize());
+		ms = (float)((now_ns() - t0) / 1e6);
+		if (rep && ms < best[2])
+			best[2] = ms;
+	}
+	ceil_d2h = (double)size / ((double)best[0] * 1e6);
+	ceil_h2d = (double)size / ((double)best[1] * 1e6);
+	ceil_both = 2.0 * (double)size / ((double)best[2] * 1e6);
+	cudaFree(d1);
+	cudaFree(d2);
+	cudaFreeHost(h1);
+	cudaFreeHost(h2);
+	cudaStreamDestroy(s2);
+	if (O.json)
+		printf("{\"test\":\"ceiling\",\"d2h_gbs\":%.2f,\"h2d_gbs\":%.2f,\"both_gbs\":%.2f}\n",
+		       ceil_d2h, ceil_h2d, ceil_both);
+	else
+		printf("\nContiguous pinned cudaMemcpyAsync of 1 GiB, best of 5: D2H %.2f GB/s, "
+		       "H2D %.2f GB/s, both at once %.2f GB/s\n",
+		       ceil_d2h, ceil_h2d, ceil_both);
+}
+
+/*
+ * SAVE and LOAD at once on one session (the worker's save and load streams
+ * run in parallel): page-first, batches of @B, against the two-way ceiling.
+ */
+static void cuda_both(const struct daemon *d, uint32_t B)
+{
+	const uint64_t S = 64 * KiB;
+	struct kvs_client *c;
+	struct kv kv;
+	uint8_t *k1 = xcalloc(B, 16), *k2 = xcalloc(B, 16);
+	uint32_t *save_ids = xcalloc(B, 4), *load_ids = xcalloc(B, 4);
+	uint64_t *t = xcalloc(O.reps * 2, sizeof(*t)), iter = 0, bytes, lease;
+	unsigned reps = O.reps * 2;
+	double g;
+
+	if (kv_alloc(&kv, O.be, LAY_PAGE, S, 2 * B) < 0)
+		die("engine memory for the concurrent test");
+	c = client_open(d, "both");
+	client_register(c, &kv);
+	for (uint32_t i = 0; i < B; i++) {
+		save_ids[i] = 2 * i;
+		load_ids[i] = 2 * i + 1;
+	}
+	key_space++;
+	make_keys(k2, B, key_space, iter++);
+	op_save(c, k2, save_ids, B, NULL); /* what the loads read */
+	bytes = 2ull * B * kv.block_bytes;
+	for (unsigned i = 0; i < reps; i++) {
+		struct kvs_sqe *sqe;
+		struct kvs_cqe *cqe;
+		uint64_t t0;
+
+		lease = lease_all(c, k2, B);
+		make_keys(k1, B, key_space, iter++);
+		t0 = now_ns();
+		sqe = sqe_get(c);
+		if (kvs_prep_save(c, sqe, k1, save_ids, B, 1) < 0)
+			die("prep save");
+		sqe = sqe_get(c);
+		if (kvs_prep_load(c, sqe, lease, load_ids, B, 0, 0, 2) < 0)
+			die("prep load");
+		kvs_submit(c);
+		for (int n = 0; n < 2; n++) {
+			if (kvs_wait_cqe(c, &cqe, OP_TIMEOUT_MS) < 0 || cqe->res < 0)
+				die("concurrent SAVE/LOAD failed");
+			kvs_cqe_seen(c, cqe);
+		}
+		t[i] = now_ns() - t0;
+	}
+	g = gbs(bytes, quantile(t, reps, 0.5));
+	if (O.json)
+		printf("{\"test\":\"save+load\",\"daemon\":\"%s\",\"layout\":\"page\",\"batch\":%u,"
+		       "\"gbs\":%.3f,\"both_ceiling_gbs\":%.3f,\"of_ceiling\":%.3f}\n",
+		       d->label, B, g, ceil_both, g / ceil_both);
+	else
+		printf("SAVE+LOAD at once, page-first 36 x 64K, %u + %u blocks: %.2f GB/s = %.2f of "
+		       "the two-way ceiling (%.2f GB/s; target >= 0.85)\n",
+		       B, B, g, g / ceil_both, ceil_both);
+	client_close(c);
+	kv_free(&kv);
+	free(k1);
+	free(k2);
+	free(save_ids);
+	free(load_ids);
+	free(t);
+}
+
+/*
+ * Interference: an engine process (forked before this process touched
+ * CUDA) runs a compute-bound kernel loop; it reports kernels per second
+ * alone, and while this process keeps kvstashd saving and loading at full
+ * speed through another session.
+ */
+struct engine_proc {
+	pid_t pid;
+	int cmd, res;
+};
+
+static struct engine_proc engine;
+
+static void engine_main(int cmd, int res)
+{
+	uint64_t ms;
+	int iters = 20000, r = gpu_init();
+
+	if (r)
+		_exit(r);
+	/* Calibrate: about a millisecond per kernel when alone. */
+	for (int k = 0; k < 8; k++) {
+		uint64_t t0 = now_ns();
+
+		gpu_spin(1056, iters);
+		gpu_sync();
+		t0 = now_ns() - t0;
+		if (t0 > 0)
+			iters = (int)((double)iters * 1e6 / (double)t0) + 1;
+	}
+	while (read(cmd, &ms, sizeof(ms)) == sizeof(ms)) {
+		uint64_t t0 = now_ns(), n = 0, out[2];
+
+		while (now_ns() - t0 < ms * 1000000) {
+			gpu_spin(1056, iters);
+			gpu_sync();
+			n++;
+		}
+		out[0] = n;
+		out[1] = now_ns() - t0;
+		if (write(res, out, sizeof(out)) != sizeof(out))
+			break;
+	}
+	_exit(0);
+}
+
+static void engine_start(void)
+{
+	int a[2], b[2];
+
+	if (pipe(a) || pipe(b))
+		die("pipe");
+	engine.pid = fork();
+	if (engine.pid < 0)
+		die("fork");
+	if (engine.pid == 0) {
+		close(a[1]);
+		close(b[0]);
+		engine_main(a[0], b[1]);
+	}
+	close(a[0]);
+	close(b[1]);
+	engine.cmd = a[1];
+	engine.res = b[0];
+}
+
+/* Kernels per second of the engine over @ms. */
+static double engine_rate(uint64_t ms)
+{
+	uint64_t out[2];
+
+	if (write(engine.cmd, &ms, sizeof(ms)) != sizeof(ms) ||
+	    read(engine.res, out, sizeof(out)) != sizeof(out))
+		die("the compute engine process failed");
+	return out[1] ? out[0] * 1e9 / out[1] : 0;
+}
+
+struct traffic {
+	const struct daemon *d;
+	volatile int stop;
+	uint64_t bytes, ns;
+};
+
+static void *traffic_main(void *arg)
+{
+	struct traffic *t = arg;
+	const uint32_t B = 32;
+	struct kvs_client *c;
+	struct kv kv;
+	uint8_t *k1 = xcalloc(B, 16), *k2 = xcalloc(B, 16);
+	uint32_t *save_ids = xcalloc(B, 4), *load_ids = xcalloc(B, 4);
+	uint64_t iter = 0, t0;
+
+	if (kv_alloc(&kv, O.be, LAY_PAGE, 64 * KiB, 2 * B) < 0)
+		die("engine memory for the traffic");
+	c = client_open(t->d, "traffic");
+	client_register(c, &kv);
+	for (uint32_t i = 0; i < B; i++) {
+		save_ids[i] = 2 * i;
+		load_ids[i] = 2 * i + 1;
+	}
+	key_space++;
+	make_keys(k2, B, key_space, iter++);
+	op_save(c, k2, save_ids, B, NULL);
+	t0 = now_ns();
+	while (!t->stop) {
+		uint64_t lease = lease_all(c, k2, B);
+		struct kvs_sqe *sqe = sqe_get(c);
+		struct kvs_cqe *cqe;
+
+		make_keys(k1, B, key_space, iter++);
+		kvs_prep_save(c, sqe, k1, save_ids, B, 1);
+		sqe = sqe_get(c);
+		kvs_prep_load(c, sqe, lease, load_ids, B, 0, 0, 2);
+		kvs_submit(c);
+		for (int n = 0; n < 2; n++) {
+			if (kvs_wait_cqe(c, &cqe, OP_TIMEOUT_MS) < 0)
+				die("traffic: no CQE");
+			kvs_cqe_seen(c, cqe);
+		}
+		t->bytes += 2ull * B * kv.block_bytes;
+	}
+	t->ns = now_ns() - t0;
+	client_close(c);
+	kv_free(&kv);
+	free(k1);
+	free(k2);
+	free(save_ids);
+	free(load_ids);
+	return NULL;
+}
+
+static void cuda_interference(const struct daemon *d, const char *mover)
+{
+	struct traffic t = { d, 0, 0, 0 };
+	double alone, busy, alone2;
+	pthread_t th;
+
+	alone = engine_rate(2000);
+	if (pthread_create(&th, NULL, traffic_main, &t))
+		die("pthread_create");
+	usleep(300000); /* registered and copying */
+	busy = engine_rate(2000);
+	t.stop = 1;
+	pthread_join(th, NULL);
+	alone2 = engine_rate(1000);
+	alone = (alone + alone2) / 2;
+	if (O.json)
+		printf("{\"test\":\"interference\",\"daemon\":\"%s\",\"mover\":\"%s\","
+		       "\"engine_kernels_per_s_alone\":%.1f,\"engine_kernels_per_s_busy\":%.1f,"
+		       "\"slowdown\":%.4f,\"kvstashd_gbs\":%.3f}\n",
+		       d->label, mover, alone, busy, 1 - busy / alone, gbs(t.bytes, t.ns));
+	else
+		printf("Interference, mover %s: engine %.1f kernels/s alone, %.1f while kvstashd "
+		       "saves+loads page-first at %.2f GB/s (%+.1f %%)\n",
+		       mover, alone, busy, gbs(t.bytes, t.ns), 100.0 * (busy / alone - 1));
+}
+#endif
 
 /* ---- section: QUERY latency ------------------------------------------------ */
 
@@ -1619,7 +2067,12 @@ static void usage(FILE *f)
 		"Measures kvstashd: SAVE/LOAD throughput against a plain copy, QUERY latency,\n"
 		"the daemon's CPU per block and the NOP round trip.  Not a test: it only reports.\n"
 		"\n"
-		"  --backend host          copy backend (host: memfd engine memory, memcpy)\n"
+		"  --backend host|cuda     copy backend (host: memfd engine memory, memcpy; cuda:\n"
+		"                          GPU memory, cudaMemcpyAsync baseline, needs --spawn\n"
+		"                          to compare movers)\n"
+		"  --mem ipc|vmm           cuda: legacy IPC handles or VMM fds (default ipc)\n"
+		"  --movers LIST           cuda with --spawn: auto,dma,kernel (default all three)\n"
+		"  --no-interference       cuda: skip the engine-slowdown measurement\n"
 		"  --socket PATH           measure the kvstashd at PATH (default $KVSTASH_SOCKET\n"
 		"                          or " KVS_DEFAULT_SOCKET ")\n"
 		"  --spawn                 start a kvstashd in a temporary directory instead\n"
@@ -1711,6 +2164,9 @@ static void parse_args(int argc, char **argv)
 		OPT_SEED,
 		OPT_JSON,
 		OPT_NICE,
+		OPT_MEM,
+		OPT_MOVERS,
+		OPT_NOINTERF,
 	};
 	static const struct option opts[] = {
 		{ "backend", required_argument, NULL, OPT_BACKEND },
@@ -1736,6 +2192,9 @@ static void parse_args(int argc, char **argv)
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "nice", required_argument, NULL, OPT_NICE },
+		{ "mem", required_argument, NULL, OPT_MEM },
+		{ "movers", required_argument, NULL, OPT_MOVERS },
+		{ "no-interference", no_argument, NULL, OPT_NOINTERF },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1770,6 +2229,8 @@ static void parse_args(int argc, char **argv)
 	O.cpu_size = 16 * KiB;
 	O.cpu_batch = 32;
 	O.seed = 1;
+	O.movers = "auto,dma,kernel";
+	O.interference = true;
 	default_kvstashd();
 
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -1777,8 +2238,15 @@ static void parse_args(int argc, char **argv)
 		case OPT_BACKEND:
 			if (!strcmp(optarg, "host"))
 				O.be = &backend_host;
-			else if (!strcmp(optarg, "cuda"))
-				die("the cuda backend is not built yet");
+			else if (!strcmp(optarg, "cuda")) {
+#if HAVE_CUDA
+				O.be = &backend_cuda;
+				O.gpu_shapes = true;
+				O.max_batch_bytes = 4 * GiB;
+#else
+				die("kvstash-bench was built without CUDA");
+#endif
+			}
 			else
 				die("unknown backend '%s'", optarg);
 			break;
@@ -1810,6 +2278,7 @@ static void parse_args(int argc, char **argv)
 			parse_names(optarg, O.layouts, lay_names, LAY_NR, "layout");
 			break;
 		case OPT_SIZES:
+			O.gpu_shapes = false;
 			O.nsizes = parse_size_list(optarg, O.sizes, "size");
 			break;
 		case OPT_BATCHES:
@@ -1855,6 +2324,25 @@ static void parse_args(int argc, char **argv)
 		case OPT_NICE:
 			O.nice = (int)strtol(optarg, NULL, 0);
 			break;
+#if HAVE_CUDA
+		case OPT_MEM:
+			if (!strcmp(optarg, "ipc"))
+				cuda_kind = KVS_MEM_CUDA_IPC;
+			else if (!strcmp(optarg, "vmm"))
+				cuda_kind = KVS_MEM_CUDA_VMM_FD;
+			else
+				die("--mem takes ipc or vmm");
+			break;
+#else
+		case OPT_MEM:
+			break;
+#endif
+		case OPT_MOVERS:
+			O.movers = optarg;
+			break;
+		case OPT_NOINTERF:
+			O.interference = false;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -1885,6 +2373,54 @@ static void run_sections(const struct daemon *d, bool copy)
 		section_nop(d);
 }
 
+#if HAVE_CUDA
+/* The GPU run: ceilings, then per mover a daemon, its copy table, SAVE+LOAD, interference. */
+static int main_cuda(void)
+{
+	char movers[64], *save = NULL, *m;
+	struct daemon d;
+
+	/* Fork the compute engine before this process touches CUDA. */
+	if (O.interference)
+		engine_start();
+	CUDA_OK(cudaSetDevice(0));
+	CUDA_OK(cudaStreamCreateWithFlags(&cuda_stream, cudaStreamNonBlocking));
+	cuda_ceilings();
+	if (!O.spawn) {
+		daemon_attach(&d, O.socket);
+		if (O.sections[SEC_COPY])
+			section_copy(&d);
+		cuda_both(&d, 32);
+		cuda_both(&d, 512);
+		if (O.interference)
+			cuda_interference(&d, "(daemon's)");
+	} else {
+		snprintf(movers, sizeof(movers), "%s", O.movers);
+		for (m = strtok_r(movers, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+			char opt[64], label[32];
+
+			snprintf(opt, sizeof(opt), "cuda.mover=%s", m);
+			snprintf(label, sizeof(label), "mover=%s", m);
+			daemon_spawn(&d, label, opt);
+			if (!O.json)
+				printf("\nspawned kvstashd (pid %d) with cuda.mover=%s\n", (int)d.pid, m);
+			if (O.sections[SEC_COPY])
+				section_copy(&d);
+			cuda_both(&d, 32);
+			cuda_both(&d, 512);
+			if (O.interference)
+				cuda_interference(&d, m);
+			daemon_stop(&d);
+		}
+	}
+	if (O.interference) {
+		close(engine.cmd);
+		waitpid(engine.pid, NULL, 0);
+	}
+	return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	struct daemon d;
@@ -1900,6 +2436,14 @@ int main(int argc, char **argv)
 	if (!O.json)
 		printf("kvstash-bench %s: backend %s, %ld CPUs online, host %s, nice %d\n",
 		       kvs_version(), O.be->name, sysconf(_SC_NPROCESSORS_ONLN), host, O.nice);
+#if HAVE_CUDA
+	if (O.be == &backend_cuda) {
+		/* Every spawned daemon must use the GPU, or fail loudly. */
+		if (O.ndopts < MAX_DOPTS)
+			O.dopts[O.ndopts++] = "cuda.enable=yes";
+		return main_cuda();
+	}
+#endif
 	if (!O.spawn) {
 		daemon_attach(&d, O.socket);
 		run_sections(&d, true);
