@@ -81,6 +81,174 @@ static int fail(const char *what, int r)
 	return 1;
 }
 
+struct args {
+	const char *sock, *instance, *ns;
+	unsigned layers, blocks, prompt, nops;
+	uint64_t seg;
+};
+
+/* The byte check after LOAD: targets hold their sources' bytes, the rest stays poisoned. */
+static int verify(const struct args *a, const uint8_t *kv, uint64_t block_bytes)
+{
+	uint8_t *want = malloc(block_bytes);
+	int ret = 0;
+
+	if (!want)
+		return fail("verifying", -ENOMEM);
+	for (unsigned i = a->prompt; i < a->blocks && !ret; i++) {
+		const uint8_t *b = kv + i * block_bytes;
+
+		if (i >= a->blocks - a->prompt) {
+			fill(want, block_bytes, 1000 + (a->blocks - 1 - i));
+			if (memcmp(b, want, block_bytes)) {
+				fprintf(stderr, "example-engine: block %u differs after LOAD\n", i);
+				ret = 1;
+			}
+		} else {
+			for (uint64_t k = 0; k < block_bytes; k++)
+				if (b[k] != 0xa5) {
+					fprintf(stderr,
+						"example-engine: untouched block %u changed\n", i);
+					ret = 1;
+					break;
+				}
+		}
+	}
+	free(want);
+	return ret;
+}
+
+/*
+ * Every resource is released on every path (the test suite runs this
+ * under LeakSanitizer, and an engine author copies what it sees here).
+ */
+static int run(const struct args *a)
+{
+	struct kvs_connect_opts o;
+	struct kvs_client *c = NULL;
+	struct kvs_layer *lay = NULL;
+	struct kvs_mem mem;
+	uint8_t *kv = NULL, *keys = NULL;
+	uint32_t *ids = NULL;
+	uint64_t lease = 0, stored = 0, skipped = 0, t0;
+	uint64_t block_bytes = a->layers * a->seg, size = block_bytes * a->blocks;
+	int fd = -1, r, ret = 1;
+
+	r = kvs_host_alloc(size, &fd, (void **)&kv);
+	if (r < 0)
+		return fail("allocating the KV cache", r);
+	lay = calloc(a->layers, sizeof(*lay));
+	keys = malloc(16 * (size_t)a->prompt);
+	ids = malloc(4 * (size_t)a->prompt);
+	if (!lay || !keys || !ids) {
+		fail("allocating", -ENOMEM);
+		goto out;
+	}
+	kvs_connect_opts_init(&o);
+	o.instance = a->instance;
+	o.ns = a->ns;
+	o.log = log_cb;
+	r = kvs_connect(a->sock, &o, &c);
+	if (r < 0) {
+		fail("connecting", r);
+		goto out;
+	}
+
+	/* Page-first: a block holds all its layers; layer l sits at l * seg in it. */
+	for (unsigned l = 0; l < a->layers; l++) {
+		char *name = malloc(32);
+
+		if (!name) {
+			fail("allocating", -ENOMEM);
+			goto out;
+		}
+		snprintf(name, 32, "model.layers.%u", l);
+		lay[l] = (struct kvs_layer){ .name = name,
+					     .mem = 0,
+					     .segments = 1,
+					     .offset = l * a->seg,
+					     .num_blocks = a->blocks,
+					     .segment_bytes = a->seg,
+					     .block_stride = block_bytes };
+	}
+	mem = (struct kvs_mem){ .kind = KVS_MEM_HOST_FD, .fd = fd, .size = size };
+	r = kvs_register(c, &mem, 1, lay, a->layers, 0);
+	if (r < 0) {
+		fail("registering", r);
+		goto out;
+	}
+	printf("registered %u layers x %u blocks (%" PRIu64 " KiB per block, %" PRIu64 " MiB)\n",
+	       a->layers, a->blocks, block_bytes >> 10, size >> 20);
+
+	t0 = now_ns();
+	for (unsigned i = 0; i < a->nops; i++) {
+		r = kvs_nop_sync(c, 5000);
+		if (r < 0) {
+			fail("NOP", r);
+			goto out;
+		}
+	}
+	if (a->nops)
+		printf("NOP round trip: %.2f us average over %u\n", (now_ns() - t0) / 1e3 / a->nops,
+		       a->nops);
+
+	make_keys(keys, a->prompt, (uint64_t)now_ns());
+	for (unsigned i = 0; i < a->prompt; i++) {
+		ids[i] = i;
+		fill(kv + i * block_bytes, block_bytes, 1000 + i);
+	}
+	/* Poison every other block: a load must touch exactly its targets. */
+	memset(kv + a->prompt * block_bytes, 0xa5, (a->blocks - a->prompt) * block_bytes);
+
+	t0 = now_ns();
+	r = kvs_save_sync(c, keys, ids, a->prompt, 10000, &stored, &skipped);
+	if (r < 0) {
+		fail("SAVE", r);
+		goto out;
+	}
+	r = kvs_flush_sync(c, 0, 10000);
+	if (r < 0) {
+		fail("FLUSH", r);
+		goto out;
+	}
+	printf("saved %u blocks (%" PRIu64 " stored, %" PRIu64 " skipped) in %.2f ms\n", a->prompt,
+	       stored, skipped, (now_ns() - t0) / 1e6);
+
+	r = kvs_query_sync(c, keys, a->prompt, 1, 0, 10000, &lease);
+	if (r < 0) {
+		fail("QUERY", r);
+		goto out;
+	}
+	if ((unsigned)r != a->prompt) {
+		fprintf(stderr, "example-engine: QUERY hit %d of %u blocks\n", r, a->prompt);
+		goto out;
+	}
+	for (unsigned i = 0; i < a->prompt; i++)
+		ids[i] = a->blocks - 1 - i; /* other places than they came from */
+	t0 = now_ns();
+	r = kvs_load_sync(c, lease, ids, a->prompt, 0, 0, 10000);
+	if (r < 0) {
+		fail("LOAD", r);
+		goto out;
+	}
+	printf("loaded %d blocks in %.2f ms\n", r, (now_ns() - t0) / 1e6);
+
+	ret = verify(a, kv, block_bytes);
+	if (!ret)
+		printf("verified: %u blocks byte-exact, %u untouched blocks intact\n", a->prompt,
+		       a->blocks - 2 * a->prompt);
+out:
+	kvs_close(c);
+	if (lay)
+		for (unsigned l = 0; l < a->layers; l++)
+			free((char *)lay[l].name);
+	free(lay);
+	free(keys);
+	free(ids);
+	kvs_host_free(fd, kv, size);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -95,140 +263,52 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *sock = NULL, *instance = "example-engine", *ns = "example/qwen3-8b-like/bf16/pf";
-	unsigned layers = 36, blocks = 128, prompt = 32, nops = 10000;
-	uint64_t seg = 16384;
-	struct kvs_connect_opts o;
-	struct kvs_client *c;
-	struct kvs_layer *lay;
-	struct kvs_mem mem;
-	uint8_t *kv, *keys;
-	uint32_t *ids;
-	uint64_t lease = 0, stored = 0, skipped = 0, t0, block_bytes, size;
-	int fd, r, opt;
+	struct args a = { .instance = "example-engine",
+			  .ns = "example/qwen3-8b-like/bf16/pf",
+			  .layers = 36,
+			  .blocks = 128,
+			  .prompt = 32,
+			  .nops = 10000,
+			  .seg = 16384 };
+	int opt;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 's': sock = optarg; break;
-		case 'i': instance = optarg; break;
-		case 'n': ns = optarg; break;
-		case 'l': layers = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'b': blocks = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'g': seg = strtoull(optarg, NULL, 0); break;
-		case 'p': prompt = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'N': nops = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 's':
+			a.sock = optarg;
+			break;
+		case 'i':
+			a.instance = optarg;
+			break;
+		case 'n':
+			a.ns = optarg;
+			break;
+		case 'l':
+			a.layers = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'b':
+			a.blocks = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'g':
+			a.seg = strtoull(optarg, NULL, 0);
+			break;
+		case 'p':
+			a.prompt = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'N':
+			a.nops = (unsigned)strtoul(optarg, NULL, 0);
+			break;
 		default:
-			fprintf(stderr, "usage: example-engine [--socket PATH] [--instance NAME] [--ns NAME] "
-					"[--layers N] [--blocks N] [--segment-bytes N] [--prompt-blocks N] [--nops N]\n");
+			fprintf(stderr,
+				"usage: example-engine [--socket PATH] [--instance NAME] [--ns NAME] "
+				"[--layers N] [--blocks N] [--segment-bytes N] [--prompt-blocks N] [--nops N]\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
-	if (!layers || !blocks || !seg || seg % 8 || !prompt || 2 * prompt > blocks) {
-		fprintf(stderr, "example-engine: need layers, segment-bytes (multiple of 8) and 2 * prompt-blocks <= blocks\n");
+	if (!a.layers || !a.blocks || !a.seg || a.seg % 8 || !a.prompt || 2 * a.prompt > a.blocks) {
+		fprintf(stderr,
+			"example-engine: need layers, segment-bytes (multiple of 8) and 2 * prompt-blocks <= blocks\n");
 		return 2;
 	}
-	block_bytes = layers * seg;
-	size = block_bytes * blocks;
-
-	r = kvs_host_alloc(size, &fd, (void **)&kv);
-	if (r < 0)
-		return fail("allocating the KV cache", r);
-	kvs_connect_opts_init(&o);
-	o.instance = instance;
-	o.ns = ns;
-	o.log = log_cb;
-	r = kvs_connect(sock, &o, &c);
-	if (r < 0)
-		return fail("connecting", r);
-
-	/* Page-first: a block holds all its layers; layer l sits at l * seg in it. */
-	lay = calloc(layers, sizeof(*lay));
-	for (unsigned l = 0; l < layers; l++) {
-		char *name = malloc(32);
-
-		snprintf(name, 32, "model.layers.%u", l);
-		lay[l] = (struct kvs_layer){ .name = name, .mem = 0, .segments = 1,
-					     .offset = l * seg, .num_blocks = blocks,
-					     .segment_bytes = seg, .block_stride = block_bytes };
-	}
-	mem = (struct kvs_mem){ .kind = KVS_MEM_HOST_FD, .fd = fd, .size = size };
-	r = kvs_register(c, &mem, 1, lay, layers, 0);
-	if (r < 0)
-		return fail("registering", r);
-	printf("registered %u layers x %u blocks (%" PRIu64 " KiB per block, %" PRIu64 " MiB)\n",
-	       layers, blocks, block_bytes >> 10, size >> 20);
-
-	t0 = now_ns();
-	for (unsigned i = 0; i < nops; i++) {
-		r = kvs_nop_sync(c, 5000);
-		if (r < 0)
-			return fail("NOP", r);
-	}
-	if (nops)
-		printf("NOP round trip: %.2f us average over %u\n",
-		       (now_ns() - t0) / 1e3 / nops, nops);
-
-	keys = malloc(16 * prompt);
-	ids = malloc(4 * prompt);
-	make_keys(keys, prompt, (uint64_t)now_ns());
-	for (unsigned i = 0; i < prompt; i++) {
-		ids[i] = i;
-		fill(kv + i * block_bytes, block_bytes, 1000 + i);
-	}
-	/* Poison every other block: a load must touch exactly its targets. */
-	memset(kv + prompt * block_bytes, 0xa5, (blocks - prompt) * block_bytes);
-
-	t0 = now_ns();
-	r = kvs_save_sync(c, keys, ids, prompt, 10000, &stored, &skipped);
-	if (r < 0)
-		return fail("SAVE", r);
-	r = kvs_flush_sync(c, 0, 10000);
-	if (r < 0)
-		return fail("FLUSH", r);
-	printf("saved %u blocks (%" PRIu64 " stored, %" PRIu64 " skipped) in %.2f ms\n", prompt,
-	       stored, skipped, (now_ns() - t0) / 1e6);
-
-	r = kvs_query_sync(c, keys, prompt, 1, 0, 10000, &lease);
-	if (r < 0)
-		return fail("QUERY", r);
-	if ((unsigned)r != prompt) {
-		fprintf(stderr, "example-engine: QUERY hit %d of %u blocks\n", r, prompt);
-		return 1;
-	}
-	for (unsigned i = 0; i < prompt; i++)
-		ids[i] = blocks - 1 - i; /* other places than they came from */
-	t0 = now_ns();
-	r = kvs_load_sync(c, lease, ids, prompt, 0, 0, 10000);
-	if (r < 0)
-		return fail("LOAD", r);
-	printf("loaded %d blocks in %.2f ms\n", r, (now_ns() - t0) / 1e6);
-
-	for (unsigned i = 0; i < blocks; i++) {
-		uint8_t *b = kv + i * block_bytes;
-		bool target = i >= blocks - prompt;
-
-		if (i < prompt)
-			continue; /* the sources */
-		if (target) {
-			uint8_t *want = malloc(block_bytes);
-
-			fill(want, block_bytes, 1000 + (blocks - 1 - i));
-			if (memcmp(b, want, block_bytes)) {
-				fprintf(stderr, "example-engine: block %u differs after LOAD\n", i);
-				return 1;
-			}
-			free(want);
-		} else {
-			for (uint64_t k = 0; k < block_bytes; k++)
-				if (b[k] != 0xa5) {
-					fprintf(stderr, "example-engine: untouched block %u changed\n", i);
-					return 1;
-				}
-		}
-	}
-	printf("verified: %u blocks byte-exact, %u untouched blocks intact\n", prompt,
-	       blocks - 2 * prompt);
-	kvs_close(c);
-	kvs_host_free(fd, kv, size);
-	return 0;
+	return run(&a);
 }
