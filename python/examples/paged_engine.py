@@ -29,7 +29,15 @@ holding the last token, whose logits give the first new token) is always
 prefilled as a chunk of its own, cold and warm, so the warm run computes it
 with the same shapes, kernels and cached K/V bytes as the cold run; only the
 blocks before it come from kvstash.  (vLLM likewise recomputes the last
-token of a fully cached prompt.)
+token of a fully cached prompt.)  And the kernels must be deterministic
+across processes: attention is plain fp32 matrix products by default
+(--attention exact), as torch's fused attention with a mask was seen giving
+different tokens in different processes from identical inputs on an H200;
+cuBLAS and torch are put in their deterministic modes.
+
+Times to first token are taken after an untimed warm-up on a scratch cache
+(as in a serving engine that has run before), so cold vs warm compares a
+full prefill with a restore plus a one-block prefill.
 
 --device cpu runs everything on the CPU against kvstashd's host backend
 (the cache lives in kvstash.HostMemory); with --tiny, a model small enough
@@ -89,9 +97,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight).to(x.dtype)
 
 
+ATTENTION = "exact"  # --attention
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """softmax(q k^T / sqrt(d) + mask) v for q [H, T, D], k/v [H, S, D], mask [T, S] (True: attend)."""
-    if hasattr(F, "scaled_dot_product_attention"):
+    if ATTENTION == "sdpa" and hasattr(F, "scaled_dot_product_attention"):
         return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask)[0]
     scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])  # torch < 2.0
     scores = scores.masked_fill(~mask, float("-inf"))
@@ -316,6 +327,8 @@ def run(args: argparse.Namespace) -> int:
     table = block_table(args.blocks, needed, seed=1 if args.phase == "cold" else 2)
     table_list = table.tolist()
     table = table.to(dev)
+    if dev.type == "cuda":
+        warm_up(model, cfg, args, dev)
     client = connect(args, cfg, cache, args.phase)
     try:
         if args.phase == "cold":
@@ -323,6 +336,22 @@ def run(args: argparse.Namespace) -> int:
         return warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
     finally:
         client.close()
+
+
+def warm_up(model: Model, cfg: Config, args: argparse.Namespace, dev: torch.device) -> None:
+    """A prefill chunk, a one-block chunk and a decode step on a scratch
+    cache, untimed: CUDA's lazily loaded kernels and cuBLAS are ready, as in
+    a serving engine that has run before, so the times to first token
+    compare prefill with restore, not process start-up."""
+    n = min(args.chunk, args.prompt_len)
+    blocks = (n + cfg.block_size) // cfg.block_size + 1
+    scratch = PagedCache(cfg, blocks, args.layout, dev, "torch")
+    table = torch.arange(blocks, device=dev)
+    tokens = torch.zeros(n + 1, dtype=torch.long, device=dev)
+    model.forward(tokens[:n], 0, scratch, table)
+    model.forward(tokens[:cfg.block_size], 0, scratch, table)
+    model.forward(tokens[n:], n, scratch, table)
+    sync(dev)
 
 
 def cold(args, cfg, model, cache, table, table_list, tokens, keys, client) -> int:
@@ -371,14 +400,20 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
         assert loaded == usable
     elif q.lease:
         client.release(q.lease).wait(timeout=60)
-    out, ttft = generate(model, cache, table, tokens, usable * cfg.block_size, args.gen, args.chunk, t0)
+    # The loaded bytes, checked as the model is about to read them (the
+    # LOAD's completion must mean the copy is finished, not just queued);
+    # the check's time is left out of the time to first token.
+    t2 = time.perf_counter()
+    got = cache.digests(table_list[:usable])
+    check_s = time.perf_counter() - t2
+    out, ttft = generate(model, cache, table, tokens, usable * cfg.block_size, args.gen, args.chunk,
+                         t0 + check_s)
 
     ok = True
     if q.hits != ref["saved_blocks"]:
         print(f"warm [{args.layout}]: MISMATCH: {q.hits} of {ref['saved_blocks']} saved blocks hit "
               "(pool too small, or another kvstashd?)")
         ok = False
-    got = cache.digests(table_list[:usable])
     bad = [i for i, (a, b) in enumerate(zip(got, ref["digests"])) if a != b]
     if bad:
         print(f"warm [{args.layout}]: MISMATCH: {len(bad)} loaded blocks differ from the cold run's, "
@@ -415,7 +450,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blocks", type=int, default=512, help="KV cache blocks")
     p.add_argument("--chunk", type=int, default=512, help="prefill chunk (tokens)")
     p.add_argument("--tiny", action="store_true", help="a small fp32 model (for CPU tests)")
+    # exact by default: on the H200 torch's fused attention with a mask gave
+    # different tokens in different processes from the same inputs.
+    p.add_argument("--attention", choices=("exact", "sdpa"), default="exact",
+                   help="plain fp32 matrix products (deterministic), or torch's fused attention")
     args = p.parse_args(argv)
+    global ATTENTION
+    ATTENTION = args.attention
+    # Bit-identical tokens across processes need deterministic kernels:
+    # cuBLAS's workspace pinned (before its first use), and torch told.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
     return run(args)
 
 
