@@ -57,9 +57,19 @@ static int rank_main(const struct kvsd *d, unsigned rank, int in, int out)
 		CHECK(gpu_kv_poison(&kv, dst[i], 0xa5) == 0, "poison");
 	}
 	CHECK(gpu_sync() == 0, "sync");
+	/*
+	 * The instance's layout is complete (sealed) once both ranks have
+	 * registered; a SAVE before that is -EUNATCH by design, so rank 0
+	 * waits for rank 1's registration.
+	 */
+	if (rank == 1)
+		put(out, 0);
+	else
+		get(in);
 
 	if (rank == 0) {
-		CHECK(kvs_save_sync(c, keys, src, N, 30000, NULL, NULL) == N, "rank 0 save");
+		r = kvs_save_sync(c, keys, src, N, 30000, NULL, NULL);
+		CHECK(r == N, "rank 0 save: %d (%s)", r, kvs_strerror(r));
 		CHECK(kvs_flush_sync(c, 0, 30000) == 0, "flush");
 		/* Only one shard saved: nothing visible. */
 		r = kvs_query_sync(c, keys, N, 1, KVS_QUERY_NOLEASE, 30000, NULL);
@@ -71,7 +81,8 @@ static int rank_main(const struct kvsd *d, unsigned rank, int in, int out)
 		put(out, lease);
 	} else {
 		get(in);
-		CHECK(kvs_save_sync(c, keys, src, N, 30000, NULL, NULL) == N, "rank 1 save");
+		r = kvs_save_sync(c, keys, src, N, 30000, NULL, NULL);
+		CHECK(r == N, "rank 1 save: %d (%s)", r, kvs_strerror(r));
 		CHECK(kvs_flush_sync(c, KVS_FLUSH_INSTANCE, 30000) == 0, "instance flush");
 		put(out, 1);
 		lease = get(in);
