@@ -63,10 +63,10 @@ static struct {
 	unsigned long resize_to;  /* rlock; 0: nothing asked */
 	bool resizer_stop;	  /* rlock */
 	struct pool *pool;
-	struct sieve queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
-	struct cds_list_head partial;	       /* oldest first */
-	uint64_t seed[2];		       /* keyed hash against collision floods */
-	struct store_stats st;		       /* counters: relaxed atomics */
+	struct s3fifo queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
+	struct cds_list_head partial;		/* oldest first */
+	uint64_t seed[2];			/* keyed hash against collision floods */
+	struct store_stats st;			/* counters: relaxed atomics */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .rlock = PTHREAD_MUTEX_INITIALIZER,
 	.rcond = PTHREAD_COND_INITIALIZER };
 
@@ -94,6 +94,21 @@ static inline unsigned long hash_key(uint32_t ns_id, uint32_t shard, const uint8
 	memcpy(&k1, key + 8, 8);
 	return fmix64(k0 ^ S.seed[0]) ^
 	       fmix64(k1 ^ S.seed[1] ^ ((uint64_t)ns_id << 32) ^ shard);
+}
+
+/*
+ * A block's fingerprint for its S3-FIFO queue's ghost: (namespace, key)
+ * through the keyed hash, so a block saved again after its eviction is
+ * recognised, and nobody can aim collisions at the ghost (one would only
+ * admit a block straight to main).
+ */
+static uint64_t block_fp(const struct block *b)
+{
+	uint64_t k0, k1;
+
+	memcpy(&k0, b->key, 8);
+	memcpy(&k1, b->key + 8, 8);
+	return fmix64(k0 ^ S.seed[0]) ^ fmix64(k1 ^ S.seed[1] ^ ((uint64_t)b->ns_id << 32));
 }
 
 static int match(struct cds_lfht_node *node, const void *arg)
@@ -186,7 +201,7 @@ int store_init(struct pool *pool, const struct kvs_config *cfg)
 	S.resizer_running = true;
 	S.pool = pool;
 	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
-		sieve_init(&S.queues[i]);
+		s3fifo_init(&S.queues[i]);
 	CDS_INIT_LIST_HEAD(&S.partial);
 	memset(&S.st, 0, sizeof(S.st));
 	(void)cfg;
@@ -226,7 +241,8 @@ static void block_destroy(struct block *b)
 		sh->state = SHARD_EMPTY;
 	}
 	if (b->sealed) {
-		sieve_remove(&S.queues[b->class_id], &b->sn);
+		/* No-op after evict(), which took it out as an eviction. */
+		s3fifo_remove(&S.queues[b->class_id], &b->qn);
 		stat_add(&S.st.resident, -1);
 	} else {
 		cds_list_del(&b->partial);
@@ -253,9 +269,9 @@ static bool claim(struct block *b)
 					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-static bool sieve_claim(struct sieve_node *n, void *arg)
+static bool queue_claim(struct s3fifo_node *n, void *arg)
 {
-	return claim(caa_container_of(n, struct block, sn));
+	return claim(caa_container_of(n, struct block, qn));
 }
 
 static bool owner_evictable(void *owner, void *arg)
@@ -265,8 +281,10 @@ static bool owner_evictable(void *owner, void *arg)
 	return b->sealed && __atomic_load_n(&b->pins, __ATOMIC_RELAXED) == 0;
 }
 
+/* Store lock held, @b claimed (so sealed): evicted, remembered by its queue's ghost. */
 static void evict(struct block *b)
 {
+	s3fifo_evict(&S.queues[b->class_id], &b->qn, block_fp(b));
 	block_destroy(b);
 	stat_add(&S.st.evictions, 1);
 }
@@ -292,7 +310,7 @@ static int take_slot(const struct registration *reg, struct shard *sh)
 	uint32_t cls = reg->class_id;
 
 	for (int tries = 0; tries < EVICT_TRIES; tries++) {
-		struct sieve_node *victim;
+		struct s3fifo_node *victim;
 		struct pool_extent *e;
 		int r = pool_alloc(S.pool, reg->region, cls, sh, &sh->slot);
 
@@ -301,16 +319,16 @@ static int take_slot(const struct registration *reg, struct shard *sh)
 		/*
 		 * Grow by taking a whole extent from a class over its share of
 		 * recent demand, so several block sizes share the pool; else
-		 * make room inside the class with SIEVE.
+		 * make room inside the class with S3-FIFO.
 		 */
 		if (pool_class_under_share(S.pool, reg->region, cls) || S.queues[cls].n == 0) {
 			e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
 			if (e && evict_extent(e))
 				continue;
 		}
-		victim = sieve_pick(&S.queues[cls], sieve_claim, NULL, 0);
+		victim = s3fifo_pick(&S.queues[cls], queue_claim, NULL, 0);
 		if (victim) {
-			evict(caa_container_of(victim, struct block, sn));
+			evict(caa_container_of(victim, struct block, qn));
 			continue;
 		}
 		e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
@@ -403,7 +421,7 @@ static void seal(struct block *b)
 	cds_list_del(&b->partial);
 	stat_add(&S.st.partial, -1);
 	stat_add(&S.st.resident, 1);
-	sieve_insert(&S.queues[b->class_id], &b->sn);
+	s3fifo_insert(&S.queues[b->class_id], &b->qn, block_fp(b));
 	/*
 	 * Store-release: the slot bytes (written by the copy before
 	 * store_save_end) are visible to anyone who sees sealed == 1 with
@@ -481,7 +499,7 @@ uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do
 		} else if (__atomic_load_n(&b->pins, __ATOMIC_RELAXED) < 0) {
 			break;
 		}
-		sieve_hit(&b->sn);
+		s3fifo_hit(&b->qn);
 	}
 	read_unlock();
 	return hits;
@@ -551,6 +569,8 @@ void store_fini(void)
 		S.resizer_running = false;
 	}
 	store_clear();
+	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
+		s3fifo_fini(&S.queues[i]);
 	urcu_memb_barrier(); /* run pending frees */
 	cds_lfht_destroy(S.ht, NULL);
 	S.ht = NULL;

@@ -15,7 +15,7 @@
  * away from BLOCK_EVICTING, so the two cannot both win.
  *
  * Locking: the store lock serialises everything that changes the index,
- * the pool or the SIEVE queues (save begin/end, eviction, reclaim).
+ * the pool or the S3-FIFO queues (save begin/end, eviction, reclaim).
  * QUERY and pin/unpin take no lock.
  */
 #ifndef KVS_BLOCK_H
@@ -54,7 +54,7 @@ struct shard {
 };
 
 struct block {
-	struct sieve_node sn;	/* in the class's SIEVE queue once sealed */
+	struct s3fifo_node qn; /* in the class's S3-FIFO queue once sealed */
 	struct nspace *ns;
 	/*
 	 * A copy of ns->id for lock-free lookups: a reader still walking a

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kvstash-evict-sim: block hit ratios of eviction policies on synthetic
- * prefix-cache traces, to check the choice of SIEVE for kvstashd's pool.
+ * prefix-cache traces, to check the choice of S3-FIFO for kvstashd's pool.
  *
- * The SIEVE queue is kvstashd's own (sidecar/evict.c, compiled into this
- * tool); LRU, FIFO and an S3-FIFO-lite are implemented here.  SIEVE-warm is
- * the same queue with a block inserted as visited (sieve_hit() right after
- * sieve_insert()), so a new block survives one lap of the hand.  Every
- * policy gets the same capacity in blocks and the same trace.
+ * The "kvstashd" policy is kvstashd's own S3-FIFO queue (sidecar/evict.c,
+ * compiled into this tool), ghost included, driven as block.c drives it.
+ * LRU, SIEVE (kvstashd's policy before S3-FIFO, as its sidecar/evict.c
+ * had it, less the pinning), FIFO, an
+ * S3-FIFO-lite (an independent sketch of the paper's algorithm) and
+ * SIEVE-warm (SIEVE with a block inserted as visited, so a new block
+ * survives one lap of the hand) are implemented here.  Every policy gets
+ * the same capacity in blocks and the same trace.
  *
  * A request is a chain of block keys, as an engine hashes a prompt:
  *   [system prompt: --sys blocks, shared by every request]
@@ -15,7 +18,8 @@
  *    prompts, picked by Zipf(--zipf)]
  *   [suffix: --unique blocks, seen once]
  * The engine QUERYs the chain and gets the longest resident prefix (each
- * block found is a hit: SIEVE's visited bit, LRU's move to the front);
+ * block found is a hit: S3-FIFO's use count, SIEVE's visited bit, LRU's
+ * move to the front);
  * it then computes and SAVEs the rest, and every block of the rest that
  * is not resident is inserted (one already resident is skipped, as
  * kvstashd's SAVE skips it, without counting as a use).
@@ -204,18 +208,107 @@ static void pool_init(struct pool *p, size_t cap)
 	p->nfree = (uint32_t)cap;
 }
 
-/* SIEVE: kvstashd's queue (sidecar/evict.c). */
-struct sv_node {
-	struct sieve_node sn;
+/* kvstashd: its S3-FIFO queue (sidecar/evict.c), the key as the fingerprint. */
+struct kv_node {
+	struct s3fifo_node qn;
 	uint64_t key;
 };
 
+struct kv {
+	struct s3fifo q;
+	struct map m;
+	struct kv_node *nodes;
+	struct pool pool;
+	size_t cap;
+};
+
+static void *kv_create(size_t cap)
+{
+	struct kv *s = xcalloc(1, sizeof(*s));
+
+	s3fifo_init(&s->q);
+	map_init(&s->m, cap);
+	s->nodes = xcalloc(cap, sizeof(*s->nodes));
+	pool_init(&s->pool, cap);
+	s->cap = cap;
+	return s;
+}
+
+static bool kv_contains(void *p, uint64_t k)
+{
+	uint32_t i;
+
+	return map_get(&((struct kv *)p)->m, k, &i);
+}
+
+static bool kv_hit(void *p, uint64_t k)
+{
+	struct kv *s = p;
+	uint32_t i;
+
+	if (!map_get(&s->m, k, &i))
+		return false;
+	s3fifo_hit(&s->nodes[i].qn);
+	return true;
+}
+
+static bool kv_any(struct s3fifo_node *n, void *arg)
+{
+	return true; /* nothing is pinned in a simulation */
+}
+
+static void kv_insert(void *p, uint64_t k)
+{
+	struct kv *s = p;
+	uint32_t i;
+
+	if (s->q.n == s->cap) {
+		struct s3fifo_node *v = s3fifo_pick(&s->q, kv_any, NULL, 0);
+		struct kv_node *vn;
+
+		if (!v)
+			die("kvstashd's queue found no victim in %zu unpinned entries", s->q.n);
+		vn = caa_container_of(v, struct kv_node, qn);
+		s3fifo_evict(&s->q, v, vn->key);
+		map_del(&s->m, vn->key);
+		s->pool.free[s->pool.nfree++] = (uint32_t)(vn - s->nodes);
+	}
+	i = s->pool.free[--s->pool.nfree];
+	s->nodes[i].key = k;
+	s3fifo_insert(&s->q, &s->nodes[i].qn, k);
+	map_put(&s->m, k, i);
+}
+
+static void kv_destroy(void *p)
+{
+	struct kv *s = p;
+
+	s3fifo_fini(&s->q);
+	map_free(&s->m);
+	free(s->nodes);
+	free(s->pool.free);
+	free(s);
+}
+
+/*
+ * SIEVE (Zhang et al., NSDI '24), as kvstashd ran it before S3-FIFO: a
+ * FIFO with a visited bit per entry and a hand walking from the oldest
+ * entry towards the newest, clearing bits, evicting the first unvisited
+ * entry, and wrapping from the newest back to the oldest.
+ */
+struct sv_node {
+	struct cds_list_head link; /* list head = newest */
+	uint64_t key;
+	bool visited;
+};
+
 struct sv {
-	struct sieve q;
+	struct cds_list_head list;
+	struct sv_node *hand; /* NULL: start at the oldest */
 	struct map m;
 	struct sv_node *nodes;
 	struct pool pool;
-	size_t cap;
+	size_t cap, n;
 	bool warm; /* insert as visited: one lap of grace for new blocks */
 };
 
@@ -223,7 +316,7 @@ static void *sv_create(size_t cap)
 {
 	struct sv *s = xcalloc(1, sizeof(*s));
 
-	sieve_init(&s->q);
+	CDS_INIT_LIST_HEAD(&s->list);
 	map_init(&s->m, cap);
 	s->nodes = xcalloc(cap, sizeof(*s->nodes));
 	pool_init(&s->pool, cap);
@@ -245,13 +338,21 @@ static bool sv_hit(void *p, uint64_t k)
 
 	if (!map_get(&s->m, k, &i))
 		return false;
-	sieve_hit(&s->nodes[i].sn);
+	s->nodes[i].visited = true;
 	return true;
 }
 
-static bool sv_any(struct sieve_node *n, void *arg)
+static struct sv_node *sv_oldest(struct sv *s)
 {
-	return true; /* nothing is pinned in a simulation */
+	return cds_list_entry(s->list.prev, struct sv_node, link);
+}
+
+/* The entry one step newer than @n, wrapping from the newest to the oldest. */
+static struct sv_node *sv_newer(struct sv *s, struct sv_node *n)
+{
+	if (n->link.prev == &s->list)
+		return sv_oldest(s);
+	return cds_list_entry(n->link.prev, struct sv_node, link);
 }
 
 static void sv_insert(void *p, uint64_t k)
@@ -259,19 +360,27 @@ static void sv_insert(void *p, uint64_t k)
 	struct sv *s = p;
 	uint32_t i;
 
-	if (s->q.n == s->cap) {
-		struct sieve_node *v = sieve_pick(&s->q, sv_any, NULL, 0);
-		struct sv_node *vn = caa_container_of(v, struct sv_node, sn);
+	if (s->n == s->cap) {
+		struct sv_node *v = s->hand ? s->hand : sv_oldest(s);
 
-		sieve_remove(&s->q, v);
-		map_del(&s->m, vn->key);
-		s->pool.free[s->pool.nfree++] = (uint32_t)(vn - s->nodes);
+		/* Everything is evictable: at most one lap clears every bit. */
+		while (v->visited) {
+			v->visited = false;
+			v = sv_newer(s, v);
+		}
+		s->hand = sv_newer(s, v);
+		if (s->hand == v)
+			s->hand = NULL;
+		cds_list_del(&v->link);
+		s->n--;
+		map_del(&s->m, v->key);
+		s->pool.free[s->pool.nfree++] = (uint32_t)(v - s->nodes);
 	}
 	i = s->pool.free[--s->pool.nfree];
 	s->nodes[i].key = k;
-	sieve_insert(&s->q, &s->nodes[i].sn);
-	if (s->warm)
-		sieve_hit(&s->nodes[i].sn);
+	s->nodes[i].visited = s->warm;
+	cds_list_add(&s->nodes[i].link, &s->list);
+	s->n++;
 	map_put(&s->m, k, i);
 }
 
@@ -292,7 +401,6 @@ static void sv_destroy(void *p)
 	free(s->pool.free);
 	free(s);
 }
-
 /* LRU: a doubly linked list by index, most recent at the head. */
 struct lru_node {
 	uint64_t key;
@@ -614,6 +722,7 @@ static bool no_hit_update(void *p, uint64_t k)
 
 static const struct policy POLICIES[] = {
 	{ "LRU", lru_create, lru_hit, lru_contains, lru_insert, lru_destroy },
+	{ "kvstashd", kv_create, kv_hit, kv_contains, kv_insert, kv_destroy },
 	{ "SIEVE", sv_create, sv_hit, sv_contains, sv_insert, sv_destroy },
 	{ "FIFO", fifo_create, no_hit_update, fifo_contains, fifo_insert, fifo_destroy },
 	{ "S3-FIFO-lite", s3_create, s3_hit, s3_contains, s3_insert, s3_destroy },
@@ -809,8 +918,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: kvstash-evict-sim [OPTIONS]\n"
 		"\n"
-		"Block hit ratios of SIEVE (kvstashd's, sidecar/evict.c), LRU, FIFO,\n"
-		"S3-FIFO-lite and SIEVE-warm on synthetic prefix-cache traces.\n"
+		"Block hit ratios of kvstashd's S3-FIFO queue (sidecar/evict.c), LRU,\n"
+		"SIEVE, FIFO, S3-FIFO-lite and SIEVE-warm on synthetic prefix-cache\n"
+		"traces.\n"
 		"\n"
 		"  --workloads LIST   zipf,scan,chat (default all)\n"
 		"  --requests N       requests per trace (default 200000)\n"
@@ -979,11 +1089,11 @@ int main(int argc, char **argv)
 		       " cache blocks |");
 		for (unsigned p = 0; p < NR_POLICIES; p++)
 			printf(" %12s |", POLICIES[p].name);
-		printf(" SIEVE - LRU |\n|----------|-------------:|---------:|---------:|--------:|"
+		printf(" kvstashd - LRU |\n|----------|-------------:|---------:|---------:|--------:|"
 		       "-------------:|");
 		for (unsigned p = 0; p < NR_POLICIES; p++)
 			printf("-------------:|");
-		printf("------------:|\n");
+		printf("---------------:|\n");
 		fflush(stdout);
 	}
 	for (int w = 0; w < 3; w++) {
@@ -1012,7 +1122,7 @@ int main(int argc, char **argv)
 				       WORKLOADS[w], t.n, t.distinct, t.ideal, O.sizes[si], cap);
 				for (unsigned p = 0; p < NR_POLICIES; p++)
 					printf(" %12.4f |", hr[p]);
-				printf(" %+11.4f |\n", hr[1] - hr[0]);
+				printf(" %+14.4f |\n", hr[1] - hr[0]);
 			}
 			fflush(stdout);
 		}
