@@ -10,9 +10,10 @@
  *   - max_leases per instance: the next leased QUERY is -EBUSY (other
  *     instances are not affected) until one is released;
  *   - leased blocks survive eviction pressure: with both leases held,
- *     eight pools' worth of other blocks (each hit once, so SIEVE's hand
- *     goes round and round) evict an equally hit but unleased prompt,
- *     while the leased prompts still LOAD byte-exact.
+ *     eight pools' worth of other blocks (each hit once, so each moves to
+ *     S3-FIFO's main queue, which then evicts its oldest) evict an equally
+ *     hit but unleased prompt, while the leased prompts still LOAD
+ *     byte-exact.
  */
 #include <stdio.h>
 #include <string.h>
@@ -169,8 +170,8 @@ static void scope_limit_pressure(void)
 	/*
 	 * Pressure: q1 pins prompt 1, q2 prompt 2; prompt 3 was hit as often
 	 * but is not leased.  Every new block is hit once after its SAVE, so
-	 * the hand clears bits, laps the queue and evicts whatever is not
-	 * pinned.
+	 * small promotes every block to main with its count reset, and main
+	 * evicts its oldest blocks that are not pinned, prompt 3 among them.
 	 */
 	g0 = dp_stats(&d);
 	for (unsigned round = 0; round < 64; round++) {

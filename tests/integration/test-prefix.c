@@ -28,8 +28,8 @@ static const char ini[] = "[pool]\nsize = 4M\nextent_size = 256K\n";
  * pool holds exactly POOL_BLOCKS blocks of this size, all of one prompt:
  * when a leased QUERY pins them all, a SAVE of more blocks finds nothing
  * to evict (-ENOSPC); after a NOLEASE QUERY of the very same blocks the
- * SAVE succeeds.  (Under-pressure survival is no proof: SIEVE keeps a
- * visited block through any number of one-off saves.)
+ * SAVE succeeds.  (Under-pressure survival is no proof: S3-FIFO keeps a
+ * used block, in main, through any number of one-off saves.)
  */
 static void nolease(void)
 {
