@@ -157,6 +157,12 @@ static void drain_ring(struct kvs_client *c)
 	struct local_cqe l;
 	uint32_t idx;
 
+	/*
+	 * No region yet (kvstashd hung up on the HELLO, e.g. with every
+	 * handshake slot taken): no ring to drain; c->cq is not attached.
+	 */
+	if (!c->region)
+		return;
 	while (!c->cur && shmq_cons_peek(&c->cq, 1, &idx) == 1) {
 		struct kvs_cqe *e = shmq_ring_entry(&c->cq, idx);
 
