@@ -221,6 +221,11 @@ int wait_map_count(pid_t pid, const char *needle, int want, int timeout_ms)
 	WAIT_COUNT(proc_map_count(pid, needle));
 }
 
+int wait_log_count(const struct kvsd *d, const char *needle, int want, int timeout_ms)
+{
+	WAIT_COUNT((int)kvsd_log_count(d, needle));
+}
+
 /* State letter of /proc/@pid/task/@tid/stat; '?' when unreadable. */
 static char task_state(pid_t pid, const char *tid)
 {

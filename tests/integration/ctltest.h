@@ -55,6 +55,8 @@ int status_session(struct kvs_client *admin, uint64_t id, struct kvs_msg_status_
 int wait_fd_count(pid_t pid, int want, int timeout_ms);
 int wait_memfd_count(pid_t pid, const char *name, int want, int timeout_ms);
 int wait_map_count(pid_t pid, const char *needle, int want, int timeout_ms);
+/* The same for kvsd_log_count(). */
+int wait_log_count(const struct kvsd *d, const char *needle, int want, int timeout_ms);
 
 /*
  * Wait until every thread of @pid is stopped (after SIGSTOP, which kill()

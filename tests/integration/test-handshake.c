@@ -33,12 +33,7 @@ static void start(const char *ini)
 
 static void stop(void)
 {
-	int st = kvsd_stop(&d);
-
-	if (st != 0)
-		kvsd_dump_log(&d);
-	kvsd_cleanup(&d);
-	ck_assert_int_eq(st, 0);
+	ck_assert_int_eq(kvsd_finish(&d), 0);
 }
 
 static struct kvs_client *conn(uint32_t role, const char *inst, uint32_t rank, uint32_t tp)

@@ -35,12 +35,7 @@ static void start(void)
 
 static void stop(void)
 {
-	int st = kvsd_stop(&d);
-
-	if (st != 0)
-		kvsd_dump_log(&d);
-	kvsd_cleanup(&d);
-	ck_assert_int_eq(st, 0);
+	ck_assert_int_eq(kvsd_finish(&d), 0);
 }
 
 /* ---- messages ------------------------------------------------------ */

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,16 @@ int kvsd_stop(struct kvsd *d)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+int kvsd_finish(struct kvsd *d)
+{
+	int st = kvsd_stop(d);
+
+	if (st != 0)
+		kvsd_dump_log(d);
+	kvsd_cleanup(d);
+	return st;
+}
+
 void kvsd_kill(struct kvsd *d)
 {
 	if (d->pid <= 0)
@@ -179,18 +190,29 @@ void kvsd_dump_log(const struct kvsd *d)
 	fclose(f);
 }
 
-bool kvsd_log_contains(const struct kvsd *d, const char *needle)
+/* Lines of the log holding @needle, stopping at @max. */
+static unsigned log_lines(const struct kvsd *d, const char *needle, unsigned max)
 {
 	char line[2048];
-	bool found = false;
+	unsigned n = 0;
 	FILE *f = fopen(d->log, "r");
 
 	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
+		return 0;
+	while (n < max && fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
 	fclose(f);
-	return found;
+	return n;
+}
+
+bool kvsd_log_contains(const struct kvsd *d, const char *needle)
+{
+	return log_lines(d, needle, 1) > 0;
+}
+
+unsigned kvsd_log_count(const struct kvsd *d, const char *needle)
+{
+	return log_lines(d, needle, UINT_MAX);
 }
 
 int proc_fd_count(pid_t pid)

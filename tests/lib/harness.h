@@ -35,6 +35,11 @@ int kvsd_start(struct kvsd *d, const char *extra_ini);
 int kvsd_restart(struct kvsd *d);
 /* SIGTERM and wait; returns the exit status (or -errno). */
 int kvsd_stop(struct kvsd *d);
+/*
+ * kvsd_stop(), the log printed when the exit was not clean (it says why),
+ * then kvsd_cleanup(); returns kvsd_stop()'s result.
+ */
+int kvsd_finish(struct kvsd *d);
 /* SIGKILL and reap. */
 void kvsd_kill(struct kvsd *d);
 /* Remove the directory (after stop/kill). */
@@ -43,6 +48,8 @@ void kvsd_cleanup(struct kvsd *d);
 void kvsd_dump_log(const struct kvsd *d);
 /* Does the log contain @needle? */
 bool kvsd_log_contains(const struct kvsd *d, const char *needle);
+/* How many lines of the log hold @needle? */
+unsigned kvsd_log_count(const struct kvsd *d, const char *needle);
 
 /* Open fds of a process (/proc/PID/fd); memfds named "kvstash-session". */
 int proc_fd_count(pid_t pid);
