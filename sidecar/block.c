@@ -98,17 +98,13 @@ static inline unsigned long hash_key(uint32_t ns_id, uint32_t shard, const uint8
 
 /*
  * A block's fingerprint for its S3-FIFO queue's ghost: (namespace, key)
- * through the keyed hash, so a block saved again after its eviction is
- * recognised, and nobody can aim collisions at the ghost (one would only
- * admit a block straight to main).
+ * through the index's keyed hash (as shard 0), so a block saved again
+ * after its eviction is recognised, and nobody can aim collisions at the
+ * ghost (one would only admit a block straight to main).
  */
 static uint64_t block_fp(const struct block *b)
 {
-	uint64_t k0, k1;
-
-	memcpy(&k0, b->key, 8);
-	memcpy(&k1, b->key + 8, 8);
-	return fmix64(k0 ^ S.seed[0]) ^ fmix64(k1 ^ S.seed[1] ^ ((uint64_t)b->ns_id << 32));
+	return hash_key(b->ns_id, 0, b->key);
 }
 
 static int match(struct cds_lfht_node *node, const void *arg)
