@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "wireio.h"
+#include "common/wireio.h"
 
 static size_t expected_size(uint32_t type)
 {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "wireio.h"
+#include "common/wireio.h"
 
 #define SPIN_NS 50000 /* busy-poll this long before sleeping on the CQ */
 

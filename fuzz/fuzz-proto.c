@@ -13,7 +13,7 @@
  */
 #include <errno.h>
 
-#include "../sidecar/proto.h"
+#include "wire/proto.h"
 #include "fuzz.h"
 
 #define DEFAULT_MAX_LAYERS 256u

@@ -17,8 +17,8 @@
  */
 #include <errno.h>
 
-#include "../sidecar/layout.h"
-#include "../sidecar/proto.h"
+#include "wire/layout.h"
+#include "wire/proto.h"
 #include "fuzz.h"
 
 #define NSIZES	 8u

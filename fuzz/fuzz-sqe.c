@@ -20,7 +20,7 @@
 
 #include <kvstash/wire.h>
 
-#include "../sidecar/sqe.h"
+#include "wire/sqe.h"
 #include "fuzz.h"
 
 #define PREFIX	     80u

@@ -17,10 +17,10 @@
 #include <systemd/sd-daemon.h>
 #endif
 
-#include "config.h"
-#include "daemon.h"
-#include "metrics.h"
-#include "log.h"
+#include "base/conf.h"
+#include "control/daemon.h"
+#include "obs/metrics.h"
+#include "obs/log.h"
 
 #define DEFAULT_CONFIG SYSCONFDIR "/kvstash/kvstash.conf"
 

@@ -61,7 +61,7 @@
 #include <pthread.h>
 #include <cuda_runtime_api.h>
 
-#include "../tests/gpu/gpu.h" /* the compute-bound "engine" kernel */
+#include "common/gpu/gpu.h" /* the compute-bound "engine" kernel */
 #endif
 
 #define KiB	      (UINT64_C(1) << 10)
@@ -69,7 +69,7 @@
 #define GiB	      (UINT64_C(1) << 30)
 #define SEC	      UINT64_C(1000000000)
 #define OP_TIMEOUT_MS 60000
-#define SLOT_ALIGN    512u	 /* kvstashd's slot alignment (sidecar/layout.h) */
+#define SLOT_ALIGN    512u	 /* kvstashd's slot alignment (sidecar/wire/layout.h) */
 #define STAGING_MIN   (64 * MiB) /* baseline destinations rotate over more than the LLC */
 #define MAX_LIST      16
 #define MAX_DOPTS     16
@@ -554,7 +554,7 @@ static uint64_t kv_eng(const struct kv *kv, unsigned l, uint32_t b, unsigned s)
 /*
  * The pieces kvstashd moves for blocks @ids into @n consecutive slots at
  * @host: per block, layer and segment, merged where both sides continue
- * (the rule of copy_batch_add() in sidecar/copy_host.c).  Returns the count.
+ * (the rule of copy_batch_add() in sidecar/movers/host/host.c).  Returns the count.
  */
 static uint32_t kv_pieces(const struct kv *kv, const uint32_t *ids, uint32_t n, uint8_t *host,
 			  struct piece *out)

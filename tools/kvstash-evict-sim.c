@@ -3,9 +3,9 @@
  * kvstash-evict-sim: block hit ratios of eviction policies on synthetic
  * prefix-cache traces, to check the choice of S3-FIFO for kvstashd's pool.
  *
- * The "kvstashd" policy is kvstashd's own S3-FIFO queue (sidecar/evict.c,
- * compiled into this tool), ghost included, driven as block.c drives it.
- * LRU, SIEVE (kvstashd's policy before S3-FIFO, as its sidecar/evict.c
+ * The "kvstashd" policy is kvstashd's own S3-FIFO queue (sidecar/store/evict.c,
+ * compiled into this tool), ghost included, driven as store.c drives it.
+ * LRU, SIEVE (kvstashd's policy before S3-FIFO, as its sidecar/store/evict.c
  * had it, less the pinning), FIFO, an
  * S3-FIFO-lite (an independent sketch of the paper's algorithm) and
  * SIEVE-warm (SIEVE with a block inserted as visited, so a new block
@@ -48,7 +48,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "evict.h"
+#include "store/evict.h"
 
 static __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...)
 {
@@ -208,7 +208,7 @@ static void pool_init(struct pool *p, size_t cap)
 	p->nfree = (uint32_t)cap;
 }
 
-/* kvstashd: its S3-FIFO queue (sidecar/evict.c), the key as the fingerprint. */
+/* kvstashd: its S3-FIFO queue (sidecar/store/evict.c), the key as the fingerprint. */
 struct kv_node {
 	struct s3fifo_node qn;
 	uint64_t key;
@@ -918,7 +918,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: kvstash-evict-sim [OPTIONS]\n"
 		"\n"
-		"Block hit ratios of kvstashd's S3-FIFO queue (sidecar/evict.c), LRU,\n"
+		"Block hit ratios of kvstashd's S3-FIFO queue (sidecar/store/evict.c), LRU,\n"
 		"SIEVE, FIFO, S3-FIFO-lite and SIEVE-warm on synthetic prefix-cache\n"
 		"traces.\n"
 		"\n"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "../lib/harness.h"
-#include "gpu.h"
+#include "common/gpu/gpu.h"
 
 #define FAIL(...)                                                              \
 	do {                                                                   \

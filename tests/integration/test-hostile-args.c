@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every SQE validation rule of sidecar/sqe.c, broken on purpose by an
+ * Every SQE validation rule of sidecar/wire/sqe.c, broken on purpose by an
  * engine that writes its SQEs by hand (kvs_get_sqe, a prep helper, then
  * field tweaks): each gets its precise -errno, and nothing happens
  * otherwise.  Engine memory is poisoned before; after all the refusals

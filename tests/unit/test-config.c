@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kvstashd configuration (sidecar/config.c): the defaults, the size and
+ * kvstashd configuration (sidecar/base/conf.c): the defaults, the size and
  * duration parsers, every key type through config_set(), files through
  * config_load() (errors name FILE:LINE and the key), the cross-key checks
  * of config_validate(), and config_print() output loading back to the same
@@ -20,7 +20,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../../sidecar/config.h"
+#include "base/conf.h"
 
 static char err[512];
 

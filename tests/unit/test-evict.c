@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The S3-FIFO queue (sidecar/evict.c):
+ * The S3-FIFO queue (sidecar/store/evict.c):
  *   - new entries go to small; an unused one is evicted at small's old
  *     end and leaves its fingerprint in the ghost; a used one moves to
  *     main there (not before), its count reset, without being offered;
@@ -41,7 +41,7 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
-#include "../../sidecar/evict.h"
+#include "store/evict.h"
 
 #define N 128
 

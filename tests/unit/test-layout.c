@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer views and slot layouts (sidecar/layout.c): the layouts engines
+ * Layer views and slot layouts (sidecar/wire/layout.c): the layouts engines
  * really register are accepted with the right slot geometry; a view
  * reaching past its allocation, arithmetic that wraps, bad counts and
  * views sharing a byte of engine memory are refused, each with its own
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../sidecar/layout.h"
+#include "wire/layout.h"
 
 #define MAX_L 8
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The host pool (sidecar/pool.c) on small, unbound regions: creation and
+ * The host pool (sidecar/store/pool.c) on small, unbound regions: creation and
  * its size checks, slot classes, allocation until the pool is full (slots
  * aligned, inside the region, never shared), extents going back to the
  * region when emptied, several slot sizes at once, and the fair-share
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../sidecar/config.h"
-#include "../../sidecar/pool.h"
+#include "base/conf.h"
+#include "store/pool.h"
 
 #define MiB (1ull << 20)
 #define KiB (1ull << 10)

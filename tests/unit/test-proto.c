@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Socket message parsers (sidecar/proto.c): headers, HELLO, REGISTER and
+ * Socket message parsers (sidecar/wire/proto.c): headers, HELLO, REGISTER and
  * the header-only messages, each rule with its own errno.
  *
  * Every case starts from a valid message and changes one field, so each
@@ -16,7 +16,7 @@
 
 #include <kvstash/wire.h>
 
-#include "../../sidecar/proto.h"
+#include "wire/proto.h"
 
 static char why[256];
 

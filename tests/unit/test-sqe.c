@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * SQE validation and argument decoding (sidecar/sqe.c): every opcode's
+ * SQE validation and argument decoding (sidecar/wire/sqe.c): every opcode's
  * good form, then each rule of kvstash/abi.h's error list broken on its
  * own, and the copy discipline: decoded arguments live in the private
  * copy, so an engine rewriting the shared area afterwards changes nothing.
@@ -15,7 +15,7 @@
 #include <kvstash/abi.h>
 #include <kvstash/wire.h>
 
-#include "../../sidecar/sqe.h"
+#include "wire/sqe.h"
 
 #define AREA 4096u
 #define MAX_KEYS 64u

@@ -1,0 +1,710 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <kvstash/abi.h>
+
+#include "base/conf.h"
+#include "obs/log.h"
+
+enum key_type {
+	T_STR,
+	T_U32,
+	T_SIZE,
+	T_BOOL,
+	T_MS,
+	T_MODE,
+	T_UIDS,
+	T_GIDS,
+	T_LEVEL,
+	T_TARGET,
+	T_NUMA,
+	T_CUDA_ENABLE,
+	T_MOVER,
+};
+
+struct key {
+	struct config_key_info info;
+	enum key_type type;
+	size_t off;
+	const char *def;
+	uint64_t min, max; /* numeric bounds, inclusive; 0/0: none */
+};
+
+#define O(f) offsetof(struct kvs_config, f)
+#define KEY(s, k, t, f, d, lo, hi, h) { { s, k, h }, t, O(f), d, lo, hi }
+
+static const struct key keys[] = {
+	KEY("server", "socket", T_STR, socket_path, "/run/kvstash/kvstash.sock", 0, 0,
+	    "path of the Unix socket engines connect to"),
+	KEY("server", "socket_group", T_STR, socket_group, "", 0, 0,
+	    "group owning the socket and its directory (empty: the daemon's group)"),
+	KEY("server", "socket_mode", T_MODE, socket_mode, "0660", 0, 0777,
+	    "file mode of the socket"),
+	KEY("server", "dir_mode", T_MODE, dir_mode, "0750", 0, 07777,
+	    "mode of the socket's directory when kvstashd creates it"),
+	KEY("server", "allow_uids", T_UIDS, allow_uids, "", 0, 0,
+	    "users (names or ids) allowed to connect; with allow_gids empty too: anyone who can open the socket"),
+	KEY("server", "allow_gids", T_GIDS, allow_gids, "", 0, 0,
+	    "groups (names or ids) whose members may connect"),
+	KEY("server", "max_sessions", T_U32, max_sessions, "256", 1, 65536,
+	    "sessions at once, all users together"),
+	KEY("server", "max_sessions_per_uid", T_U32, max_sessions_per_uid, "128", 1, 65536,
+	    "sessions at once of one user"),
+
+	KEY("session", "sq_entries", T_U32, sq_entries, "256", 2, 1u << 16,
+	    "default submission-queue entries (power of two; the CQ has twice as many)"),
+	KEY("session", "sq_entries_max", T_U32, sq_entries_max, "4096", 2, 1u << 16,
+	    "most SQ entries a client may ask for"),
+	KEY("session", "arg_bytes", T_SIZE, arg_bytes, "4M", 4096, 1ull << 30,
+	    "default argument-area size"),
+	KEY("session", "arg_bytes_max", T_SIZE, arg_bytes_max, "64M", 4096, 1ull << 30,
+	    "largest argument area a client may ask for"),
+	KEY("session", "max_keys", T_U32, max_keys, "65536", 1, 1u << 20,
+	    "keys or block ids in one operation"),
+	KEY("session", "max_inflight", T_U32, max_inflight, "1024", 1, 1u << 17,
+	    "operations taken from a session's SQ and not yet completed (capped by its CQ)"),
+	KEY("session", "max_layers", T_U32, max_layers, "256", 1, 512,
+	    "layers in one registration"),
+	KEY("session", "max_namespaces", T_U32, max_namespaces, "1024", 1, 1u << 20,
+	    "namespaces alive at once"),
+
+	KEY("pool", "size", T_SIZE, pool_size, "1G", 1ull << 20, 1ull << 50,
+	    "host pool bytes, split over the NUMA nodes that serve devices"),
+	KEY("pool", "hugepages", T_BOOL, hugepages, "no", 0, 0,
+	    "back the pool with 2 MiB hugetlb pages (else transparent hugepages are advised)"),
+	KEY("pool", "numa", T_NUMA, numa, "auto", 0, 0,
+	    "auto, off, or a comma-separated list of nodes to place pool regions on"),
+	KEY("pool", "prefault_threads", T_U32, prefault_threads, "0", 0, 1024,
+	    "threads touching the pool at start-up per node (0: automatic)"),
+	KEY("pool", "extent_size", T_SIZE, extent_size, "0", 0, 1ull << 34,
+	    "allocation extent, the largest block a slot can hold (0: automatic)"),
+	KEY("pool", "partial_timeout", T_MS, partial_timeout_ms, "60s", 10, 86400000,
+	    "reclaim a block whose shards are not all saved after this long"),
+
+	KEY("lease", "ttl", T_MS, lease_ttl_ms, "600s", 10, 86400000,
+	    "a lease not consumed or released within this time expires"),
+	KEY("lease", "max_leases", T_U32, max_leases, "4096", 1, 1u << 20,
+	    "live leases per instance"),
+
+	KEY("worker", "spin_us", T_U32, spin_us, "50", 0, 1000000,
+	    "busy-poll this long after the last work before sleeping"),
+	KEY("worker", "copy_threads", T_U32, copy_threads, "0", 0, 256,
+	    "host copy threads (0: automatic)"),
+	KEY("worker", "inline_copy_bytes", T_SIZE, inline_copy_bytes, "256K", 0, 1ull << 30,
+	    "batches up to this size are copied by the I/O worker itself"),
+
+	KEY("cuda", "enable", T_CUDA_ENABLE, cuda_enable, "auto", 0, 0,
+	    "auto: use the GPUs found; yes: refuse to start without one; no: host backend only"),
+	KEY("cuda", "mover", T_MOVER, cuda_mover, "auto", 0, 0,
+	    "auto: DMA for saves and for loads of large pieces, the gather kernel for fragmented loads; or dma, kernel"),
+	KEY("cuda", "kernel_below", T_SIZE, cuda_kernel_below, "256K", 0, 1ull << 30,
+	    "with mover = auto, loads whose average piece is smaller use the gather kernel"),
+	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
+	    "thread blocks of the gather kernel (0: 4 per SM)"),
+
+	KEY("metrics", "listen", T_STR, metrics_listen, "", 0, 0,
+	    "HOST:PORT of the Prometheus endpoint (/metrics, /health); empty: off"),
+
+	KEY("log", "level", T_LEVEL, log_level, "info", 0, 0,
+	    "error, warning, notice, info or debug"),
+	KEY("log", "target", T_TARGET, log_target, "stderr", 0, 0, "stderr, syslog or file"),
+	KEY("log", "file", T_STR, log_file, "", 0, 0, "log file for target = file (reopened on SIGHUP)"),
+};
+
+const struct config_key_info *config_key_at(unsigned i)
+{
+	return i < sizeof(keys) / sizeof(keys[0]) ? &keys[i].info : NULL;
+}
+
+/*
+ * The number at the start of @s: decimal, or hex after "0x".  Not
+ * strtoull()'s base 0, which reads a leading zero as octal: "010G" would
+ * be 8 GiB and "08G" garbage.  -ERANGE past 64 bits, with *@end set so
+ * that the caller can still refuse garbage after the digits first.
+ */
+static int parse_number(const char *s, unsigned long long *ret, char **end)
+{
+	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*ret = strtoull(s, end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10);
+	if (*end == s)
+		return -EINVAL;
+	if (errno)
+		return errno == ERANGE ? -ERANGE : -EINVAL;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+	int r;
+
+	r = parse_number(s, &v, &end);
+	if (r == -EINVAL)
+		return r;
+	switch (toupper((unsigned char)*end)) {
+	case '\0':
+		break;
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	case 'T':
+		shift = 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end) {
+		end++;
+		if (*end == 'i')
+			end++;
+		if (toupper((unsigned char)*end) == 'B')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (r < 0)
+		return r;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*ret = (uint64_t)v << shift;
+	return 0;
+}
+
+int parse_duration_ms(const char *s, uint32_t *ret)
+{
+	char *end;
+	unsigned long long v, mul = 1000; /* a bare number means seconds */
+	bool range;
+
+	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || (errno && errno != ERANGE))
+		return -EINVAL;
+	range = errno == ERANGE;
+	if (strcmp(end, "ms") == 0)
+		mul = 1;
+	else if (strcmp(end, "s") == 0 || *end == '\0')
+		mul = 1000;
+	else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+		mul = 60000;
+	else if (strcmp(end, "h") == 0)
+		mul = 3600000;
+	else
+		return -EINVAL;
+	if (range || v > UINT32_MAX / mul)
+		return -ERANGE;
+	*ret = (uint32_t)(v * mul);
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+	int r = parse_number(s, &v, &end);
+
+	if (r == -EINVAL || *end)
+		return -EINVAL;
+	if (r < 0)
+		return r;
+	*ret = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (unsigned i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*ret = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*ret = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int lookup_id(const char *name, bool group, uint32_t *ret)
+{
+	uint64_t v;
+
+	if (parse_u64(name, &v) == 0) {
+		if (v >= UINT32_MAX)
+			return -ERANGE;
+		*ret = (uint32_t)v;
+		return 0;
+	}
+	if (group) {
+		struct group *g = getgrnam(name);
+
+		if (!g)
+			return -ENOENT;
+		*ret = g->gr_gid;
+	} else {
+		struct passwd *p = getpwnam(name);
+
+		if (!p)
+			return -ENOENT;
+		*ret = p->pw_uid;
+	}
+	return 0;
+}
+
+static int parse_ids(const char *s, bool group, struct id_list *ret, char *why, size_t wl)
+{
+	struct id_list l = { 0 };
+	char *dup = strdup(s), *save = NULL, *tok;
+	int r = 0;
+
+	if (!dup)
+		return -ENOMEM;
+	for (tok = strtok_r(dup, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+		if (l.n == CONFIG_MAX_IDS) {
+			snprintf(why, wl, "more than %u entries", CONFIG_MAX_IDS);
+			r = -E2BIG;
+			break;
+		}
+		r = lookup_id(tok, group, &l.ids[l.n]);
+		if (r < 0) {
+			snprintf(why, wl, "unknown %s '%s'", group ? "group" : "user", tok);
+			break;
+		}
+		l.n++;
+	}
+	free(dup);
+	if (r == 0)
+		*ret = l;
+	return r;
+}
+
+static int check_numa(const char *s)
+{
+	bool digits = false;
+
+	if (strcmp(s, "auto") == 0 || strcmp(s, "off") == 0)
+		return 0;
+	/*
+	 * Numbers separated by single commas: the daemon's node parser stops
+	 * at an empty element ("0,,1" would silently be node 0 alone).
+	 */
+	for (const char *p = s; *p; p++) {
+		if (isdigit((unsigned char)*p))
+			digits = true;
+		else if (*p == ',' && digits)
+			digits = false;
+		else
+			return -EINVAL;
+	}
+	return digits ? 0 : -EINVAL;
+}
+
+static const struct key *find_key(const char *section, const char *key)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strcmp(keys[i].info.section, section) == 0 &&
+		    strcmp(keys[i].info.key, key) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+static bool known_section(const char *section)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strcmp(keys[i].info.section, section) == 0)
+			return true;
+	return false;
+}
+
+static int set_string(char **field, const char *value)
+{
+	char *d = strdup(value);
+
+	if (!d)
+		return -ENOMEM;
+	free(*field);
+	*field = d;
+	return 0;
+}
+
+/* Apply one value; on error a reason (without the key) goes into @why. */
+static int apply(struct kvs_config *cfg, const struct key *k, const char *value, char *why,
+		 size_t wl)
+{
+	void *f = (char *)cfg + k->off;
+	uint64_t v = 0;
+	uint32_t ms;
+	bool b;
+	int r;
+
+	switch (k->type) {
+	case T_STR:
+		return set_string(f, value);
+	case T_U32:
+	case T_SIZE:
+		r = k->type == T_U32 ? parse_u64(value, &v) : parse_size(value, &v);
+		if (r == -ERANGE) {
+			snprintf(why, wl, "%s is too large", value);
+			return -ERANGE;
+		}
+		if (r < 0) {
+			snprintf(why, wl, "'%s' is not a %s", value,
+				 k->type == T_U32 ? "number" : "size (e.g. 512M, 4G)");
+			return -EINVAL;
+		}
+		if ((k->min || k->max) && (v < k->min || v > k->max)) {
+			snprintf(why, wl, "%s is outside [%" PRIu64 ", %" PRIu64 "]", value, k->min,
+				 k->max);
+			return -ERANGE;
+		}
+		if (k->type == T_U32)
+			*(uint32_t *)f = (uint32_t)v;
+		else
+			*(uint64_t *)f = v;
+		return 0;
+	case T_BOOL:
+		if (parse_bool(value, &b) < 0) {
+			snprintf(why, wl, "'%s' is not yes or no", value);
+			return -EINVAL;
+		}
+		*(bool *)f = b;
+		return 0;
+	case T_MS:
+		if (parse_duration_ms(value, &ms) < 0) {
+			snprintf(why, wl, "'%s' is not a duration (e.g. 600s, 250ms, 10m)", value);
+			return -EINVAL;
+		}
+		if (ms < k->min || ms > k->max) {
+			snprintf(why, wl, "%s is outside [%" PRIu64 "ms, %" PRIu64 "ms]", value,
+				 k->min, k->max);
+			return -ERANGE;
+		}
+		*(uint32_t *)f = ms;
+		return 0;
+	case T_MODE: {
+		char *end;
+		unsigned long m;
+
+		errno = 0;
+		m = strtoul(value, &end, 8);
+		if (errno || end == value || *end || m > k->max) {
+			snprintf(why, wl, "'%s' is not an octal mode <= %04" PRIo64, value, k->max);
+			return -EINVAL;
+		}
+		*(uint32_t *)f = (uint32_t)m;
+		return 0;
+	}
+	case T_UIDS:
+	case T_GIDS:
+		return parse_ids(value, k->type == T_GIDS, f, why, wl);
+	case T_LEVEL:
+		r = log_level_from_string(value);
+		if (r < 0) {
+			snprintf(why, wl, "'%s' is not error, warning, notice, info or debug", value);
+			return -EINVAL;
+		}
+		*(int *)f = r;
+		return 0;
+	case T_TARGET:
+		if (strcmp(value, "stderr") && strcmp(value, "syslog") && strcmp(value, "file")) {
+			snprintf(why, wl, "'%s' is not stderr, syslog or file", value);
+			return -EINVAL;
+		}
+		return set_string(f, value);
+	case T_CUDA_ENABLE:
+	case T_MOVER: {
+		const char *w1 = k->type == T_MOVER ? "dma" : "yes";
+		const char *w2 = k->type == T_MOVER ? "kernel" : "no";
+
+		if (strcmp(value, "auto") && strcmp(value, w1) && strcmp(value, w2)) {
+			snprintf(why, wl, "'%s' is not auto, %s or %s", value, w1, w2);
+			return -EINVAL;
+		}
+		return set_string(f, value);
+	}
+	case T_NUMA:
+		if (check_numa(value) < 0) {
+			snprintf(why, wl, "'%s' is not auto, off or a node list like 0,1", value);
+			return -EINVAL;
+		}
+		return set_string(f, value);
+	}
+	return -EINVAL;
+}
+
+int config_set(struct kvs_config *cfg, const char *section, const char *key, const char *value,
+	       char *err, size_t errlen)
+{
+	const struct key *k = find_key(section, key);
+	char why[256] = "";
+	int r;
+
+	if (!k) {
+		snprintf(err, errlen, "[%s] %s: unknown %s", section, key,
+			 known_section(section) ? "key" : "section");
+		return -EINVAL;
+	}
+	r = apply(cfg, k, value, why, sizeof(why));
+	if (r < 0) {
+		snprintf(err, errlen, "[%s] %s: %s", section, key, why[0] ? why : strerror(-r));
+		return r == -ENOMEM ? r : -EINVAL;
+	}
+	return 0;
+}
+
+int config_set_assignment(struct kvs_config *cfg, const char *assign, char *err, size_t errlen)
+{
+	const char *dot = strchr(assign, '.'), *eq = strchr(assign, '=');
+	char section[64], key[64];
+
+	if (!dot || !eq || dot > eq || dot == assign || eq == dot + 1 ||
+	    (size_t)(dot - assign) >= sizeof(section) || (size_t)(eq - dot - 1) >= sizeof(key)) {
+		snprintf(err, errlen, "'%s': expected section.key=value", assign);
+		return -EINVAL;
+	}
+	memcpy(section, assign, dot - assign);
+	section[dot - assign] = '\0';
+	memcpy(key, dot + 1, eq - dot - 1);
+	key[eq - dot - 1] = '\0';
+	return config_set(cfg, section, key, eq + 1, err, errlen);
+}
+
+int config_init(struct kvs_config *cfg)
+{
+	char err[256];
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		int r = config_set(cfg, keys[i].info.section, keys[i].info.key, keys[i].def, err,
+				   sizeof(err));
+		if (r < 0) {
+			config_free(cfg);
+			return r;
+		}
+	}
+	return 0;
+}
+
+void config_free(struct kvs_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		enum key_type t = keys[i].type;
+
+		if (t == T_STR || t == T_TARGET || t == T_NUMA || t == T_CUDA_ENABLE || t == T_MOVER) {
+			char **p = (char **)((char *)cfg + keys[i].off);
+
+			free(*p);
+			*p = NULL;
+		}
+	}
+}
+
+struct load_ctx {
+	struct kvs_config *cfg;
+	const char *path;
+	char *err;
+	size_t errlen;
+	int failed;
+	FILE *f;
+	int line;     /* lines read so far, counted as inih counts them */
+	int err_line; /* where our handler failed */
+};
+
+/*
+ * inih's reader, counting lines: inih reports only the first error's
+ * line, which may be a syntax error before the line our handler refused.
+ */
+static char *config_read_line(char *str, int num, void *stream)
+{
+	struct load_ctx *ctx = stream;
+	char *s = fgets(str, num, ctx->f);
+
+	if (s)
+		ctx->line++;
+	return s;
+}
+
+static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct load_ctx *ctx = user;
+	char msg[384];
+
+	if (ctx->failed)
+		return 0;
+	if (!name) {
+		/* A section header seen on its own (INI_CALL_HANDLER_ON_NEW_SECTION). */
+		if (known_section(section))
+			return 1;
+		ctx->failed = 1;
+		ctx->err_line = ctx->line;
+		snprintf(ctx->err, ctx->errlen, "[%s]: unknown section", section);
+		return 0;
+	}
+	if (config_set(ctx->cfg, section, name, value, msg, sizeof(msg)) < 0) {
+		ctx->failed = 1;
+		ctx->err_line = ctx->line;
+		snprintf(ctx->err, ctx->errlen, "%s", msg);
+		return 0;
+	}
+	return 1;
+}
+
+int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char *err,
+		size_t errlen)
+{
+	struct load_ctx ctx = { .cfg = cfg, .path = path };
+	char msg[384] = "";
+	FILE *f;
+	int r;
+
+	f = fopen(path, "re");
+	if (!f) {
+		r = -errno;
+		if (r == -ENOENT && !must_exist)
+			return 0;
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
+	}
+	ctx.err = msg;
+	ctx.errlen = sizeof(msg);
+	ctx.f = f;
+	r = ini_parse_stream(config_read_line, &ctx, config_ini_handler, &ctx);
+	fclose(f);
+	if (r > 0) {
+		/* inih returns the line of the first error: ours, or a syntax error before it. */
+		snprintf(err, errlen, "%s:%d: %s", path, r,
+			 ctx.failed && ctx.err_line == r ? msg : "syntax error");
+		return -EINVAL;
+	}
+	if (r < 0) {
+		snprintf(err, errlen, "%s: cannot parse (%d)", path, r);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A SAVE carries a 16-byte key and a u32 block id per block. */
+#define SAVE_ARG_BYTES_PER_KEY (KVS_KEY_SIZE + 4)
+
+static bool is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
+{
+	if (!is_pow2(cfg->sq_entries) || !is_pow2(cfg->sq_entries_max)) {
+		snprintf(err, errlen, "[session] sq_entries and sq_entries_max must be powers of two");
+		return -EINVAL;
+	}
+	if (cfg->sq_entries > cfg->sq_entries_max) {
+		snprintf(err, errlen, "[session] sq_entries %u exceeds sq_entries_max %u",
+			 cfg->sq_entries, cfg->sq_entries_max);
+		return -EINVAL;
+	}
+	if (cfg->arg_bytes > cfg->arg_bytes_max) {
+		snprintf(err, errlen, "[session] arg_bytes exceeds arg_bytes_max");
+		return -EINVAL;
+	}
+	if ((uint64_t)cfg->max_keys * (SAVE_ARG_BYTES_PER_KEY) > cfg->arg_bytes_max) {
+		snprintf(err, errlen,
+			 "[session] max_keys %u cannot fit in arg_bytes_max (%u bytes per saved key)",
+			 cfg->max_keys, SAVE_ARG_BYTES_PER_KEY);
+		return -EINVAL;
+	}
+	if (strcmp(cfg->log_target, "file") == 0 && !cfg->log_file[0]) {
+		snprintf(err, errlen, "[log] target = file needs [log] file");
+		return -EINVAL;
+	}
+	if (cfg->socket_path[0] != '/') {
+		snprintf(err, errlen, "[server] socket must be an absolute path");
+		return -EINVAL;
+	}
+	if (strlen(cfg->socket_path) >= 108) {
+		snprintf(err, errlen, "[server] socket path longer than 107 bytes");
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+static void print_ids(FILE *f, const struct id_list *l)
+{
+	for (unsigned i = 0; i < l->n; i++)
+		fprintf(f, "%s%u", i ? "," : "", l->ids[i]);
+}
+
+void config_print(const struct kvs_config *cfg, FILE *f)
+{
+	const char *section = "";
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const struct key *k = &keys[i];
+		const void *p = (const char *)cfg + k->off;
+
+		if (strcmp(section, k->info.section)) {
+			section = k->info.section;
+			fprintf(f, "%s[%s]\n", i ? "\n" : "", section);
+		}
+		fprintf(f, "%s = ", k->info.key);
+		switch (k->type) {
+		case T_STR:
+		case T_TARGET:
+		case T_NUMA:
+		case T_CUDA_ENABLE:
+		case T_MOVER:
+			fprintf(f, "%s", *(char *const *)p);
+			break;
+		case T_U32:
+			fprintf(f, "%" PRIu32, *(const uint32_t *)p);
+			break;
+		case T_SIZE:
+			fprintf(f, "%" PRIu64, *(const uint64_t *)p);
+			break;
+		case T_BOOL:
+			fprintf(f, "%s", *(const bool *)p ? "yes" : "no");
+			break;
+		case T_MS:
+			fprintf(f, "%" PRIu32 "ms", *(const uint32_t *)p);
+			break;
+		case T_MODE:
+			fprintf(f, "%04" PRIo32, *(const uint32_t *)p);
+			break;
+		case T_UIDS:
+		case T_GIDS:
+			print_ids(f, p);
+			break;
+		case T_LEVEL:
+			fprintf(f, "%s", log_level_to_string(*(const int *)p));
+			break;
+		}
+		fprintf(f, "\n");
+	}
+}

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/wireio.h"
+#include "store/store.h"
+#include "movers/cuda/cuda.h"
+#include "control/daemon.h"
+#include "control/instance.h"
+#include "wire/layout.h"
+#include "store/lease.h"
+#include "store/pool.h"
+#include "control/server.h"
+#include "control/session.h"
+#include "control/admin.h"
+#include "base/util.h"
+
+#define HDR(m, t, sq) \
+	do { \
+		(m).hdr.type = (t); \
+		(m).hdr.size = sizeof(m); \
+		(m).hdr.seq = (sq); \
+	} while (0)
+
+/*
+ * Replies go out as a train of packets ended by KVS_MSG_END.  Blocking on
+ * a full socket buffer is not an option for the control thread, so a
+ * reader too slow for a few hundred packets loses its admin session.
+ */
+static int put(struct session *admin, const void *m, size_t len)
+{
+	return wireio_send(admin->fd, m, len, NULL, 0, MSG_DONTWAIT);
+}
+
+static int end(struct session *admin, uint32_t seq)
+{
+	struct kvs_msg_hdr h = { .type = KVS_MSG_END, .size = sizeof(h), .seq = seq };
+
+	return put(admin, &h, sizeof(h));
+}
+
+static bool listed(const struct session *s)
+{
+	return s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
+}
+
+int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
+{
+	struct kvs_msg_status_daemon dm = { 0 };
+	struct session *s;
+	int r;
+
+	HDR(dm, KVS_MSG_STATUS_DAEMON, seq);
+	strscpy_trunc(dm.version, PACKAGE_VERSION, sizeof(dm.version));
+	dm.pid = (uint32_t)getpid();
+	dm.nr_sessions = server_active_sessions(d);
+	dm.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
+	dm.nr_workers = d->nr_workers;
+	dm.nr_instances = instance_count();
+	dm.cuda_available = cuda_device_count() > 0;
+	r = put(admin, &dm, sizeof(dm));
+	cds_list_for_each_entry(s, &d->sessions, node) {
+		struct kvs_msg_status_session m = { 0 };
+		struct registration *reg = session_reg(s);
+
+		if (r < 0)
+			return r;
+		if (!listed(s))
+			continue;
+		HDR(m, KVS_MSG_STATUS_SESSION, seq);
+		m.session_id = s->id;
+		m.pid = (uint32_t)s->pid;
+		m.uid = (uint32_t)s->uid;
+		m.role = s->hello.role;
+		m.tp_rank = s->hello.tp_rank;
+		m.tp_size = s->hello.tp_size;
+		m.world_size = s->hello.world_size;
+		m.device_kind = s->hello.device_kind;
+		m.worker = s->worker ? s->worker->id : 0;
+		memcpy(m.device_uuid, s->hello.device_uuid, sizeof(m.device_uuid));
+		m.sealed = s->inst && instance_sealed(s->inst);
+		if (reg) {
+			m.nr_layers = reg->layout->nr_layers;
+			m.slot_bytes = reg->layout->slot_bytes;
+			m.mapped_bytes = reg->mapped_bytes;
+			strscpy_trunc(m.first_layer, reg->layout->layers[0].name,
+				      sizeof(m.first_layer));
+			strscpy_trunc(m.last_layer,
+				      reg->layout->layers[reg->layout->nr_layers - 1].name,
+				      sizeof(m.last_layer));
+		}
+		strscpy_trunc(m.instance, s->hello.instance, sizeof(m.instance));
+		strscpy_trunc(m.ns, s->hello.ns, sizeof(m.ns));
+		r = put(admin, &m, sizeof(m));
+	}
+	return r < 0 ? r : end(admin, seq);
+}
+
+int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
+{
+	struct kvs_msg_stats_global g = { 0 };
+	struct store_region_stats rs[POOL_MAX_REGIONS];
+	struct store_stats st;
+	struct lease_stats ls;
+	struct session *s;
+	unsigned nr;
+	int r;
+
+	store_get_stats(&st);
+	lease_get_stats(&ls);
+	nr = store_region_stats(rs, POOL_MAX_REGIONS);
+	HDR(g, KVS_MSG_STATS_GLOBAL, seq);
+	g.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
+	for (unsigned i = 0; i < nr; i++) {
+		g.pool_capacity_bytes += rs[i].capacity_bytes;
+		g.pool_used_bytes += rs[i].used_bytes;
+	}
+	g.blocks_resident = st.resident;
+	g.blocks_partial = st.partial;
+	g.evictions = st.evictions;
+	g.partial_reclaimed = st.partial_reclaimed;
+	g.query_ops = STAT_GET(d, query_ops);
+	g.query_blocks_hit = STAT_GET(d, query_blocks_hit);
+	g.query_blocks_missed = STAT_GET(d, query_blocks_missed);
+	g.save_ops = STAT_GET(d, save_ops);
+	g.save_blocks_stored = STAT_GET(d, save_blocks_stored);
+	g.save_blocks_skipped = STAT_GET(d, save_blocks_skipped);
+	g.load_ops = STAT_GET(d, load_ops);
+	g.load_blocks = STAT_GET(d, load_blocks);
+	g.leases_live = ls.live;
+	g.leases_created = ls.created;
+	g.leases_expired = ls.expired;
+	g.leases_released = ls.released;
+	g.bytes_saved = STAT_GET(d, bytes_saved);
+	g.bytes_loaded = STAT_GET(d, bytes_loaded);
+	g.save_ns = STAT_GET(d, save_ns);
+	g.load_ns = STAT_GET(d, load_ns);
+	g.errors = STAT_GET(d, errors);
+	g.sessions_live = server_active_sessions(d);
+	g.sessions_total = STAT_GET(d, sessions_total);
+	g.sessions_refused = STAT_GET(d, sessions_refused);
+	g.protocol_errors = STAT_GET(d, protocol_errors);
+	r = put(admin, &g, sizeof(g));
+	for (unsigned i = 0; i < nr && r == 0; i++) {
+		struct kvs_msg_stats_node m = { 0 };
+
+		HDR(m, KVS_MSG_STATS_NODE, seq);
+		m.node = rs[i].node;
+		m.hugepages = rs[i].huge;
+		m.capacity_bytes = rs[i].capacity_bytes;
+		m.used_bytes = rs[i].used_bytes;
+		m.extents_total = rs[i].extents_total;
+		m.extents_free = rs[i].extents_free;
+		r = put(admin, &m, sizeof(m));
+	}
+	cds_list_for_each_entry(s, &d->sessions, node) {
+		struct kvs_msg_stats_session m = { 0 };
+
+		if (r < 0)
+			return r;
+		if (!listed(s))
+			continue;
+		HDR(m, KVS_MSG_STATS_SESSION, seq);
+		m.session_id = s->id;
+		m.pid = (uint32_t)s->pid;
+		m.tp_rank = s->hello.tp_rank;
+#define GET(f) __atomic_load_n(&s->st.f, __ATOMIC_RELAXED)
+		m.ops = GET(ops);
+		m.errors = GET(errors);
+		m.save_blocks = GET(save_blocks);
+		m.load_blocks = GET(load_blocks);
+		m.query_hits = GET(query_hits);
+		m.query_misses = GET(query_misses);
+		m.bytes_saved = GET(bytes_saved);
+		m.bytes_loaded = GET(bytes_loaded);
+		m.inflight = __atomic_load_n(&s->w.inflight, __ATOMIC_RELAXED);
+#undef GET
+		strscpy_trunc(m.instance, s->hello.instance, sizeof(m.instance));
+		r = put(admin, &m, sizeof(m));
+	}
+	return r < 0 ? r : end(admin, seq);
+}

@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <numa.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <urcu/urcu-memb.h>
+#if HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include "store/store.h"
+#include "io/mover.h"
+#include "movers/cuda/cuda.h"
+#include "control/daemon.h"
+#include "control/instance.h"
+#include "store/lease.h"
+#include "obs/log.h"
+#include "control/nspace.h"
+#include "store/pool.h"
+#include "control/server.h"
+#include "control/session.h"
+#include "base/util.h"
+
+#define TICK_MS 100
+#define HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
+#define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
+
+void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
+{
+	struct ack *a;
+	uint64_t one = 1;
+	ssize_t w;
+
+	while (!(a = malloc(sizeof(*a))))
+		usleep(1000); /* an ack must not be lost: the session would leak */
+	a->s = s;
+	a->type = type;
+	pthread_mutex_lock(&d->ack_lock);
+	cds_list_add_tail(&a->node, &d->acks);
+	pthread_mutex_unlock(&d->ack_lock);
+	w = write(d->ack_fd, &one, sizeof(one));
+	(void)w;
+}
+
+static void process_acks(struct daemon *d)
+{
+	struct cds_list_head list;
+	struct ack *a, *tmp;
+	uint64_t v;
+	ssize_t r = read(d->ack_fd, &v, sizeof(v));
+
+	(void)r;
+	CDS_INIT_LIST_HEAD(&list);
+	pthread_mutex_lock(&d->ack_lock);
+	cds_list_splice(&d->acks, &list);
+	CDS_INIT_LIST_HEAD(&d->acks);
+	pthread_mutex_unlock(&d->ack_lock);
+	cds_list_for_each_entry_safe(a, tmp, &list, node) {
+		session_on_ack(a->s, a->type);
+		free(a);
+	}
+}
+
+static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
+{
+	unsigned n = 0;
+
+	if (strcmp(cfg->numa, "off") == 0 || numa_available() < 0) {
+		if (strcmp(cfg->numa, "off") && strcmp(cfg->numa, "auto"))
+			log_warning("[pool] numa = %s but this host has no NUMA support: unbound",
+				    cfg->numa);
+		nodes[0] = -1;
+		return 1;
+	}
+	if (strcmp(cfg->numa, "auto") == 0 && cuda_device_count()) {
+		/* One region per NUMA node that hosts a GPU. */
+		for (unsigned i = 0; i < cuda_device_count(); i++) {
+			int node = cuda_device(i)->numa_node;
+			bool seen = false;
+
+			for (unsigned j = 0; j < n; j++)
+				seen |= nodes[j] == node;
+			if (!seen && n < max)
+				nodes[n++] = node;
+		}
+		return (int)n;
+	}
+	if (strcmp(cfg->numa, "auto") == 0) {
+		/* Without GPUs the host worker is the only device: one region on its node. */
+		int cpu = sched_getcpu();
+
+		nodes[0] = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
+		if (nodes[0] < 0)
+			nodes[0] = 0;
+		return 1;
+	}
+	for (const char *p = cfg->numa; *p && n < max;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v < 0 || v > numa_max_node()) {
+			log_error("[pool] numa: node %ld does not exist (max %d)", v, numa_max_node());
+			return -EINVAL;
+		}
+		nodes[n++] = (int)v;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return n ? (int)n : -EINVAL;
+}
+
+int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
+	struct pool *pool;
+	int nodes[POOL_MAX_REGIONS];
+	sigset_t mask;
+	int n, r;
+
+	memset(d, 0, sizeof(*d));
+	d->cfg = cfg;
+	d->config_path = config_path;
+	d->listen_fd = d->timer_fd = d->signal_fd = d->ack_fd = d->lock_fd = d->epfd = -1;
+	d->start_ns = now_ns();
+	CDS_INIT_LIST_HEAD(&d->sessions);
+	CDS_INIT_LIST_HEAD(&d->acks);
+	pthread_mutex_init(&d->ack_lock, NULL);
+
+	/* Signals go to the signalfd only: block them before any thread starts. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	d->ack_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (d->epfd < 0 || d->signal_fd < 0 || d->timer_fd < 0 || d->ack_fd < 0)
+		return log_error_errno(errno, "cannot create the control loop's fds");
+	timerfd_settime(d->timer_fd, 0, &its, NULL);
+	ev.data.ptr = &d->signal_fd;
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->signal_fd, &ev);
+	ev.data.ptr = &d->timer_fd;
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timer_fd, &ev);
+	ev.data.ptr = &d->ack_fd;
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
+
+	urcu_memb_register_thread();
+	nspace_table_init(cfg->max_namespaces);
+	instance_table_init();
+	lease_table_init(cfg->lease_ttl_ms, cfg->max_leases);
+
+	r = cuda_init(cfg);
+	if (r < 0)
+		return r;
+	n = parse_nodes(cfg, nodes, POOL_MAX_REGIONS);
+	if (n < 0)
+		return n;
+	/* Fail early on a socket held by a live daemon, before pinning memory. */
+	r = server_listen(d);
+	if (r < 0)
+		return r;
+	r = pool_create(cfg, nodes, (unsigned)n, &pool);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < pool->nr_regions; i++) {
+		r = cuda_pin(pool->regions[i].base, pool->regions[i].size);
+		if (r < 0) {
+			for (unsigned j = 0; j < i; j++)
+				cuda_unpin(pool->regions[j].base);
+			pool_destroy(pool);
+			return r;
+		}
+	}
+	r = store_init(pool, cfg);
+	if (r < 0) {
+		pool_destroy(pool);
+		return log_error_errno(r, "cannot create the block index");
+	}
+	r = copy_host_init(cfg);
+	if (r < 0)
+		return log_error_errno(r, "cannot start the copy threads");
+	r = worker_start(d, 0, nodes[0], -1, &d->host_worker);
+	if (r < 0)
+		return log_error_errno(r, "cannot start the host I/O worker");
+	d->workers[d->nr_workers++] = d->host_worker;
+	r = metrics_start(d);
+	if (r < 0)
+		return r;
+	/* One worker per GPU, on the GPU's NUMA node: workers[1 + device index]. */
+	for (unsigned i = 0; i < cuda_device_count() && d->nr_workers < MAX_WORKERS; i++) {
+		struct worker *w;
+
+		r = worker_start(d, d->nr_workers, cuda_device(i)->numa_node, (int)i, &w);
+		if (r < 0)
+			return log_error_errno(r, "cannot start the I/O worker of GPU %u", i);
+		d->workers[d->nr_workers++] = w;
+	}
+	return 0;
+}
+
+static void tick(struct daemon *d)
+{
+	static uint64_t last_slow;
+	uint64_t now = now_ns(), v;
+	struct session *s, *tmp;
+	ssize_t r = read(d->timer_fd, &v, sizeof(v));
+
+	(void)r;
+	lease_sweep();
+	if (now - last_slow < NSEC_PER_SEC)
+		return;
+	last_slow = now;
+	store_reclaim_partial((uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
+	nspace_sweep();
+	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node) {
+		if (s->state == S_NEW && now - s->created_ns > HANDSHAKE_TIMEOUT_NS) {
+			slog_info(s, "no HELLO within %llu s: closing",
+				  (unsigned long long)(HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
+			session_close(s, -ETIMEDOUT);
+		}
+	}
+}
+
+static void begin_drain(struct daemon *d)
+{
+	struct session *s, *tmp;
+
+	log_info("shutting down: %u sessions to drain", d->nr_sessions);
+#if HAVE_SYSTEMD
+	sd_notify(0, "STOPPING=1");
+#endif
+	metrics_set_ready(false);
+	d->stopping = true;
+	server_unlisten(d);
+	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node)
+		session_close(s, -ESHUTDOWN);
+}
+
+static void handle_signals(struct daemon *d)
+{
+	struct signalfd_siginfo si;
+
+	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			if (!d->stopping)
+				begin_drain(d);
+			break;
+		case SIGHUP:
+			if (log_reopen() < 0)
+				log_warning("SIGHUP: cannot reopen the log file");
+			else
+				log_info("SIGHUP: logs reopened");
+			break;
+		}
+	}
+}
+
+int daemon_run(struct daemon *d)
+{
+	uint64_t drain_deadline = 0;
+
+	while (!d->stopping || d->nr_sessions) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(d->epfd, evs, 64, TICK_MS);
+
+		if (n < 0 && errno != EINTR)
+			return log_error_errno(errno, "epoll_wait");
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+
+			if (p == &d->listen_fd) {
+				server_accept(d);
+			} else if (p == &d->signal_fd) {
+				handle_signals(d);
+			} else if (p == &d->timer_fd) {
+				tick(d);
+			} else if (p == &d->ack_fd) {
+				process_acks(d);
+			} else {
+				struct session *s = p;
+				int r = 0;
+
+				if (evs[i].events & EPOLLIN)
+					r = session_handle_input(s);
+				else if (evs[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+					r = -ECONNRESET;
+				if (r < 0)
+					session_close(s, r);
+			}
+		}
+		if (d->stopping) {
+			if (!drain_deadline)
+				drain_deadline = now_ns() + DRAIN_TIMEOUT_NS;
+			if (now_ns() > drain_deadline) {
+				log_error("drain did not finish within %llu s: exiting with %u sessions",
+					  (unsigned long long)(DRAIN_TIMEOUT_NS / NSEC_PER_SEC),
+					  d->nr_sessions);
+				return -ETIMEDOUT;
+			}
+		}
+	}
+	log_info("all sessions drained");
+	return 0;
+}
+
+void daemon_fini(struct daemon *d)
+{
+	metrics_stop();
+	for (unsigned i = 0; i < d->nr_workers; i++)
+		worker_stop(d->workers[i]);
+	d->nr_workers = 0;
+	copy_host_fini();
+	lease_table_fini();
+	store_fini();
+	if (store_pool())
+		for (unsigned i = 0; i < store_pool()->nr_regions; i++)
+			cuda_unpin(store_pool()->regions[i].base);
+	pool_destroy(store_pool());
+	cuda_fini();
+	nspace_table_fini();
+	server_unlisten(d);
+	if (d->epfd >= 0)
+		close(d->epfd);
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
+	if (d->timer_fd >= 0)
+		close(d->timer_fd);
+	if (d->ack_fd >= 0)
+		close(d->ack_fd);
+	urcu_memb_unregister_thread();
+}

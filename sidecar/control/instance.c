@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/instance.h"
+#include "control/nspace.h"
+#include "control/session.h"
+
+static struct {
+	pthread_mutex_t lock;
+	struct cds_list_head list;
+	uint32_t next_id;
+	unsigned count;
+} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void instance_table_init(void)
+{
+	CDS_INIT_LIST_HEAD(&T.list);
+	T.next_id = 1;
+	T.count = 0;
+}
+
+unsigned instance_count(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&T.lock);
+	n = T.count;
+	pthread_mutex_unlock(&T.lock);
+	return n;
+}
+
+/* Table lock held. */
+static void put_locked(struct instance *inst)
+{
+	if (--inst->refs)
+		return;
+	cds_list_del(&inst->node);
+	T.count--;
+	nspace_put(inst->ns);
+	pthread_mutex_destroy(&inst->save_lock);
+	free(inst->ranks);
+	free(inst);
+}
+
+int instance_join(struct session *s, char *why, size_t wl, struct instance **ret)
+{
+	const struct hello_req *h = &s->hello;
+	struct instance *inst;
+	int r = 0;
+
+	pthread_mutex_lock(&T.lock);
+	cds_list_for_each_entry(inst, &T.list, node) {
+		if (strcmp(inst->name, h->instance) == 0)
+			goto found;
+	}
+	inst = calloc(1, sizeof(*inst));
+	if (inst)
+		inst->ranks = calloc(h->world_size, sizeof(*inst->ranks));
+	if (!inst || !inst->ranks) {
+		free(inst);
+		r = -ENOMEM;
+		goto out;
+	}
+	inst->id = T.next_id++;
+	snprintf(inst->name, sizeof(inst->name), "%s", h->instance);
+	inst->ns = s->ns;
+	inst->tp_size = h->tp_size;
+	inst->world_size = h->world_size;
+	/* Hold the namespace as a session would, so the pointer stays valid. */
+	__atomic_fetch_add(&s->ns->sessions, 1, __ATOMIC_RELAXED);
+	CDS_INIT_LIST_HEAD(&inst->sessions);
+	CDS_INIT_LIST_HEAD(&inst->saves);
+	pthread_mutex_init(&inst->save_lock, NULL);
+	cds_list_add_tail(&inst->node, &T.list);
+	T.count++;
+found:
+	if (inst->ns != s->ns || inst->tp_size != h->tp_size ||
+	    inst->world_size != h->world_size) {
+		snprintf(why, wl,
+			 "instance %s has namespace %s, tp_size %u, world_size %u: this session differs",
+			 inst->name, inst->ns->name, inst->tp_size, inst->world_size);
+		r = -EXDEV;
+		goto out;
+	}
+	if (h->role == KVS_ROLE_WORKER) {
+		if (inst->ranks[h->tp_rank]) {
+			snprintf(why, wl, "rank %u of instance %s is already connected (session %llu)",
+				 h->tp_rank, inst->name,
+				 (unsigned long long)inst->ranks[h->tp_rank]->id);
+			r = -EADDRINUSE;
+			goto out;
+		}
+		inst->ranks[h->tp_rank] = s;
+	}
+	cds_list_add_tail(&s->inst_node, &inst->sessions);
+	inst->refs++;
+	*ret = inst;
+out:
+	if (r && inst && inst->refs == 0) {
+		inst->refs = 1;
+		put_locked(inst);
+	}
+	pthread_mutex_unlock(&T.lock);
+	return r;
+}
+
+
+void instance_leave(struct session *s)
+{
+	struct instance *inst = s->inst;
+
+	if (!inst)
+		return;
+	pthread_mutex_lock(&T.lock);
+	if (s->hello.role == KVS_ROLE_WORKER && inst->ranks[s->hello.tp_rank] == s)
+		inst->ranks[s->hello.tp_rank] = NULL;
+	cds_list_del(&s->inst_node);
+	s->inst = NULL;
+	put_locked(inst);
+	pthread_mutex_unlock(&T.lock);
+}
+
+int instance_register(struct instance *inst, uint64_t fingerprint, char *why, size_t wl)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&T.lock);
+	if (inst->registered && inst->fingerprint != fingerprint) {
+		snprintf(why, wl, "layout differs from the other ranks of instance %s", inst->name);
+		r = -EXDEV;
+	} else {
+		inst->fingerprint = fingerprint;
+		if (++inst->registered == inst->world_size) {
+			/* Pairs with the load-acquire in instance_sealed(). */
+			__atomic_store_n(&inst->sealed, 1, __ATOMIC_RELEASE);
+			r = 1;
+		}
+	}
+	pthread_mutex_unlock(&T.lock);
+	return r;
+}
+
+void instance_unregister(struct instance *inst)
+{
+	pthread_mutex_lock(&T.lock);
+	if (inst->registered) {
+		inst->registered--;
+		__atomic_store_n(&inst->sealed, 0, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&T.lock);
+}
+
+void instance_get(struct instance *inst)
+{
+	pthread_mutex_lock(&T.lock);
+	inst->refs++;
+	pthread_mutex_unlock(&T.lock);
+}
+
+void instance_put(struct instance *inst)
+{
+	if (!inst)
+		return;
+	pthread_mutex_lock(&T.lock);
+	put_locked(inst);
+	pthread_mutex_unlock(&T.lock);
+}
+
+void instance_for_each_session(struct instance *inst, void (*fn)(struct session *, void *),
+			       void *arg)
+{
+	struct session *s;
+
+	pthread_mutex_lock(&T.lock);
+	cds_list_for_each_entry(s, &inst->sessions, inst_node)
+		fn(s, arg);
+	pthread_mutex_unlock(&T.lock);
+}
+
+void instance_save_enter(struct instance *inst, struct save_mark *m)
+{
+	pthread_mutex_lock(&inst->save_lock);
+	m->seq = inst->save_next++;
+	cds_list_add_tail(&m->node, &inst->saves);
+	pthread_mutex_unlock(&inst->save_lock);
+}
+
+void instance_save_leave(struct instance *inst, struct save_mark *m)
+{
+	pthread_mutex_lock(&inst->save_lock);
+	cds_list_del(&m->node);
+	pthread_mutex_unlock(&inst->save_lock);
+}
+
+uint64_t instance_save_mark(struct instance *inst)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&inst->save_lock);
+	v = inst->save_next;
+	pthread_mutex_unlock(&inst->save_lock);
+	return v;
+}
+
+bool instance_saves_done_before(struct instance *inst, uint64_t mark)
+{
+	bool done;
+
+	pthread_mutex_lock(&inst->save_lock);
+	done = cds_list_empty(&inst->saves) ||
+	       cds_list_first_entry(&inst->saves, struct save_mark, node)->seq >= mark;
+	pthread_mutex_unlock(&inst->save_lock);
+	return done;
+}

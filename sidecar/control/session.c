@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/wireio.h"
+#include "store/store.h"
+#include "movers/cuda/cuda.h"
+#include "control/daemon.h"
+#include "control/instance.h"
+#include "wire/layout.h"
+#include "store/lease.h"
+#include "obs/log.h"
+#include "io/mem.h"
+#include "control/nspace.h"
+#include "control/server.h"
+#include "control/session.h"
+#include "control/admin.h"
+#include "base/util.h"
+
+const char *session_log_prefix(const struct session *s)
+{
+	return s->prefix;
+}
+
+void session_set_prefix(struct session *s)
+{
+	const struct hello_req *h = &s->hello;
+
+	switch (h->role) {
+	case KVS_ROLE_WORKER:
+		snprintf(s->prefix, sizeof(s->prefix),
+			 "session %" PRIu64 " (pid %d, instance %s rank %u)", s->id, (int)s->pid,
+			 h->instance, h->tp_rank);
+		break;
+	case KVS_ROLE_SCHEDULER:
+		snprintf(s->prefix, sizeof(s->prefix),
+			 "session %" PRIu64 " (pid %d, instance %s scheduler)", s->id, (int)s->pid,
+			 h->instance);
+		break;
+	default:
+		snprintf(s->prefix, sizeof(s->prefix), "session %" PRIu64 " (pid %d%s)", s->id,
+			 (int)s->pid, h->role == KVS_ROLE_ADMIN ? ", admin" : "");
+	}
+}
+
+void registration_free(struct registration *reg)
+{
+	if (!reg)
+		return;
+	for (uint32_t i = 0; i < reg->nr_mems; i++)
+		mem_release(&reg->mems[i]);
+	if (reg->class_id != POOL_NO_CLASS)
+		store_class_put(reg->class_id);
+	free(reg->mems);
+	free(reg->layout);
+	free(reg);
+}
+
+struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid)
+{
+	struct session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->id = ++d->next_session_id;
+	s->fd = fd;
+	s->pid = pid;
+	s->uid = uid;
+	s->gid = gid;
+	s->d = d;
+	s->state = S_NEW;
+	s->created_ns = now_ns();
+	CDS_INIT_LIST_HEAD(&s->inst_node);
+	CDS_INIT_LIST_HEAD(&s->w.saves);
+	session_set_prefix(s);
+	cds_list_add_tail(&s->node, &d->sessions);
+	d->nr_sessions++;
+	return s;
+}
+
+/* ---- replies ------------------------------------------------------- */
+
+static int send_msg(struct session *s, const void *msg, size_t len, const int *fds, unsigned nfds)
+{
+	/*
+	 * Non-blocking: a client that never reads must not stall the control
+	 * thread.  A full buffer ends that session instead.
+	 */
+	int r = wireio_send(s->fd, msg, len, fds, nfds, MSG_DONTWAIT);
+
+	if (r < 0)
+		slog_info_errno(s, r, "cannot send a reply; closing");
+	return r;
+}
+
+static int reply(struct session *s, uint32_t seq, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int reply(struct session *s, uint32_t seq, int status, const char *fmt, ...)
+{
+	struct kvs_msg_reply r;
+	char text[KVS_TEXT_MAX] = "";
+
+	if (fmt) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(text, sizeof(text), fmt, ap);
+		va_end(ap);
+	}
+	proto_make_reply(&r, seq, status, text);
+	return send_msg(s, &r, sizeof(r), NULL, 0);
+}
+
+/* ---- HELLO --------------------------------------------------------- */
+
+static uint32_t pick_entries(uint32_t want, uint32_t def, uint32_t max)
+{
+	if (want == 0)
+		return def;
+	/*
+	 * The client's number is anything up to 2^32-1: clamp before rounding,
+	 * as next_pow2_u32() of a value above 2^31 would shift by 32.
+	 */
+	if (want >= max)
+		return max;
+	return MIN(next_pow2_u32(MAX(want, 2u)), max);
+}
+
+static unsigned sessions_of_uid(struct daemon *d, uid_t uid)
+{
+	struct session *s;
+	unsigned n = 0;
+
+	/* Engine sessions only, as max_sessions counts (server_active_sessions()). */
+	cds_list_for_each_entry(s, &d->sessions, node)
+		n += s->uid == uid && s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
+	return n;
+}
+
+static int create_region(struct session *s, char *why, size_t wl)
+{
+	const struct kvs_config *cfg = s->d->cfg;
+	struct shmq_part_spec parts[3];
+	uint64_t argb;
+	void *args;
+	int r;
+
+	s->sq_entries = pick_entries(s->hello.sq_entries, cfg->sq_entries, cfg->sq_entries_max);
+	s->cq_entries = pick_entries(MAX(s->hello.cq_entries, 2 * s->sq_entries),
+				     2 * s->sq_entries, 2 * cfg->sq_entries_max);
+	argb = s->hello.arg_bytes ? s->hello.arg_bytes : cfg->arg_bytes;
+	argb = round_up_u64(MIN(MAX(argb, 4096u), cfg->arg_bytes_max), 4096);
+	s->arg_bytes = argb;
+	s->max_inflight = MIN(cfg->max_inflight, s->cq_entries);
+
+	parts[0] = (struct shmq_part_spec){ SHMQ_PART_RING, KVS_PART_SQ, sizeof(struct kvs_sqe),
+					    s->sq_entries, 0 };
+	parts[1] = (struct shmq_part_spec){ SHMQ_PART_RING, KVS_PART_CQ, sizeof(struct kvs_cqe),
+					    s->cq_entries, 0 };
+	parts[2] = (struct shmq_part_spec){ SHMQ_PART_AREA, KVS_PART_ARGS, 0, 0, argb };
+	r = shmq_region_create("kvstash-session", KVS_REGION_MAGIC, KVS_REGION_VERSION, parts, 3,
+			       &s->region);
+	if (r < 0) {
+		snprintf(why, wl, "cannot create the session region: %s", strerror(-r));
+		return r;
+	}
+	r = shmq_ring_init(&s->w.sq, s->region, KVS_PART_SQ, SHMQ_CONSUMER);
+	if (!r)
+		r = shmq_ring_init(&s->w.cq, s->region, KVS_PART_CQ, SHMQ_PRODUCER);
+	if (!r)
+		r = shmq_region_area(s->region, KVS_PART_ARGS, &args, &argb);
+	if (r < 0) {
+		snprintf(why, wl, "session region: %s", strerror(-r));
+		return r;
+	}
+	s->w.args = args;
+	s->w.args_size = argb;
+	s->w.bl_cap = s->max_inflight;
+	s->w.backlog = calloc(s->w.bl_cap, sizeof(*s->w.backlog));
+	if (!s->w.backlog) {
+		snprintf(why, wl, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t seq)
+{
+	struct daemon *d = s->d;
+	const struct kvs_config *cfg = d->cfg;
+	struct kvs_msg_hello_reply rep;
+	char why[KVS_TEXT_MAX] = "";
+	struct worker *w;
+	int fd, r;
+
+	if (s->state != S_NEW) {
+		reply(s, seq, -EISCONN, "HELLO was already said");
+		return -EPROTO;
+	}
+	r = proto_parse_hello(buf, len, &s->hello, why, sizeof(why));
+	if (r < 0) {
+		slog_warning(s, "HELLO refused: %s", why);
+		STAT_ADD(d, sessions_refused, 1);
+		reply(s, seq, r, "%s", why);
+		return r;
+	}
+	session_set_prefix(s);
+	if (!server_peer_allowed(d, s->pid, s->uid, s->gid)) {
+		slog_warning(s, "uid %u gid %u is not in the allow-list: refused", s->uid, s->gid);
+		STAT_ADD(d, sessions_refused, 1);
+		reply(s, seq, -EACCES, "uid %u is not allowed to use this kvstashd", s->uid);
+		return -EACCES;
+	}
+	if (s->hello.role == KVS_ROLE_ADMIN) {
+		s->state = S_ACTIVE;
+		memset(&rep, 0, sizeof(rep));
+		proto_make_reply(&rep.r, seq, 0, NULL);
+		rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
+		rep.r.hdr.size = sizeof(rep);
+		rep.session_id = s->id;
+		return send_msg(s, &rep, sizeof(rep), NULL, 0);
+	}
+
+	if (server_active_sessions(d) >= cfg->max_sessions) {
+		r = -EUSERS;
+		snprintf(why, sizeof(why), "the session limit (%u) is reached", cfg->max_sessions);
+	} else if (sessions_of_uid(d, s->uid) >= cfg->max_sessions_per_uid) {
+		r = -EUSERS;
+		snprintf(why, sizeof(why), "the session limit of uid %u (%u) is reached", s->uid,
+			 cfg->max_sessions_per_uid);
+	} else if (s->hello.device_kind == KVS_DEVICE_CUDA &&
+		   (r = cuda_device_find(s->hello.device_uuid)) < 0) {
+		snprintf(why, sizeof(why), "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s",
+			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
+			 s->hello.device_uuid[3],
+			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
+	} else if ((r = nspace_get(s->hello.ns, &s->ns)) < 0) {
+		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
+			 r == -EUSERS ? "too many namespaces" : strerror(-r));
+	} else if ((r = instance_join(s, why, sizeof(why), &s->inst)) < 0) {
+		/* why set */
+	} else {
+		r = create_region(s, why, sizeof(why));
+	}
+	if (r < 0) {
+		slog_warning_errno(s, r, "HELLO refused: %s", why);
+		STAT_ADD(d, sessions_refused, 1);
+		reply(s, seq, r, "%s", why);
+		return r;
+	}
+
+	/* CUDA sessions go to their GPU's worker, workers[1 + device index]. */
+	w = d->host_worker;
+	if (s->hello.device_kind == KVS_DEVICE_CUDA)
+		w = d->workers[1 + cuda_device_find(s->hello.device_uuid)];
+	memset(&rep, 0, sizeof(rep));
+	proto_make_reply(&rep.r, seq, 0, NULL);
+	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
+	rep.r.hdr.size = sizeof(rep);
+	rep.session_id = s->id;
+	rep.sq_entries = s->sq_entries;
+	rep.cq_entries = s->cq_entries;
+	rep.arg_bytes = s->arg_bytes;
+	rep.region_size = shmq_region_size(s->region);
+	rep.max_keys = cfg->max_keys;
+	rep.max_inflight = s->max_inflight;
+	rep.max_layers = cfg->max_layers;
+	rep.lease_ttl_ms = cfg->lease_ttl_ms;
+	rep.worker = w->id;
+	fd = shmq_region_fd(s->region);
+	r = send_msg(s, &rep, sizeof(rep), &fd, 1);
+	/*
+	 * The engine may be gone already (killed right after its HELLO).  The
+	 * session has no worker yet, so session_close() frees it at once; a
+	 * worker set here would wait for ever for the DETACH of a session it
+	 * was never given, leaking the region and the instance's rank.
+	 */
+	if (r < 0)
+		return r;
+	s->worker = w;
+	s->state = S_ACTIVE;
+	STAT_ADD(d, sessions_total, 1);
+	slog_info(s, "connected: uid %u, namespace %s, tp %u/%u, %s, SQ %u CQ %u args %" PRIu64
+		  " KiB", s->uid, s->hello.ns, s->hello.tp_rank, s->hello.tp_size,
+		  s->hello.role == KVS_ROLE_WORKER ? "worker" : "scheduler", s->sq_entries,
+		  s->cq_entries, s->arg_bytes >> 10);
+	worker_command(s->worker, WCMD_ATTACH, s);
+	return 0;
+}
+
+/* ---- REGISTER / UNREGISTER ---------------------------------------- */
+
+static int build_registration(struct session *s, const struct reg_req *req, int *fds,
+			      struct registration **ret, char *why, size_t wl)
+{
+	struct registration *reg = calloc(1, sizeof(*reg));
+	uint64_t *sizes = calloc(req->nr_mems, sizeof(*sizes));
+	bool first;
+	int r = 0;
+
+	if (!reg || !sizes || !(reg->mems = calloc(req->nr_mems, sizeof(*reg->mems)))) {
+		free(sizes);
+		free(reg);
+		snprintf(why, wl, "out of memory");
+		return -ENOMEM;
+	}
+	reg->class_id = POOL_NO_CLASS;
+	for (uint32_t i = 0; i < req->nr_mems; i++)
+		reg->mems[i].fd = -1;
+	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
+		const struct kvs_wire_mem *m = &req->mems[i];
+		char w2[KVS_TEXT_MAX - 32];
+
+		bool host = m->kind == KVS_MEM_HOST_FD;
+		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? fds[m->fd_index] : -1;
+
+		if (host != (s->hello.device_kind == KVS_DEVICE_HOST)) {
+			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
+				 host ? "host" : "GPU", host ? "GPU" : "host");
+			r = -EINVAL;
+			break;
+		}
+		r = host ? mem_import_host(m, fd, &reg->mems[i], w2, sizeof(w2)) :
+			   cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
+					   sizeof(w2));
+		if (r < 0) {
+			snprintf(why, wl, "allocation %u: %s", i, w2);
+			break;
+		}
+		if (fd >= 0)
+			fds[m->fd_index] = -1; /* the import owns it now */
+		reg->nr_mems = i + 1;
+		reg->mapped_bytes += reg->mems[i].size;
+		sizes[i] = reg->mems[i].size;
+	}
+	if (!r)
+		r = layout_build(req, sizes, &reg->layout, why, wl);
+	free(sizes);
+	if (!r && (r = store_class_get(reg->layout->slot_bytes, &reg->class_id)) < 0) {
+		if (r == -E2BIG)
+			snprintf(why, wl,
+				 "a block of %" PRIu64 " bytes does not fit a pool extent: raise [pool] extent_size",
+				 reg->layout->slot_bytes);
+		else
+			snprintf(why, wl, "too many distinct block sizes in the pool");
+		reg->class_id = POOL_NO_CLASS;
+	}
+	if (!r)
+		r = nspace_adopt(s->ns, reg->layout, s->hello.tp_size, why, wl, &first);
+	if (r < 0) {
+		registration_free(reg);
+		return r;
+	}
+	reg->region = pool_region_for_node(store_pool(), s->worker->node);
+	reg->nshards = reg->layout->replicated ? 1 : s->hello.tp_size;
+	reg->shard = reg->layout->replicated ? 0 : s->hello.tp_rank;
+	*ret = reg;
+	return 0;
+}
+
+static int handle_register(struct session *s, const void *buf, size_t len, int *fds,
+			   unsigned nfds, uint32_t seq)
+{
+	struct registration *reg = NULL;
+	struct reg_req req = { 0 };
+	char why[KVS_TEXT_MAX] = "";
+	int r;
+
+	if (s->hello.role != KVS_ROLE_WORKER) {
+		r = -EPERM;
+		snprintf(why, sizeof(why), "only worker sessions register memory");
+	} else if (s->reg || s->waiting) {
+		r = -EBUSY;
+		snprintf(why, sizeof(why), "memory is already registered: UNREGISTER first");
+	} else if ((r = proto_parse_register(buf, len, nfds, s->d->cfg->max_layers, &req, why,
+					     sizeof(why))) == 0) {
+		r = build_registration(s, &req, fds, &reg, why, sizeof(why));
+		proto_reg_free(&req);
+	}
+	if (r == 0) {
+		r = instance_register(s->inst, reg->layout->fingerprint, why, sizeof(why));
+		if (r < 0) {
+			registration_free(reg);
+		} else {
+			session_publish_reg(s, reg);
+			slog_info(s, "registered %u layers in %u allocations (%" PRIu64
+				  " MiB), %" PRIu64 "-byte blocks, %u blocks%s%s",
+				  reg->layout->nr_layers, reg->nr_mems, reg->mapped_bytes >> 20,
+				  reg->layout->slot_bytes, reg->layout->num_blocks,
+				  reg->layout->replicated ? ", replicated" : "",
+				  r == 1 ? "; instance sealed" : "");
+			r = 0;
+		}
+	}
+	if (r < 0) {
+		slog_warning_errno(s, r, "REGISTER refused: %s", why);
+		return reply(s, seq, r, "%s", why) < 0 ? -EPIPE : 0;
+	}
+	return reply(s, seq, 0, NULL);
+}
+
+static void set_reading(struct session *s, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP, .data.ptr = s };
+
+	/* While waiting for the worker, leave further requests queued in the socket. */
+	epoll_ctl(s->d->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+}
+
+static int handle_unregister(struct session *s, uint32_t seq)
+{
+	if (s->hello.role != KVS_ROLE_WORKER)
+		return reply(s, seq, -EPERM, "only worker sessions register memory");
+	if (!s->reg)
+		return reply(s, seq, 0, "nothing registered");
+	/* Unseal now so no new data operation starts; the worker drains the rest. */
+	instance_unregister(s->inst);
+	s->waiting = true;
+	s->waiting_seq = seq;
+	s->waiting_type = KVS_MSG_UNREGISTER;
+	set_reading(s, false);
+	worker_command(s->worker, WCMD_UNREGISTER, s);
+	return 0;
+}
+
+/* ---- messages ------------------------------------------------------ */
+
+int session_handle_input(struct session *s)
+{
+	static __thread uint8_t buf[KVS_MSG_MAX];
+	int fds[KVS_MAX_FDS];
+	unsigned nfds = 0;
+	uint32_t type, seq;
+	ssize_t n;
+	char why[KVS_TEXT_MAX] = "";
+	int r;
+
+	n = wireio_recv(s->fd, buf, sizeof(buf), fds, KVS_MAX_FDS, &nfds, MSG_DONTWAIT);
+	if (n == -EAGAIN)
+		return 0;
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0) {
+		if (n == -EMSGSIZE) {
+			slog_warning(s, "oversized message or too many fds: closing");
+			reply(s, 0, -EMSGSIZE, "message larger than %u bytes or more than %u fds",
+			      KVS_MSG_MAX, KVS_MAX_FDS);
+			return -EMSGSIZE;
+		}
+		return (int)n;
+	}
+	r = proto_check_header(buf, (size_t)n, &type, &seq);
+	if (r < 0) {
+		slog_warning(s, "malformed message header (%zd bytes): closing", n);
+		reply(s, 0, r, "malformed message header");
+		wireio_close_fds(fds, nfds);
+		return r;
+	}
+	if (s->state == S_NEW && type != KVS_MSG_HELLO) {
+		reply(s, seq, -EPROTO, "HELLO first");
+		wireio_close_fds(fds, nfds);
+		return -EPROTO;
+	}
+	if (type != KVS_MSG_REGISTER && nfds) {
+		slog_warning(s, "message type %u carries %u unexpected fds: closing", type, nfds);
+		reply(s, seq, -EBADF, "unexpected fds");
+		wireio_close_fds(fds, nfds);
+		return -EBADF;
+	}
+	switch (type) {
+	case KVS_MSG_HELLO:
+		r = handle_hello(s, buf, (size_t)n, seq);
+		break;
+	case KVS_MSG_REGISTER:
+		if (s->hello.role == KVS_ROLE_ADMIN)
+			goto bad_role;
+		r = handle_register(s, buf, (size_t)n, fds, nfds, seq);
+		wireio_close_fds(fds, nfds);
+		break;
+	case KVS_MSG_UNREGISTER:
+	case KVS_MSG_GOODBYE:
+	case KVS_MSG_STATUS:
+	case KVS_MSG_STATS:
+		r = proto_parse_empty(buf, (size_t)n, why, sizeof(why));
+		if (r < 0) {
+			slog_warning(s, "malformed message type %u: %s", type, why);
+			reply(s, seq, r, "%s", why);
+			break;
+		}
+		if (type == KVS_MSG_GOODBYE) {
+			/* The client may have closed already: no reply, no noise. */
+			r = -ECONNRESET; /* close as on EOF */
+		} else if (type == KVS_MSG_UNREGISTER) {
+			if (s->hello.role == KVS_ROLE_ADMIN)
+				goto bad_role;
+			r = handle_unregister(s, seq);
+		} else if (s->hello.role != KVS_ROLE_ADMIN) {
+			r = reply(s, seq, -EPERM, "status and stats need an admin session");
+		} else if (type == KVS_MSG_STATUS) {
+			r = stats_send_status(s->d, s, seq);
+		} else {
+			r = stats_send_stats(s->d, s, seq);
+		}
+		break;
+	default:
+		slog_warning(s, "unknown message type %u: closing", type);
+		reply(s, seq, -EBADMSG, "unknown message type %u", type);
+		wireio_close_fds(fds, nfds);
+		r = -EBADMSG;
+	}
+	return r;
+bad_role:
+	reply(s, seq, -EPERM, "not for an admin session");
+	wireio_close_fds(fds, nfds); /* a REGISTER's fds: ours to close */
+	return -EPERM;
+}
+
+/* ---- closing ------------------------------------------------------- */
+
+static void session_free(struct session *s)
+{
+	struct daemon *d = s->d;
+
+	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
+	if (s->worker)
+		STAT_ADD(d, sessions_closed, 1);
+	lease_drop_creator(s->id);
+	if (s->reg) {
+		instance_unregister(s->inst);
+		registration_free(s->reg);
+		s->reg = NULL;
+	}
+	registration_free(s->retired);
+	instance_leave(s);
+	nspace_put(s->ns);
+	shmq_region_destroy(s->region);
+	free(s->w.backlog);
+	if (s->fd >= 0)
+		close(s->fd);
+	cds_list_del(&s->node);
+	d->nr_sessions--;
+	free(s);
+}
+
+void session_close(struct session *s, int why)
+{
+	if (s->state == S_CLOSING)
+		return;
+	if (s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN) {
+		if (why == -ECONNRESET)
+			slog_info(s, "disconnected");
+		else if (why == -ESHUTDOWN)
+			slog_info(s, "closed: kvstashd is shutting down");
+		else
+			slog_info_errno(s, why, "disconnected after an error");
+	}
+	s->state = S_CLOSING;
+	epoll_ctl(s->d->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	/*
+	 * Shut the socket at once, so the engine sees EOF now even while its
+	 * copies drain; the fd itself is closed with the session.
+	 */
+	shutdown(s->fd, SHUT_RDWR);
+	if (s->worker && s->region)
+		worker_command(s->worker, WCMD_DETACH, s);
+	else
+		session_free(s);
+}
+
+void session_on_ack(struct session *s, enum wcmd_type type)
+{
+	switch (type) {
+	case WCMD_DETACH:
+		session_free(s);
+		break;
+	case WCMD_UNREGISTER:
+		registration_free(s->retired);
+		s->retired = NULL;
+		if (s->state == S_CLOSING)
+			break;
+		s->waiting = false;
+		slog_info(s, "unregistered");
+		if (reply(s, s->waiting_seq, 0, NULL) < 0) {
+			session_close(s, -EPIPE);
+			break;
+		}
+		set_reading(s, true);
+		break;
+	case WCMD_BROKEN:
+		STAT_ADD(s->d, protocol_errors, 1);
+		session_close(s, -EPROTO);
+		break;
+	default:
+		break;
+	}
+}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A session: one engine rank (or scheduler, or admin CLI) connected over
+ * the socket.  The control thread owns the socket side (handshake,
+ * registration, death); the I/O worker serving the session owns the ring
+ * side (struct wsess).  They hand over through worker commands and acks.
+ *
+ * Lifetime: created on accept, freed by the control thread after the
+ * worker acknowledged DETACH (no op in flight, nothing of it referenced).
+ */
+#ifndef KVS_SESSION_H
+#define KVS_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <urcu/list.h>
+#include <shmq/shmq.h>
+#include <kvstash/abi.h>
+
+#include "wire/proto.h"
+
+struct daemon;
+struct worker;
+struct instance;
+struct nspace;
+struct layout;
+struct mem_import;
+
+enum session_state {
+	S_NEW,	    /* connected, no HELLO yet */
+	S_ACTIVE,   /* HELLO done */
+	S_CLOSING,  /* socket gone or GOODBYE: waiting for the worker */
+};
+
+/* What a REGISTER built; immutable while published (see session.reg). */
+struct registration {
+	struct layout *layout;
+	uint32_t nr_mems;
+	struct mem_import *mems;
+	uint32_t class_id; /* pool class of this layout's slots */
+	unsigned region;   /* pool region (NUMA node) slots come from */
+	uint32_t shard;	   /* this rank's shard: tp_rank, or 0 if replicated */
+	uint32_t nshards;
+	uint64_t mapped_bytes;
+};
+
+struct session_stats { /* relaxed atomics */
+	uint64_t ops;
+	uint64_t errors;
+	uint64_t save_blocks;
+	uint64_t load_blocks;
+	uint64_t query_hits;
+	uint64_t query_misses;
+	uint64_t bytes_saved;
+	uint64_t bytes_loaded;
+};
+
+/* Worker-owned ring state. */
+struct wsess {
+	struct shmq_ring sq; /* consumer */
+	struct shmq_ring cq; /* producer */
+	uint8_t *args;
+	uint64_t args_size;
+	uint32_t inflight;   /* ops taken from the SQ and not yet posted */
+	uint32_t copies;     /* SAVE/LOAD ops using the registration */
+	struct kvs_cqe *backlog; /* CQEs waiting for CQ space */
+	uint32_t bl_head, bl_n, bl_cap;
+	bool cq_dirty;	     /* reserved CQEs to commit */
+	bool attached;
+	bool detaching;
+	bool unregistering;
+	bool broken;	     /* ring protocol violated: stop reading it */
+	bool broken_acked;
+	uint64_t save_next;  /* sequence of the next SAVE */
+	struct cds_list_head saves; /* SAVE ops in flight, by sequence */
+	struct cds_list_head wnode; /* in worker.sessions */
+};
+
+struct session {
+	uint64_t id;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	enum session_state state;
+	struct hello_req hello;
+	char prefix[200]; /* "session N (pid P, instance I rank R)" */
+	struct daemon *d;
+	struct instance *inst;
+	struct nspace *ns;
+	struct cds_list_head node;	/* daemon.sessions */
+	struct cds_list_head inst_node; /* instance.sessions */
+
+	struct shmq_region *region;
+	uint32_t sq_entries, cq_entries;
+	uint64_t arg_bytes;
+	uint32_t max_inflight;
+
+	/*
+	 * Set by the control thread (store-release) when NULL; cleared only
+	 * by the worker on UNREGISTER; read by the worker with load-acquire.
+	 */
+	struct registration *reg;
+
+	struct worker *worker;
+	struct wsess w;
+
+	/* control thread: a request waiting for the worker's ack */
+	bool waiting;
+	uint32_t waiting_seq;
+	uint32_t waiting_type;
+	struct registration *retired; /* handed back by the worker */
+
+	struct session_stats st;
+	uint64_t created_ns;
+};
+
+const char *session_log_prefix(const struct session *s);
+
+/* Control thread. */
+struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid);
+/* Read and handle one message: 0, or -errno when the session must close. */
+int session_handle_input(struct session *s);
+/* Begin closing (EOF, error, GOODBYE, shutdown); frees once the worker acked. */
+void session_close(struct session *s, int why);
+enum wcmd_type;
+void session_on_ack(struct session *s, enum wcmd_type type);
+
+/* Build the log prefix after HELLO. */
+void session_set_prefix(struct session *s);
+
+void registration_free(struct registration *reg);
+
+static inline struct registration *session_reg(struct session *s)
+{
+	/* Pairs with the store-release in session_publish_reg(). */
+	return __atomic_load_n(&s->reg, __ATOMIC_ACQUIRE);
+}
+
+static inline void session_publish_reg(struct session *s, struct registration *reg)
+{
+	/* Layout and imports are complete before the worker can see them. */
+	__atomic_store_n(&s->reg, reg, __ATOMIC_RELEASE);
+}
+
+#endif /* KVS_SESSION_H */

@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "store/store.h"
+#include "movers/cuda/cuda.h"
+#include "control/daemon.h"
+#include "control/instance.h"
+#include "wire/layout.h"
+#include "store/lease.h"
+#include "obs/log.h"
+#include "io/mem.h"
+#include "control/nspace.h"
+#include "control/session.h"
+#include "wire/sqe.h"
+#include "base/util.h"
+#include "io/worker.h"
+
+#define POLL_BUDGET 32u		  /* SQEs per session per round: fairness */
+#define SLEEP_MAX_NS (1000 * NSEC_PER_MSEC)
+#define SLEEP_PENDING_NS (NSEC_PER_MSEC) /* while flushes or backlogs wait */
+
+static void bump(struct worker *w)
+{
+	/*
+	 * Release: the queued command or completion is visible to the worker
+	 * that sees the new value (load-acquire at the top of its loop).
+	 */
+	__atomic_fetch_add(&w->word, 1, __ATOMIC_RELEASE);
+	shmq_wake_word(&w->word);
+}
+
+void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
+{
+	struct wcmd *c = malloc(sizeof(*c));
+
+	if (!c) {
+		/* Cannot queue: retry costs nothing, losing a detach leaks a session. */
+		log_error("worker %u: out of memory queueing a command; retrying", w->id);
+		while (!(c = malloc(sizeof(*c))))
+			usleep(1000);
+	}
+	c->type = type;
+	c->s = s;
+	pthread_mutex_lock(&w->lock);
+	cds_list_add_tail(&c->node, &w->cmds);
+	pthread_mutex_unlock(&w->lock);
+	bump(w);
+}
+
+void worker_complete(struct worker *w, struct op *op)
+{
+	pthread_mutex_lock(&w->lock);
+	cds_list_add_tail(&op->node, &w->done);
+	pthread_mutex_unlock(&w->lock);
+	bump(w);
+}
+
+/* ---- completions ------------------------------------------------- */
+
+static bool cq_put(struct session *s, const struct kvs_cqe *cqe)
+{
+	uint32_t idx;
+	int r = shmq_prod_reserve(&s->w.cq, 1, &idx);
+
+	if (r < 0) {
+		/* The engine wrote an impossible CQ head: it broke the protocol. */
+		s->w.broken = true;
+		return true;
+	}
+	if (r == 0)
+		return false;
+	memcpy(shmq_ring_entry(&s->w.cq, idx), cqe, sizeof(*cqe));
+	s->w.cq_dirty = true;
+	return true;
+}
+
+static void post(struct worker *w, struct session *s, uint64_t user_data, int32_t res,
+		 uint64_t r0, uint64_t r1)
+{
+	struct kvs_cqe cqe = { .user_data = user_data, .res = res, .result0 = r0, .result1 = r1 };
+
+	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
+	__atomic_store_n(&s->w.inflight, s->w.inflight - 1, __ATOMIC_RELAXED);
+	if (res < 0) {
+		__atomic_fetch_add(&s->st.errors, 1, __ATOMIC_RELAXED);
+		STAT_ADD(w->d, errors, 1);
+		STAT_ADD(w->d, errors_by_kind[err_kind_of(res)], 1);
+		if (log_enabled(LOG_DEBUG))
+			slog_debug(s, "op completed with %s", strerror(-res));
+	}
+	if (s->w.detaching || s->w.broken)
+		return; /* nobody to read it */
+	if (s->w.bl_n == 0 && cq_put(s, &cqe))
+		return;
+	/* CQ full: keep it; the session takes no new SQE until it drains. */
+	s->w.backlog[(s->w.bl_head + s->w.bl_n) % s->w.bl_cap] = cqe;
+	s->w.bl_n++;
+}
+
+static bool drain_backlog(struct session *s)
+{
+	bool any = false;
+
+	while (s->w.bl_n && !s->w.broken && cq_put(s, &s->w.backlog[s->w.bl_head])) {
+		s->w.bl_head = (s->w.bl_head + 1) % s->w.bl_cap;
+		s->w.bl_n--;
+		any = true;
+	}
+	return any;
+}
+
+static void commit_cq(struct session *s)
+{
+	if (!s->w.cq_dirty)
+		return;
+	s->w.cq_dirty = false;
+	/* One release store of the tail for every CQE of this round; wakes if asked. */
+	shmq_prod_commit(&s->w.cq, 0);
+}
+
+static void op_free(struct op *op)
+{
+	copy_batch_free(&op->batch);
+	free(op->ents);
+	free(op);
+}
+
+static void finish_save(struct worker *w, struct op *op)
+{
+	struct session *s = op->s;
+	bool ok = op->batch.err == 0;
+	uint64_t ns = now_ns() - op->batch.t0;
+
+	store_save_end(op->ents, op->nents, ok);
+	cds_list_del(&op->snode);
+	instance_save_leave(s->inst, &op->imark);
+	s->w.copies--;
+	if (ok) {
+		STAT_ADD(w->d, save_blocks_stored, op->nents);
+		STAT_ADD(w->d, bytes_saved, op->batch.bytes);
+		STAT_ADD(w->d, save_ns, ns);
+		hist_observe(&w->d->stats.save_hist, ns);
+		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
+		op->res = op->nospace ? -ENOSPC : (int32_t)(op->nents + op->skipped);
+		op->r0 = op->nents;
+	} else {
+		op->res = op->batch.err;
+		op->r0 = 0;
+	}
+	op->r1 = op->skipped;
+	post(w, s, op->user_data, op->res, op->r0, op->r1);
+	op_free(op);
+}
+
+static void finish_load(struct worker *w, struct op *op)
+{
+	struct session *s = op->s;
+
+	lease_put(op->lease);
+	s->w.copies--;
+	if (op->batch.err == 0) {
+		STAT_ADD(w->d, load_blocks, op->nblocks);
+		STAT_ADD(w->d, bytes_loaded, op->batch.bytes);
+		uint64_t ns = now_ns() - op->batch.t0;
+
+		STAT_ADD(w->d, load_ns, ns);
+		hist_observe(&w->d->stats.load_hist, ns);
+		__atomic_fetch_add(&s->st.load_blocks, op->nblocks, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
+		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
+	} else {
+		slog_error_errno(s, op->batch.err, "load of %u blocks failed", op->nblocks);
+		post(w, s, op->user_data, op->batch.err, 0, 0);
+	}
+	op_free(op);
+}
+
+static void finish(struct worker *w, struct op *op)
+{
+	if (op->opcode == KVS_OP_SAVE)
+		finish_save(w, op);
+	else
+		finish_load(w, op);
+}
+
+static bool reap_done(struct worker *w)
+{
+	struct cds_list_head list;
+	struct op *op, *tmp;
+	bool any;
+
+	CDS_INIT_LIST_HEAD(&list);
+	pthread_mutex_lock(&w->lock);
+	cds_list_splice(&w->done, &list);
+	CDS_INIT_LIST_HEAD(&w->done);
+	pthread_mutex_unlock(&w->lock);
+	cds_list_splice(&w->local_done, &list);
+	CDS_INIT_LIST_HEAD(&w->local_done);
+	any = !cds_list_empty(&list);
+	cds_list_for_each_entry_safe(op, tmp, &list, node)
+		finish(w, op);
+	return any;
+}
+
+/* ---- operations ---------------------------------------------------- */
+
+static bool flush_done(struct op *op)
+{
+	struct session *s = op->s;
+
+	if (op->flags & KVS_FLUSH_INSTANCE)
+		return instance_saves_done_before(s->inst, op->mark);
+	return cds_list_empty(&s->w.saves) ||
+	       cds_list_first_entry(&s->w.saves, struct op, snode)->seq >= op->mark;
+}
+
+static bool check_flushes(struct worker *w)
+{
+	struct op *op, *tmp;
+	bool any = false;
+
+	cds_list_for_each_entry_safe(op, tmp, &w->flushes, node) {
+		if (!op->s->w.detaching && !flush_done(op))
+			continue;
+		cds_list_del(&op->node);
+		post(w, op->s, op->user_data, op->s->w.detaching ? -ECANCELED : 0, 0, 0);
+		op_free(op);
+		any = true;
+	}
+	return any;
+}
+
+/* Engine address of an allocation: a host pointer or a device address. */
+static uint64_t mem_base(const struct registration *reg, uint32_t mem)
+{
+	return reg->mems[mem].base;
+}
+
+static void submit_copy(struct worker *w, struct op *op)
+{
+	struct session *s = op->s;
+
+	s->w.copies++;
+	op->batch.t0 = now_ns();
+	/* A GPU worker serves only CUDA sessions; the host worker only host ones. */
+	if (w->dev < 0) {
+		copy_host_submit(w, op);
+	} else if (w->cuda) {
+		copy_cuda_submit(w, op);
+	} else {
+		op->batch.err = -EIO; /* the GPU could not be set up at start */
+		cds_list_add_tail(&op->node, &w->local_done);
+	}
+}
+
+static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
+		    const struct sqe_args *a, const struct registration *reg)
+{
+	const struct layout *lay = reg->layout;
+	struct op *op = calloc(1, sizeof(*op));
+
+	STAT_ADD(w->d, save_ops, 1);
+	if (op)
+		op->ents = malloc(a->n * sizeof(*op->ents));
+	if (!op || !op->ents) {
+		free(op);
+		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		return;
+	}
+	op->s = s;
+	op->opcode = KVS_OP_SAVE;
+	op->user_data = sqe->user_data;
+	op->batch.dir = COPY_SAVE;
+	store_save_begin(s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
+			 &op->skipped, &op->nospace);
+	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
+	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++) {
+		const struct save_ent *e = &op->ents[i];
+
+		for (uint32_t l = 0; l < lay->nr_layers && !op->batch.err; l++) {
+			const struct layer_view *v = &lay->layers[l];
+
+			for (uint32_t seg = 0; seg < v->segments; seg++) {
+				uint64_t eng = mem_base(reg, v->mem) +
+					       layer_block_offset(v, e->block_id, seg);
+
+				if (copy_batch_add(&op->batch, eng,
+						   e->shard->slot.addr + v->slot_off +
+							   seg * v->segment_bytes,
+						   v->segment_bytes) < 0) {
+					op->batch.err = -ENOMEM;
+					break;
+				}
+			}
+		}
+	}
+	op->seq = s->w.save_next++;
+	cds_list_add_tail(&op->snode, &s->w.saves);
+	instance_save_enter(s->inst, &op->imark);
+	if (op->nents == 0 || op->batch.err) {
+		s->w.copies++; /* finish_save() drops it */
+		op->batch.t0 = now_ns();
+		cds_list_add_tail(&op->node, &w->local_done);
+		return;
+	}
+	submit_copy(w, op);
+}
+
+static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
+		    const struct sqe_args *a, const struct registration *reg)
+{
+	const struct layout *lay = reg->layout;
+	struct lease *lease;
+	struct op *op;
+	int r;
+
+	STAT_ADD(w->d, load_ops, 1);
+	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, &lease);
+	if (r < 0) {
+		post(w, s, sqe->user_data, r, 0, 0);
+		return;
+	}
+	/* The share is spent from here on, whatever happens to the copy. */
+	if (a->n > lease->nblocks) {
+		lease_put(lease);
+		post(w, s, sqe->user_data, -EINVAL, 0, 0);
+		return;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		lease_put(lease);
+		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		return;
+	}
+	op->s = s;
+	op->opcode = KVS_OP_LOAD;
+	op->user_data = sqe->user_data;
+	op->lease = lease;
+	op->nblocks = a->n;
+	op->batch.dir = COPY_LOAD;
+	for (uint32_t i = 0; i < a->n && !op->batch.err; i++) {
+		const struct shard *sh = &lease->blocks[i]->shards[reg->shard];
+
+		for (uint32_t l = a->layer_begin; l < a->layer_begin + a->layer_count; l++) {
+			const struct layer_view *v = &lay->layers[l];
+
+			for (uint32_t seg = 0; seg < v->segments; seg++) {
+				uint64_t eng = mem_base(reg, v->mem) +
+					       layer_block_offset(v, a->block_ids[i], seg);
+
+				if (copy_batch_add(&op->batch, eng,
+						   sh->slot.addr + v->slot_off +
+							   seg * v->segment_bytes,
+						   v->segment_bytes) < 0)
+					op->batch.err = -ENOMEM;
+			}
+		}
+	}
+	if (op->batch.err) {
+		s->w.copies++;
+		op->batch.t0 = now_ns();
+		cds_list_add_tail(&op->node, &w->local_done);
+		return;
+	}
+	submit_copy(w, op);
+}
+
+static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
+		     const struct sqe_args *a)
+{
+	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
+	uint32_t hits = store_query(s->ns, a->keys, a->n, !nolease, w->blocks);
+	uint64_t id = 0, ttl = 0;
+	int r;
+
+	STAT_ADD(w->d, query_ops, 1);
+	STAT_ADD(w->d, query_blocks_hit, hits);
+	STAT_ADD(w->d, query_blocks_missed, a->n - hits);
+	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
+	if (hits && !nolease) {
+		r = lease_create(s->inst, s->id, w->blocks, hits, &id, &ttl);
+		if (r < 0) {
+			for (uint32_t i = 0; i < hits; i++)
+				block_unpin(w->blocks[i]);
+			post(w, s, sqe->user_data, r, 0, 0);
+			return;
+		}
+	}
+	post(w, s, sqe->user_data, (int32_t)hits, id, ttl);
+}
+
+static void do_flush(struct worker *w, struct session *s, const struct kvs_sqe *sqe)
+{
+	struct op *op = calloc(1, sizeof(*op));
+
+	if (!op) {
+		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		return;
+	}
+	op->s = s;
+	op->opcode = KVS_OP_FLUSH;
+	op->flags = sqe->flags;
+	op->user_data = sqe->user_data;
+	op->mark = (sqe->flags & KVS_FLUSH_INSTANCE) ? instance_save_mark(s->inst) : s->w.save_next;
+	cds_list_add_tail(&op->node, &w->flushes);
+}
+
+static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe *sqe)
+{
+	struct registration *reg = s->w.unregistering ? NULL : session_reg(s);
+	struct sqe_limits lim = {
+		.role = s->hello.role,
+		.max_keys = w->d->cfg->max_keys,
+		.num_blocks = reg ? reg->layout->num_blocks : 0,
+		.nr_layers = reg ? reg->layout->nr_layers : 0,
+	};
+	struct sqe_args a;
+	int r;
+
+	__atomic_store_n(&s->w.inflight, s->w.inflight + 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->st.ops, 1, __ATOMIC_RELAXED);
+	r = sqe_decode(sqe, s->w.args, s->w.args_size, &lim, w->scratch, &a);
+	if (r == 0 && (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||
+		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
+		r = -KVS_EUNSEALED;
+	if (r < 0) {
+		if (r == -EOPNOTSUPP || log_enabled(LOG_DEBUG))
+			slog_info_errno(s, r, "SQE opcode %u rejected", sqe->opcode);
+		post(w, s, sqe->user_data, r, 0, 0);
+		return;
+	}
+	switch (sqe->opcode) {
+	case KVS_OP_NOP:
+		post(w, s, sqe->user_data, 0, 0, 0);
+		break;
+	case KVS_OP_QUERY:
+		do_query(w, s, sqe, &a);
+		break;
+	case KVS_OP_RELEASE:
+		post(w, s, sqe->user_data, lease_release(sqe->lease, s->inst), 0, 0);
+		break;
+	case KVS_OP_SAVE:
+		do_save(w, s, sqe, &a, reg);
+		break;
+	case KVS_OP_LOAD:
+		do_load(w, s, sqe, &a, reg);
+		break;
+	case KVS_OP_FLUSH:
+		do_flush(w, s, sqe);
+		break;
+	}
+}
+
+static bool poll_session(struct worker *w, struct session *s)
+{
+	struct kvs_sqe sqe;
+	uint32_t idx, room;
+	int n;
+
+	if (s->w.broken || s->w.detaching)
+		return false;
+	drain_backlog(s);
+	if (s->w.bl_n)
+		return false; /* the engine is not reaping: take nothing new */
+	room = s->max_inflight - s->w.inflight;
+	if (room == 0)
+		return false;
+	n = shmq_cons_peek(&s->w.sq, MIN(room, POLL_BUDGET), &idx);
+	if (n < 0) {
+		s->w.broken = true;
+		return true;
+	}
+	for (int i = 0; i < n; i++) {
+		/* A private copy: the engine may rewrite the slot at any time. */
+		memcpy(&sqe, shmq_ring_entry(&s->w.sq, idx + (uint32_t)i), sizeof(sqe));
+		handle_sqe(w, s, &sqe);
+	}
+	/* Arguments were copied above: the engine may reuse them after this. */
+	if (n)
+		shmq_cons_release(&s->w.sq, (uint32_t)n);
+	return n > 0;
+}
+
+/* ---- commands and session bookkeeping ---------------------------- */
+
+static void attach(struct worker *w, struct session *s)
+{
+	s->w.attached = true;
+	cds_list_add_tail(&s->w.wnode, &w->sessions);
+	w->nr_sessions++;
+	w->rings_stale = true;
+}
+
+static bool process_cmds(struct worker *w)
+{
+	struct wcmd *c, *tmp;
+	struct cds_list_head list;
+	bool any;
+
+	CDS_INIT_LIST_HEAD(&list);
+	pthread_mutex_lock(&w->lock);
+	cds_list_splice(&w->cmds, &list);
+	CDS_INIT_LIST_HEAD(&w->cmds);
+	pthread_mutex_unlock(&w->lock);
+	any = !cds_list_empty(&list);
+	cds_list_for_each_entry_safe(c, tmp, &list, node) {
+		switch (c->type) {
+		case WCMD_ATTACH:
+			attach(w, c->s);
+			break;
+		case WCMD_DETACH:
+			c->s->w.detaching = true;
+			w->rings_stale = true;
+			break;
+		case WCMD_UNREGISTER:
+			c->s->w.unregistering = true;
+			break;
+		default:
+			break;
+		}
+		free(c);
+	}
+	return any;
+}
+
+/* Finish detaches and unregistrations whose copies have drained. */
+static void settle_sessions(struct worker *w)
+{
+	struct session *s, *tmp;
+
+	cds_list_for_each_entry_safe(s, tmp, &w->sessions, w.wnode) {
+		commit_cq(s);
+		if (s->w.broken && !s->w.broken_acked) {
+			/* The control thread closes the socket, then sends DETACH. */
+			s->w.broken_acked = true;
+			w->rings_stale = true;
+			slog_error(s, "ring protocol violated (impossible index): ending the session");
+			daemon_ack(w->d, s, WCMD_BROKEN);
+		}
+		if (s->w.unregistering && s->w.copies == 0) {
+			s->retired = session_reg(s);
+			session_publish_reg(s, NULL);
+			s->w.unregistering = false;
+			daemon_ack(w->d, s, WCMD_UNREGISTER);
+		}
+		if (s->w.detaching && s->w.copies == 0) {
+			bool flushing = false;
+			struct op *op;
+
+			cds_list_for_each_entry(op, &w->flushes, node)
+				flushing |= op->s == s;
+			if (flushing)
+				continue;
+			cds_list_del(&s->w.wnode);
+			w->nr_sessions--;
+			w->rings_stale = true;
+			s->w.attached = false;
+			daemon_ack(w->d, s, WCMD_DETACH);
+		}
+	}
+}
+
+/* ---- the loop ------------------------------------------------------ */
+
+static int rebuild_rings(struct worker *w)
+{
+	struct session *s;
+	unsigned n = 0;
+
+	if (w->rings_cap < w->nr_sessions) {
+		unsigned cap = MAX(w->nr_sessions, 2 * w->rings_cap);
+		struct shmq_ring **r = realloc(w->rings, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		w->rings = r;
+		struct session **ss = realloc(w->ring_sessions, cap * sizeof(*ss));
+		if (!ss)
+			return -ENOMEM;
+		w->ring_sessions = ss;
+		w->rings_cap = cap;
+	}
+	cds_list_for_each_entry(s, &w->sessions, w.wnode) {
+		if (s->w.broken || s->w.detaching)
+			continue;
+		w->rings[n] = &s->w.sq;
+		w->ring_sessions[n] = s;
+		n++;
+	}
+	w->rings_stale = false;
+	return (int)n;
+}
+
+static bool needs_short_sleep(struct worker *w)
+{
+	struct session *s;
+
+	if (!cds_list_empty(&w->flushes))
+		return true;
+	cds_list_for_each_entry(s, &w->sessions, w.wnode)
+		if (s->w.bl_n || s->w.detaching || s->w.unregistering)
+			return true;
+	return false;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t spin_ns = (uint64_t)w->d->cfg->spin_us * 1000;
+	uint64_t idle_since = now_ns();
+	int nrings = 0;
+
+	urcu_memb_register_thread();
+	if (w->node >= 0 && numa_available() >= 0)
+		numa_run_on_node(w->node);
+	if (w->dev >= 0 && cuda_worker_init(w, (unsigned)w->dev) < 0)
+		log_error("worker %u: GPU %d unusable: its sessions will fail their copies", w->id,
+			  w->dev);
+	for (;;) {
+		/* Pairs with the release in bump(): commands queued before are seen. */
+		uint32_t seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
+		struct session *s;
+		bool busy = false;
+
+		busy |= process_cmds(w);
+		busy |= copy_cuda_poll(w);
+		busy |= reap_done(w);
+		cds_list_for_each_entry(s, &w->sessions, w.wnode)
+			busy |= poll_session(w, s);
+		busy |= reap_done(w); /* inline copies finished above */
+		busy |= check_flushes(w);
+		settle_sessions(w);
+		/* Pairs with the store-release in worker_stop(). */
+		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->nr_sessions == 0)
+			break;
+		/* GPU copies in flight: keep polling their events, do not sleep. */
+		if (busy || copy_cuda_inflight(w)) {
+			idle_since = now_ns();
+			continue;
+		}
+		if (now_ns() - idle_since < spin_ns) {
+			cpu_relax();
+			continue;
+		}
+		if (w->rings_stale)
+			nrings = rebuild_rings(w);
+		if (nrings < 0) {
+			nrings = 0;
+			w->rings_stale = true;
+		}
+		unsigned bad = 0;
+		int r = shmq_wait_many(w->rings, (unsigned)nrings, &w->word, seen,
+				       needs_short_sleep(w) ? SLEEP_PENDING_NS : SLEEP_MAX_NS, &bad);
+
+		if (r == -EPROTO && bad < (unsigned)nrings) {
+			w->ring_sessions[bad]->w.broken = true;
+			w->rings_stale = true;
+		}
+		idle_since = now_ns();
+	}
+	cuda_worker_fini(w);
+	urcu_memb_unregister_thread();
+	return NULL;
+}
+
+int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret)
+{
+	struct worker *w = calloc(1, sizeof(*w));
+	int r;
+
+	if (!w)
+		return -ENOMEM;
+	w->id = id;
+	w->node = node;
+	w->dev = dev;
+	w->d = d;
+	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
+	pthread_mutex_init(&w->lock, NULL);
+	CDS_INIT_LIST_HEAD(&w->cmds);
+	CDS_INIT_LIST_HEAD(&w->done);
+	CDS_INIT_LIST_HEAD(&w->sessions);
+	CDS_INIT_LIST_HEAD(&w->flushes);
+	CDS_INIT_LIST_HEAD(&w->local_done);
+	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, d->cfg->max_keys) + 8;
+	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
+	w->blocks = calloc(d->cfg->max_keys, sizeof(*w->blocks));
+	if (!w->scratch || !w->blocks) {
+		free(w->scratch);
+		free(w->blocks);
+		free(w);
+		return -ENOMEM;
+	}
+	r = -pthread_create(&w->thread, NULL, worker_main, w);
+	if (r) {
+		free(w->scratch);
+		free(w->blocks);
+		free(w);
+		return r;
+	}
+	pthread_setname_np(w->thread, w->name);
+	w->running = true;
+	*ret = w;
+	return 0;
+}
+
+void worker_stop(struct worker *w)
+{
+	if (!w)
+		return;
+	if (w->running) {
+		__atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
+		bump(w);
+		pthread_join(w->thread, NULL);
+	}
+	free(w->rings);
+	free(w->ring_sessions);
+	free(w->scratch);
+	free(w->blocks);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * I/O workers: one per GPU and one for host-backend sessions.  A worker
+ * polls the SQs of its sessions, validates and runs each SQE, starts the
+ * copies, reaps their completions and posts CQEs.  It busy-polls while
+ * work arrives and, after spin_us without any, sleeps on the futex words
+ * of its SQs with NEED_WAKEUP set, so engines make a syscall only then.
+ *
+ * The control thread talks to a worker through commands (attach, detach,
+ * unregister, stop) and gets acks back on the daemon's ack queue.  Copy
+ * threads hand finished ops back through worker_complete().
+ */
+#ifndef KVS_WORKER_H
+#define KVS_WORKER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urcu/list.h>
+
+#include "io/mover.h"
+#include "control/instance.h"
+
+struct daemon;
+struct session;
+struct lease;
+struct save_ent;
+
+enum wcmd_type {
+	WCMD_ATTACH,
+	WCMD_DETACH,	 /* the session ends: drain, then forget it */
+	WCMD_UNREGISTER, /* drain its copies, then drop its registration */
+	WCMD_BROKEN,	 /* ack only: the session broke the ring protocol */
+};
+
+struct wcmd {
+	enum wcmd_type type;
+	struct session *s;
+	struct cds_list_head node;
+};
+
+/* An operation that outlives its SQE: SAVE, LOAD, FLUSH. */
+struct op {
+	struct session *s;
+	uint8_t opcode;
+	uint8_t flags;
+	uint64_t user_data;
+	int32_t res;
+	uint64_t r0, r1;
+	struct cds_list_head node; /* done list / flush list */
+	/* SAVE */
+	uint64_t seq;
+	struct cds_list_head snode; /* in wsess.saves */
+	struct save_mark imark;	    /* in the instance's saves */
+	struct save_ent *ents;
+	uint32_t nents;
+	uint32_t skipped;
+	uint32_t nospace;
+	/* LOAD */
+	struct lease *lease;
+	uint32_t nblocks;
+	/* FLUSH */
+	uint64_t mark;
+	/* copy */
+	struct copy_batch batch;
+	void *batch_priv; /* the mover's */
+};
+
+struct worker {
+	unsigned id;
+	int node;	/* NUMA node, -1: none */
+	int dev;	/* CUDA device index (cuda.h), -1: the host worker */
+	void *cuda;	/* the CUDA mover's state (movers/cuda/cuda.c) */
+	char name[32];
+	struct daemon *d;
+	pthread_t thread;
+	bool running;
+
+	pthread_mutex_t lock;	   /* cmds and done */
+	struct cds_list_head cmds;
+	struct cds_list_head done; /* ops finished by copy threads */
+	uint32_t word;		   /* futex: bumped on every cmd / done */
+
+	/* worker thread only */
+	struct cds_list_head sessions;
+	unsigned nr_sessions;
+	struct shmq_ring **rings;
+	struct session **ring_sessions;
+	unsigned rings_cap;
+	bool rings_stale;
+	struct cds_list_head flushes; /* FLUSH ops waiting */
+	struct cds_list_head local_done;
+	uint8_t *scratch;	      /* argument copies (QUERY) */
+	struct block **blocks;	      /* QUERY hits */
+	uint64_t scratch_size;
+	bool stop;
+};
+
+/* @dev: CUDA device index for a GPU worker, -1 for the host worker. */
+int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret);
+/* Stop after every session was detached; joins the thread. */
+void worker_stop(struct worker *w);
+
+void worker_command(struct worker *w, enum wcmd_type type, struct session *s);
+
+/* A copy finished (any thread). */
+void worker_complete(struct worker *w, struct op *op);
+
+#endif /* KVS_WORKER_H */

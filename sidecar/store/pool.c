@@ -1,0 +1,529 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <numa.h>
+#include <numaif.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/conf.h"
+#include "obs/log.h"
+#include "store/pool.h"
+#include "base/util.h"
+
+#define HUGE_2M ((uint64_t)2 << 20)
+#define EXTENT_MIN (64ull << 10)
+#define EXTENT_MAX (64ull << 20)
+#define DEMAND_DECAY_EVERY 4096u
+
+struct prefault_job {
+	uint8_t *base;
+	uint64_t len;
+	uint64_t step;
+	int node;
+	uint64_t *progress; /* bytes touched, all threads (relaxed atomic) */
+};
+
+static void *prefault_thread(void *arg)
+{
+	struct prefault_job *j = arg;
+	const uint64_t report = 64ull << 20;
+	uint64_t since = 0;
+
+	/* Fault on the region's node so first-touch and the CPU agree. */
+	if (j->node >= 0)
+		numa_run_on_node(j->node);
+	for (uint64_t off = 0; off < j->len; off += j->step) {
+		/* A write, not a read: a read would map the shared zero page. */
+		((volatile uint8_t *)j->base)[off] = 0;
+		since += j->step;
+		if (since >= report) {
+			__atomic_fetch_add(j->progress, since, __ATOMIC_RELAXED);
+			since = 0;
+		}
+	}
+	__atomic_fetch_add(j->progress, since, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static unsigned node_cpus(int node)
+{
+	struct bitmask *m;
+	unsigned n = 0;
+
+	if (node < 0 || numa_available() < 0)
+		return (unsigned)MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+	m = numa_allocate_cpumask();
+	if (m && numa_node_to_cpus(node, m) == 0)
+		n = numa_bitmask_weight(m);
+	numa_free_cpumask(m);
+	return n ? n : 1;
+}
+
+static int prefault(struct pool_region *r, unsigned nthreads)
+{
+	pthread_t tid[64];
+	struct prefault_job jobs[64];
+	uint64_t progress = 0, chunk, step = r->huge ? HUGE_2M : (uint64_t)sysconf(_SC_PAGESIZE);
+	unsigned started = 0, last_tenth = 0;
+	nthreads = MAX(1u, MIN(nthreads, 64u));
+	chunk = round_up_u64(r->size / nthreads, HUGE_2M);
+	for (unsigned i = 0; i < nthreads; i++) {
+		uint64_t off = (uint64_t)i * chunk;
+
+		if (off >= r->size)
+			break;
+		jobs[i] = (struct prefault_job){ r->base + off, MIN(chunk, r->size - off), step,
+						 r->node, &progress };
+		if (pthread_create(&tid[started], NULL, prefault_thread, &jobs[i]) == 0)
+			started++;
+		else
+			prefault_thread(&jobs[i]); /* slower, but complete */
+	}
+	/* Progress lines for pools large enough to take a while. */
+	if (r->size >= (1ull << 30)) {
+		for (;;) {
+			uint64_t done = __atomic_load_n(&progress, __ATOMIC_RELAXED);
+			unsigned tenth = (unsigned)(done * 10 / r->size);
+
+			if (tenth > last_tenth && tenth < 10) {
+				log_info("pool: node %d: pre-faulted %" PRIu64 " of %" PRIu64 " MiB",
+					 r->node, done >> 20, r->size >> 20);
+				last_tenth = tenth;
+			}
+			if (done >= r->size)
+				break;
+			usleep(100000);
+		}
+	}
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	return 0;
+}
+
+static uint64_t auto_extent(uint64_t region, bool huge)
+{
+	uint64_t e = region / 64;
+
+	e = MAX(e, EXTENT_MIN);
+	e = MIN(e, EXTENT_MAX);
+	e &= ~(EXTENT_MIN - 1);
+	if (huge)
+		e = round_up_u64(e, HUGE_2M);
+	return e;
+}
+
+static unsigned free_hugepages(int node)
+{
+	char path[128];
+	unsigned v = 0;
+	FILE *f;
+
+	if (node >= 0)
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/node/node%d/hugepages/hugepages-2048kB/free_hugepages",
+			 node);
+	else
+		snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+	f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+static int region_map(struct pool_region *r, const struct kvs_config *cfg)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+	void *p;
+
+	if (r->huge)
+		flags |= MAP_HUGETLB;
+	p = mmap(NULL, r->size, PROT_READ | PROT_WRITE, flags, -1, 0);
+	if (p == MAP_FAILED) {
+		int err = -errno;
+
+		if (r->huge)
+			return log_error_errno(err,
+					       "pool: node %d: cannot map %" PRIu64
+					       " MiB of hugepages (%u free 2 MiB pages, %" PRIu64
+					       " needed; raise vm.nr_hugepages or set [pool] hugepages = no)",
+					       r->node, r->size >> 20, free_hugepages(r->node),
+					       r->size / HUGE_2M);
+		return log_error_errno(err, "pool: node %d: cannot map %" PRIu64 " MiB", r->node,
+				       r->size >> 20);
+	}
+	r->base = p;
+	if (r->node >= 0) {
+		/* Bind before the first touch so every page lands on the node. */
+		unsigned long mask[16] = { 0 };
+
+		mask[r->node / (8 * sizeof(long))] |= 1ul << (r->node % (8 * sizeof(long)));
+		if (mbind(p, r->size, MPOL_BIND, mask, sizeof(mask) * 8, 0) < 0)
+			log_warning_errno(errno, "pool: node %d: mbind failed, memory not bound",
+					  r->node);
+	}
+	if (!r->huge && madvise(p, r->size, MADV_HUGEPAGE) < 0)
+		log_debug_errno(errno, "pool: transparent hugepages not available");
+	/* A fork (e.g. a helper) must not copy-on-write the pool. */
+	madvise(p, r->size, MADV_DONTFORK);
+	(void)cfg;
+	return 0;
+}
+
+static int region_init(struct pool *pool, struct pool_region *r, const struct kvs_config *cfg)
+{
+	uint64_t t0 = now_ns();
+	unsigned threads;
+	int err;
+
+	err = region_map(r, cfg);
+	if (err)
+		return err;
+	threads = cfg->prefault_threads ? cfg->prefault_threads : MIN(node_cpus(r->node), 8u);
+	if (r->huge) {
+		/*
+		 * MAP_NORESERVE hugetlb faults SIGBUS when the pages run out;
+		 * the count was checked in pool_create.
+		 */
+	}
+	err = prefault(r, threads);
+	if (err)
+		return err;
+	if (mlock(r->base, r->size) < 0)
+		log_warning_errno(errno,
+				  "pool: node %d: cannot lock %" PRIu64
+				  " MiB in memory (raise LimitMEMLOCK / RLIMIT_MEMLOCK)",
+				  r->node, r->size >> 20);
+
+	r->nr_extents = (uint32_t)(r->size / pool->extent_size);
+	r->extents = calloc(r->nr_extents, sizeof(*r->extents));
+	r->free_extents = calloc(r->nr_extents, sizeof(*r->free_extents));
+	if (!r->extents || !r->free_extents)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->nr_extents; i++) {
+		r->extents[i].base = r->base + (uint64_t)i * pool->extent_size;
+		r->extents[i].class_id = POOL_NO_CLASS;
+		CDS_INIT_LIST_HEAD(&r->extents[i].node);
+		/* Stack top = lowest address first: nicer to read in dumps. */
+		r->free_extents[i] = r->nr_extents - 1 - i;
+	}
+	r->nr_free_extents = r->nr_extents;
+	for (unsigned c = 0; c < POOL_MAX_CLASSES; c++)
+		CDS_INIT_LIST_HEAD(&r->cls[c].partial);
+	r->ready_ns = now_ns() - t0;
+	log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s (%s, %u pre-fault threads, "
+		 "%u extents of %" PRIu64 " KiB)",
+		 r->node, r->size >> 20, r->ready_ns / 1e9,
+		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", threads,
+		 r->nr_extents, pool->extent_size >> 10);
+	return 0;
+}
+
+int pool_create(const struct kvs_config *cfg, const int *nodes, unsigned nr_nodes,
+		struct pool **ret_pool)
+{
+	struct pool *pool;
+	uint64_t per;
+	int err = 0;
+
+	if (nr_nodes == 0 || nr_nodes > POOL_MAX_REGIONS)
+		return -EINVAL;
+	pool = calloc(1, sizeof(*pool));
+	if (!pool)
+		return -ENOMEM;
+	per = cfg->pool_size / nr_nodes;
+	if (cfg->hugepages)
+		per = per / HUGE_2M * HUGE_2M;
+	pool->extent_size = cfg->extent_size ? cfg->extent_size : auto_extent(per, cfg->hugepages);
+	if (cfg->hugepages && pool->extent_size % HUGE_2M) {
+		free(pool);
+		return log_error_errno(EINVAL, "pool: extent_size must be a multiple of 2 MiB with hugepages");
+	}
+	if (pool->extent_size % 512 || per < pool->extent_size) {
+		uint64_t e = pool->extent_size;
+
+		free(pool);
+		return log_error_errno(EINVAL,
+				       "pool: %" PRIu64 " bytes per node cannot hold one extent of %" PRIu64
+				       " bytes (extent_size must be a multiple of 512 and at most the pool)",
+				       per, e);
+	}
+	per = per / pool->extent_size * pool->extent_size;
+
+	for (unsigned i = 0; i < nr_nodes; i++) {
+		struct pool_region *r = &pool->regions[i];
+
+		r->node = nodes[i];
+		r->huge = cfg->hugepages;
+		r->size = per;
+		if (r->huge && free_hugepages(r->node) < per / HUGE_2M) {
+			err = log_error_errno(ENOMEM,
+					      "pool: hugepages = yes but node %d has %u free 2 MiB hugepages, "
+					      "%" PRIu64 " needed (raise vm.nr_hugepages or set [pool] hugepages = no)",
+					      r->node, free_hugepages(r->node), per / HUGE_2M);
+			break;
+		}
+		pool->nr_regions = i + 1;
+		err = region_init(pool, r, cfg);
+		if (err)
+			break;
+		pool->capacity_bytes += r->nr_extents * pool->extent_size;
+	}
+	if (err) {
+		pool_destroy(pool);
+		return err;
+	}
+	*ret_pool = pool;
+	return 0;
+}
+
+void pool_destroy(struct pool *pool)
+{
+	if (!pool)
+		return;
+	for (unsigned i = 0; i < pool->nr_regions; i++) {
+		struct pool_region *r = &pool->regions[i];
+
+		for (uint32_t e = 0; r->extents && e < r->nr_extents; e++) {
+			free(r->extents[e].free_stack);
+			free(r->extents[e].owners);
+		}
+		free(r->extents);
+		free(r->free_extents);
+		if (r->base)
+			munmap(r->base, r->size);
+	}
+	free(pool);
+}
+
+unsigned pool_region_for_node(const struct pool *pool, int node)
+{
+	for (unsigned i = 0; i < pool->nr_regions; i++)
+		if (pool->regions[i].node == node)
+			return i;
+	return 0;
+}
+
+int pool_class_get(struct pool *pool, uint64_t slot_bytes, uint32_t *ret_class)
+{
+	uint32_t free_id = POOL_NO_CLASS;
+
+	if (slot_bytes == 0 || slot_bytes > pool->extent_size)
+		return -E2BIG;
+	for (uint32_t c = 0; c < pool->nr_classes; c++) {
+		if (pool->classes[c].slot_bytes == slot_bytes) {
+			pool->classes[c].users++;
+			*ret_class = c;
+			return 0;
+		}
+		if (free_id == POOL_NO_CLASS && pool->classes[c].slot_bytes == 0)
+			free_id = c;
+	}
+	if (free_id == POOL_NO_CLASS) {
+		if (pool->nr_classes == POOL_MAX_CLASSES)
+			return -ENOSPC;
+		free_id = pool->nr_classes++;
+	}
+	pool->classes[free_id] = (struct pool_class){
+		.slot_bytes = slot_bytes,
+		.slots_per_extent = (uint32_t)(pool->extent_size / slot_bytes),
+		.users = 1,
+	};
+	*ret_class = free_id;
+	return 0;
+}
+
+static bool class_has_extents(const struct pool *pool, uint32_t class_id)
+{
+	for (unsigned i = 0; i < pool->nr_regions; i++)
+		if (pool->regions[i].cls[class_id].nr_extents)
+			return true;
+	return false;
+}
+
+void pool_class_put(struct pool *pool, uint32_t class_id)
+{
+	struct pool_class *c = &pool->classes[class_id];
+
+	/* A class lives on while blocks still occupy its extents. */
+	if (--c->users == 0 && !class_has_extents(pool, class_id))
+		c->slot_bytes = 0;
+}
+
+static void decay_demand(struct pool *pool)
+{
+	if (++pool->allocs_since_decay < DEMAND_DECAY_EVERY)
+		return;
+	pool->allocs_since_decay = 0;
+	for (uint32_t c = 0; c < pool->nr_classes; c++)
+		pool->classes[c].demand /= 2;
+}
+
+static int extent_assign(struct pool *pool, struct pool_region *r, uint32_t class_id)
+{
+	struct pool_class *c = &pool->classes[class_id];
+	struct pool_extent *e;
+	uint32_t idx;
+
+	if (r->nr_free_extents == 0)
+		return -ENOSPC;
+	idx = r->free_extents[--r->nr_free_extents];
+	e = &r->extents[idx];
+	/* Per-class arrays are sized for this class; sizes differ by class. */
+	free(e->free_stack);
+	free(e->owners);
+	e->free_stack = malloc(c->slots_per_extent * sizeof(*e->free_stack));
+	e->owners = calloc(c->slots_per_extent, sizeof(*e->owners));
+	if (!e->free_stack || !e->owners) {
+		free(e->free_stack);
+		free(e->owners);
+		e->free_stack = NULL;
+		e->owners = NULL;
+		r->free_extents[r->nr_free_extents++] = idx;
+		return -ENOMEM;
+	}
+	e->class_id = class_id;
+	e->nslots = c->slots_per_extent;
+	e->nused = 0;
+	for (uint32_t i = 0; i < e->nslots; i++)
+		e->free_stack[i] = e->nslots - 1 - i;
+	e->free_top = e->nslots;
+	cds_list_add(&e->node, &r->cls[class_id].partial);
+	e->in_partial = true;
+	r->cls[class_id].nr_extents++;
+	return 0;
+}
+
+int pool_alloc(struct pool *pool, unsigned region, uint32_t class_id, void *owner,
+	       struct slot *ret_slot)
+{
+	struct pool_region *r = &pool->regions[region];
+	struct pool_region_class *rc = &r->cls[class_id];
+	struct pool_class *c = &pool->classes[class_id];
+	struct pool_extent *e;
+	uint32_t idx;
+
+	c->demand++;
+	decay_demand(pool);
+	if (cds_list_empty(&rc->partial)) {
+		int err = extent_assign(pool, r, class_id);
+
+		if (err)
+			return err;
+	}
+	e = cds_list_first_entry(&rc->partial, struct pool_extent, node);
+	idx = e->free_stack[--e->free_top];
+	e->owners[idx] = owner;
+	e->nused++;
+	if (e->free_top == 0) {
+		cds_list_del_init(&e->node);
+		e->in_partial = false;
+	}
+	__atomic_fetch_add(&r->used_bytes, c->slot_bytes, __ATOMIC_RELAXED);
+	*ret_slot = (struct slot){
+		.addr = e->base + (uint64_t)idx * c->slot_bytes,
+		.ext = (uint32_t)(e - r->extents),
+		.region = (uint16_t)region,
+		.idx = idx,
+	};
+	return 0;
+}
+
+void pool_free(struct pool *pool, const struct slot *slot)
+{
+	struct pool_region *r = &pool->regions[slot->region];
+	struct pool_extent *e = &r->extents[slot->ext];
+	uint32_t class_id = e->class_id;
+
+	e->owners[slot->idx] = NULL;
+	e->free_stack[e->free_top++] = slot->idx;
+	e->nused--;
+	__atomic_fetch_sub(&r->used_bytes, pool->classes[class_id].slot_bytes, __ATOMIC_RELAXED);
+	if (e->nused == 0) {
+		/* Empty: back to the region so any class can take it. */
+		if (e->in_partial)
+			cds_list_del_init(&e->node);
+		e->in_partial = false;
+		e->class_id = POOL_NO_CLASS;
+		r->cls[class_id].nr_extents--;
+		r->free_extents[r->nr_free_extents++] = slot->ext;
+		if (pool->classes[class_id].users == 0 && !class_has_extents(pool, class_id))
+			pool->classes[class_id].slot_bytes = 0;
+	} else if (!e->in_partial) {
+		cds_list_add(&e->node, &r->cls[class_id].partial);
+		e->in_partial = true;
+	}
+}
+
+/* Extents of @region the class deserves by its share of recent demand. */
+static double fair_extents(const struct pool *pool, const struct pool_region *r, uint32_t class_id)
+{
+	uint64_t total = 0;
+
+	for (uint32_t c = 0; c < pool->nr_classes; c++)
+		total += pool->classes[c].demand;
+	if (total == 0)
+		return r->nr_extents;
+	return (double)r->nr_extents * pool->classes[class_id].demand / total;
+}
+
+bool pool_class_under_share(const struct pool *pool, unsigned region, uint32_t class_id)
+{
+	const struct pool_region *r = &pool->regions[region];
+
+	return r->cls[class_id].nr_extents + 1 <= fair_extents(pool, r, class_id);
+}
+
+static struct pool_extent *pick_extent(struct pool *pool, unsigned region, uint32_t class_id,
+				       bool (*evictable)(void *owner, void *arg), void *arg,
+				       bool over_share_only)
+{
+	struct pool_region *r = &pool->regions[region];
+
+	for (uint32_t n = 0; n < r->nr_extents; n++) {
+		struct pool_extent *e = &r->extents[r->steal_hand];
+		bool ok = true;
+
+		r->steal_hand = (r->steal_hand + 1) % r->nr_extents;
+		if (e->class_id == POOL_NO_CLASS || e->class_id == class_id)
+			continue;
+		/* Normally only from a class holding more than its share. */
+		if (over_share_only &&
+		    r->cls[e->class_id].nr_extents <= fair_extents(pool, r, e->class_id))
+			continue;
+		for (uint32_t i = 0; i < e->nslots && ok; i++)
+			if (e->owners[i] && !evictable(e->owners[i], arg))
+				ok = false;
+		if (ok)
+			return e;
+	}
+	return NULL;
+}
+
+struct pool_extent *pool_pick_extent(struct pool *pool, unsigned region, uint32_t class_id,
+				     bool (*evictable)(void *owner, void *arg), void *arg)
+{
+	return pick_extent(pool, region, class_id, evictable, arg, true);
+}
+
+struct pool_extent *pool_pick_extent_any(struct pool *pool, unsigned region, uint32_t class_id,
+					 bool (*evictable)(void *owner, void *arg), void *arg)
+{
+	return pick_extent(pool, region, class_id, evictable, arg, false);
+}
+
+uint64_t pool_used_bytes(const struct pool *pool)
+{
+	uint64_t u = 0;
+
+	for (unsigned i = 0; i < pool->nr_regions; i++)
+		u += __atomic_load_n(&pool->regions[i].used_bytes, __ATOMIC_RELAXED);
+	return u;
+}

@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "store/store.h"
+#include "base/conf.h"
+#include "obs/log.h"
+#include "control/nspace.h"
+#include "control/session.h"
+#include "base/util.h"
+
+/*
+ * ThreadSanitizer cannot see liburcu's grace periods (the library is not
+ * instrumented), so it takes every deferred free for a race with the last
+ * reader, and reporting thousands of those made a TSan kvstashd take
+ * minutes to exit.  Say what the grace period guarantees: the destroyer's
+ * accesses and every lock-free reader's section happen before the free.
+ */
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#define tsan_release(p) __tsan_release(p)
+#define tsan_acquire(p) __tsan_acquire(p)
+#else
+#define tsan_release(p) ((void)(p))
+#define tsan_acquire(p) ((void)(p))
+#endif
+static int rcu_readers_done; /* TSan's stand-in for "a grace period passed" */
+
+/* End a read-side section of the store: before any free of what it saw. */
+static inline void read_unlock(void)
+{
+	urcu_memb_read_unlock();
+	tsan_release(&rcu_readers_done);
+}
+
+#define EVICT_TRIES 64
+
+/*
+ * Index size.  liburcu's own auto-resize grows a table only once it holds
+ * 8 nodes per bucket (count >> 3 >= size, checked at powers of two), so
+ * between 32k and 256k blocks a lookup walks ~4 chain nodes, each a cache
+ * miss in a different block: a 32768-key QUERY over 160k resident blocks
+ * took 55 ms.  The store keeps the load between 1/8 and 1 itself: it
+ * counts the nodes under the store lock and asks the resizer thread
+ * (cds_lfht_resize() is synchronous, and a shrink waits for grace periods:
+ * never on the I/O worker) for twice the nodes when they pass the buckets,
+ * and for half the buckets when they fall below an eighth.
+ */
+#define HT_MIN_BUCKETS (1ul << 12)
+
+static struct {
+	pthread_mutex_t lock; /* the store lock */
+	struct cds_lfht *ht;
+	unsigned long ht_nodes;	  /* shards in the index (store lock) */
+	unsigned long ht_buckets; /* size last asked for (store lock) */
+	pthread_t resizer;
+	bool resizer_running;
+	pthread_mutex_t rlock;	  /* the resizer's: nests inside the store lock */
+	pthread_cond_t rcond;
+	unsigned long resize_to;  /* rlock; 0: nothing asked */
+	bool resizer_stop;	  /* rlock */
+	struct pool *pool;
+	struct s3fifo queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
+	struct cds_list_head partial;		/* oldest first */
+	uint64_t seed[2];			/* keyed hash against collision floods */
+	struct store_stats st;			/* counters: relaxed atomics */
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .rlock = PTHREAD_MUTEX_INITIALIZER,
+	.rcond = PTHREAD_COND_INITIALIZER };
+
+struct lookup_key {
+	uint32_t ns_id;
+	uint32_t shard;
+	const uint8_t *key;
+};
+
+static inline uint64_t fmix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+static inline unsigned long hash_key(uint32_t ns_id, uint32_t shard, const uint8_t *key)
+{
+	uint64_t k0, k1;
+
+	memcpy(&k0, key, 8);
+	memcpy(&k1, key + 8, 8);
+	return fmix64(k0 ^ S.seed[0]) ^
+	       fmix64(k1 ^ S.seed[1] ^ ((uint64_t)ns_id << 32) ^ shard);
+}
+
+/*
+ * A block's fingerprint for its S3-FIFO queue's ghost: (namespace, key)
+ * through the index's keyed hash (as shard 0), so a block saved again
+ * after its eviction is recognised, and nobody can aim collisions at the
+ * ghost (one would only admit a block straight to main).
+ */
+static uint64_t block_fp(const struct block *b)
+{
+	return hash_key(b->ns_id, 0, b->key);
+}
+
+static int match(struct cds_lfht_node *node, const void *arg)
+{
+	const struct lookup_key *lk = arg;
+	const struct shard *sh = caa_container_of(node, struct shard, hnode);
+
+	return sh->idx == lk->shard && sh->blk->ns_id == lk->ns_id &&
+	       memcmp(sh->blk->key, lk->key, KVS_KEY_SIZE) == 0;
+}
+
+/* Caller holds the RCU read lock (or the store lock, for writers). */
+static struct shard *lookup(uint32_t ns_id, uint32_t shard, const uint8_t *key)
+{
+	struct lookup_key lk = { ns_id, shard, key };
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	cds_lfht_lookup(S.ht, hash_key(ns_id, shard, key), match, &lk, &it);
+	n = cds_lfht_iter_get_node(&it);
+	return n ? caa_container_of(n, struct shard, hnode) : NULL;
+}
+
+static void *resizer_main(void *arg)
+{
+	/* A registered reader: the resize links bucket nodes under the read lock. */
+	urcu_memb_register_thread();
+	pthread_mutex_lock(&S.rlock);
+	for (;;) {
+		unsigned long to;
+
+		while (!S.resize_to && !S.resizer_stop)
+			pthread_cond_wait(&S.rcond, &S.rlock);
+		if (S.resizer_stop)
+			break;
+		to = S.resize_to;
+		S.resize_to = 0;
+		pthread_mutex_unlock(&S.rlock);
+		/* Concurrent with lookups, adds and deletes; never in a read-side section. */
+		cds_lfht_resize(S.ht, to);
+		pthread_mutex_lock(&S.rlock);
+	}
+	pthread_mutex_unlock(&S.rlock);
+	urcu_memb_unregister_thread();
+	return NULL;
+}
+
+/* Store lock held: one node more (@delta 1) or less (-1); resize when the load leaves [1/8, 1]. */
+static void ht_account(long delta)
+{
+	unsigned long want = S.ht_buckets;
+
+	S.ht_nodes += (unsigned long)delta;
+	if (S.ht_nodes > S.ht_buckets)
+		want = 2 * S.ht_buckets;
+	else if (S.ht_nodes < S.ht_buckets / 8 && S.ht_buckets > HT_MIN_BUCKETS)
+		want = S.ht_buckets / 2;
+	if (want == S.ht_buckets || !S.resizer_running)
+		return;
+	S.ht_buckets = want;
+	pthread_mutex_lock(&S.rlock);
+	S.resize_to = want;
+	pthread_cond_signal(&S.rcond);
+	pthread_mutex_unlock(&S.rlock);
+}
+
+int store_init(struct pool *pool, const struct kvs_config *cfg)
+{
+	int r;
+
+	if (getrandom(S.seed, sizeof(S.seed), 0) != sizeof(S.seed)) {
+		S.seed[0] = now_ns();
+		S.seed[1] = (uint64_t)(uintptr_t)&S ^ 0x9e3779b97f4a7c15ull;
+	}
+	/* No CDS_LFHT_AUTO_RESIZE: ht_account() sizes the table (see HT_MIN_BUCKETS). */
+	S.ht = cds_lfht_new_flavor(HT_MIN_BUCKETS, HT_MIN_BUCKETS, 0, 0, &urcu_memb_flavor, NULL);
+	if (!S.ht)
+		return -ENOMEM;
+	S.ht_nodes = 0;
+	S.ht_buckets = HT_MIN_BUCKETS;
+	S.resize_to = 0;
+	S.resizer_stop = false;
+	r = -pthread_create(&S.resizer, NULL, resizer_main, NULL);
+	if (r) {
+		cds_lfht_destroy(S.ht, NULL);
+		S.ht = NULL;
+		return r;
+	}
+	pthread_setname_np(S.resizer, "kvs-resize");
+	S.resizer_running = true;
+	S.pool = pool;
+	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
+		s3fifo_init(&S.queues[i]);
+	CDS_INIT_LIST_HEAD(&S.partial);
+	memset(&S.st, 0, sizeof(S.st));
+	(void)cfg;
+	return 0;
+}
+
+struct pool *store_pool(void)
+{
+	return S.pool;
+}
+
+static void free_block_rcu(struct rcu_head *h)
+{
+	struct block *b = caa_container_of(h, struct block, rcu);
+
+	tsan_acquire(&rcu_readers_done);
+	tsan_acquire(b);
+	free(b);
+}
+
+static void stat_add(uint64_t *c, int64_t v)
+{
+	__atomic_fetch_add(c, (uint64_t)v, __ATOMIC_RELAXED);
+}
+
+/* Store lock held.  Remove the block's shards, free their slots and it. */
+static void block_destroy(struct block *b)
+{
+	for (uint32_t i = 0; i < b->nshards; i++) {
+		struct shard *sh = &b->shards[i];
+
+		if (sh->state == SHARD_EMPTY)
+			continue;
+		cds_lfht_del(S.ht, &sh->hnode);
+		ht_account(-1);
+		pool_free(S.pool, &sh->slot);
+		sh->state = SHARD_EMPTY;
+	}
+	if (b->sealed) {
+		/* No-op after evict(), which took it out as an eviction. */
+		s3fifo_remove(&S.queues[b->class_id], &b->qn);
+		stat_add(&S.st.resident, -1);
+	} else {
+		cds_list_del(&b->partial);
+		stat_add(&S.st.partial, -1);
+	}
+	__atomic_fetch_sub(&b->ns->blocks, 1, __ATOMIC_RELEASE);
+	/* Lock-free readers may still hold it: free after a grace period. */
+	tsan_release(b);
+	urcu_memb_call_rcu(&b->rcu, free_block_rcu);
+}
+
+/* Claim for eviction: sealed and unpinned, moved to BLOCK_EVICTING. */
+static bool claim(struct block *b)
+{
+	int32_t zero = 0;
+
+	if (!b->sealed)
+		return false;
+	/*
+	 * Pairs with the CAS loop in pin(): a pinner that loses sees
+	 * BLOCK_EVICTING and treats the block as a miss.
+	 */
+	return __atomic_compare_exchange_n(&b->pins, &zero, BLOCK_EVICTING, false,
+					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+static bool queue_claim(struct s3fifo_node *n, void *arg)
+{
+	return claim(caa_container_of(n, struct block, qn));
+}
+
+static bool owner_evictable(void *owner, void *arg)
+{
+	struct block *b = ((struct shard *)owner)->blk;
+
+	return b->sealed && __atomic_load_n(&b->pins, __ATOMIC_RELAXED) == 0;
+}
+
+/* Store lock held, @b claimed (so sealed): evicted, remembered by its queue's ghost. */
+static void evict(struct block *b)
+{
+	s3fifo_evict(&S.queues[b->class_id], &b->qn, block_fp(b));
+	block_destroy(b);
+	stat_add(&S.st.evictions, 1);
+}
+
+/* Empty extent @e by evicting every block with a shard in it. */
+static bool evict_extent(struct pool_extent *e)
+{
+	for (uint32_t i = 0; i < e->nslots; i++) {
+		struct shard *sh = e->owners[i];
+
+		if (!sh)
+			continue;
+		if (!claim(sh->blk))
+			return false; /* pinned meanwhile: try elsewhere */
+		evict(sh->blk);
+	}
+	return true;
+}
+
+/* Store lock held.  A slot of the registration's class, evicting if needed. */
+static int take_slot(const struct registration *reg, struct shard *sh)
+{
+	uint32_t cls = reg->class_id;
+
+	for (int tries = 0; tries < EVICT_TRIES; tries++) {
+		struct s3fifo_node *victim;
+		struct pool_extent *e;
+		int r = pool_alloc(S.pool, reg->region, cls, sh, &sh->slot);
+
+		if (r != -ENOSPC)
+			return r;
+		/*
+		 * Grow by taking a whole extent from a class over its share of
+		 * recent demand, so several block sizes share the pool; else
+		 * make room inside the class with S3-FIFO.
+		 */
+		if (pool_class_under_share(S.pool, reg->region, cls) || S.queues[cls].n == 0) {
+			e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
+			if (e && evict_extent(e))
+				continue;
+		}
+		victim = s3fifo_pick(&S.queues[cls], queue_claim, NULL, 0);
+		if (victim) {
+			evict(caa_container_of(victim, struct block, qn));
+			continue;
+		}
+		e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
+		if (!e)
+			e = pool_pick_extent_any(S.pool, reg->region, cls, owner_evictable, NULL);
+		if (!e || !evict_extent(e))
+			return -ENOSPC;
+	}
+	return -ENOSPC;
+}
+
+/* Store lock held.  The block for (ns, key), found through any shard, or a new one. */
+static struct block *find_or_create(struct nspace *ns, const struct registration *reg,
+				    const uint8_t *key)
+{
+	struct block *b;
+
+	for (uint32_t s = 0; s < reg->nshards; s++) {
+		struct shard *sh = lookup(ns->id, s, key);
+
+		if (sh)
+			return sh->blk;
+	}
+	b = calloc(1, sizeof(*b) + reg->nshards * sizeof(b->shards[0]));
+	if (!b)
+		return NULL;
+	b->ns = ns;
+	b->ns_id = ns->id;
+	memcpy(b->key, key, KVS_KEY_SIZE);
+	b->class_id = reg->class_id;
+	b->nshards = reg->nshards;
+	b->created_ns = now_ns();
+	for (uint32_t s = 0; s < reg->nshards; s++) {
+		b->shards[s].blk = b;
+		b->shards[s].idx = (uint16_t)s;
+		cds_lfht_node_init(&b->shards[s].hnode);
+	}
+	cds_list_add_tail(&b->partial, &S.partial);
+	__atomic_fetch_add(&ns->blocks, 1, __ATOMIC_RELAXED);
+	stat_add(&S.st.partial, 1);
+	return b;
+}
+
+void store_save_begin(struct nspace *ns, const struct registration *reg, const uint8_t *keys,
+		      const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
+		      uint32_t *ret_nents, uint32_t *ret_skipped, uint32_t *ret_nospace)
+{
+	uint32_t nents = 0, skipped = 0, nospace = 0;
+
+	/* Writers traverse the table too: they need the read lock as well. */
+	pthread_mutex_lock(&S.lock);
+	urcu_memb_read_lock();
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *key = keys + (size_t)i * KVS_KEY_SIZE;
+		struct block *b;
+		struct shard *sh;
+
+		if (lookup(ns->id, reg->shard, key)) {
+			skipped++;
+			continue;
+		}
+		b = find_or_create(ns, reg, key);
+		if (!b) {
+			nospace++;
+			continue;
+		}
+		sh = &b->shards[reg->shard];
+		if (take_slot(reg, sh) < 0) {
+			if (b->present == 0 && b->writers == 0)
+				block_destroy(b);
+			nospace++;
+			continue;
+		}
+		sh->state = SHARD_WRITING;
+		b->writers++;
+		cds_lfht_add(S.ht, hash_key(ns->id, reg->shard, key), &sh->hnode);
+		ht_account(1);
+		ents[nents++] = (struct save_ent){ sh, block_ids[i] };
+	}
+	read_unlock();
+	pthread_mutex_unlock(&S.lock);
+	*ret_nents = nents;
+	*ret_skipped = skipped;
+	*ret_nospace = nospace;
+}
+
+/* Store lock held: every shard is DONE, publish the block. */
+static void seal(struct block *b)
+{
+	cds_list_del(&b->partial);
+	stat_add(&S.st.partial, -1);
+	stat_add(&S.st.resident, 1);
+	s3fifo_insert(&S.queues[b->class_id], &b->qn, block_fp(b));
+	/*
+	 * Store-release: the slot bytes (written by the copy before
+	 * store_save_end) are visible to anyone who sees sealed == 1 with
+	 * load-acquire in store_query().
+	 */
+	__atomic_store_n(&b->sealed, 1, __ATOMIC_RELEASE);
+}
+
+void store_save_end(struct save_ent *ents, uint32_t n, bool ok)
+{
+	pthread_mutex_lock(&S.lock);
+	urcu_memb_read_lock();
+	for (uint32_t i = 0; i < n; i++) {
+		struct shard *sh = ents[i].shard;
+		struct block *b = sh->blk;
+
+		b->writers--;
+		if (ok) {
+			sh->state = SHARD_DONE;
+			if (++b->present == b->nshards)
+				seal(b);
+			continue;
+		}
+		cds_lfht_del(S.ht, &sh->hnode);
+		ht_account(-1);
+		pool_free(S.pool, &sh->slot);
+		sh->state = SHARD_EMPTY;
+		if (b->present == 0 && b->writers == 0)
+			block_destroy(b);
+	}
+	read_unlock();
+	pthread_mutex_unlock(&S.lock);
+}
+
+static bool pin(struct block *b)
+{
+	int32_t v = __atomic_load_n(&b->pins, __ATOMIC_RELAXED);
+
+	do {
+		if (v < 0)
+			return false;
+		/* Pairs with the CAS in claim(). */
+	} while (!__atomic_compare_exchange_n(&b->pins, &v, v + 1, true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+void block_unpin(struct block *b)
+{
+	/* Release: our reads of the slot happen before an evictor reuses it. */
+	__atomic_fetch_sub(&b->pins, 1, __ATOMIC_RELEASE);
+}
+
+uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do_pin,
+		     struct block **ret_blocks)
+{
+	uint32_t hits = 0;
+
+	urcu_memb_read_lock();
+	for (; hits < n; hits++) {
+		/* Shard 0 exists in every sealed block, so one lookup per key. */
+		struct shard *sh = lookup(ns->id, 0, keys + (size_t)hits * KVS_KEY_SIZE);
+		struct block *b;
+
+		if (!sh)
+			break;
+		b = sh->blk;
+		/* Pairs with the store-release in seal(). */
+		if (!__atomic_load_n(&b->sealed, __ATOMIC_ACQUIRE))
+			break;
+		if (do_pin) {
+			if (!pin(b))
+				break;
+			ret_blocks[hits] = b;
+		} else if (__atomic_load_n(&b->pins, __ATOMIC_RELAXED) < 0) {
+			break;
+		}
+		s3fifo_hit(&b->qn);
+	}
+	read_unlock();
+	return hits;
+}
+
+unsigned store_reclaim_partial(uint64_t timeout_ns)
+{
+	uint64_t now = now_ns();
+	struct block *b, *tmp;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&S.lock);
+	urcu_memb_read_lock();
+	cds_list_for_each_entry_safe(b, tmp, &S.partial, partial) {
+		if (now - b->created_ns < timeout_ns)
+			break; /* oldest first: the rest are younger */
+		if (b->writers)
+			continue;
+		block_destroy(b);
+		n++;
+	}
+	read_unlock();
+	pthread_mutex_unlock(&S.lock);
+	if (n)
+		stat_add(&S.st.partial_reclaimed, n);
+	return n;
+}
+
+void store_get_stats(struct store_stats *ret)
+{
+	ret->resident = __atomic_load_n(&S.st.resident, __ATOMIC_RELAXED);
+	ret->partial = __atomic_load_n(&S.st.partial, __ATOMIC_RELAXED);
+	ret->evictions = __atomic_load_n(&S.st.evictions, __ATOMIC_RELAXED);
+	ret->partial_reclaimed = __atomic_load_n(&S.st.partial_reclaimed, __ATOMIC_RELAXED);
+}
+
+void store_clear(void)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *node;
+
+	pthread_mutex_lock(&S.lock);
+	urcu_memb_read_lock();
+	cds_lfht_first(S.ht, &it);
+	while ((node = cds_lfht_iter_get_node(&it)) != NULL) {
+		struct shard *sh = caa_container_of(node, struct shard, hnode);
+
+		cds_lfht_next(S.ht, &it);
+		/* Destroy through the first shard met; the others go with it. */
+		if (sh->state != SHARD_EMPTY)
+			block_destroy(sh->blk);
+	}
+	read_unlock();
+	pthread_mutex_unlock(&S.lock);
+}
+
+void store_fini(void)
+{
+	if (!S.ht)
+		return;
+	if (S.resizer_running) {
+		pthread_mutex_lock(&S.rlock);
+		S.resizer_stop = true;
+		pthread_cond_signal(&S.rcond);
+		pthread_mutex_unlock(&S.rlock);
+		pthread_join(S.resizer, NULL);
+		S.resizer_running = false;
+	}
+	store_clear();
+	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
+		s3fifo_fini(&S.queues[i]);
+	urcu_memb_barrier(); /* run pending frees */
+	cds_lfht_destroy(S.ht, NULL);
+	S.ht = NULL;
+}
+
+int store_class_get(uint64_t slot_bytes, uint32_t *ret_class)
+{
+	int r;
+
+	pthread_mutex_lock(&S.lock);
+	r = pool_class_get(S.pool, slot_bytes, ret_class);
+	pthread_mutex_unlock(&S.lock);
+	return r;
+}
+
+void store_class_put(uint32_t class_id)
+{
+	pthread_mutex_lock(&S.lock);
+	pool_class_put(S.pool, class_id);
+	pthread_mutex_unlock(&S.lock);
+}
+
+unsigned store_region_stats(struct store_region_stats *ret, unsigned max)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&S.lock);
+	n = MIN(max, S.pool->nr_regions);
+	for (unsigned i = 0; i < n; i++) {
+		const struct pool_region *r = &S.pool->regions[i];
+
+		ret[i] = (struct store_region_stats){
+			.node = r->node,
+			.huge = r->huge,
+			.capacity_bytes = (uint64_t)r->nr_extents * S.pool->extent_size,
+			.used_bytes = __atomic_load_n(&r->used_bytes, __ATOMIC_RELAXED),
+			.extents_total = r->nr_extents,
+			.extents_free = r->nr_free_extents,
+		};
+	}
+	pthread_mutex_unlock(&S.lock);
+	return n;
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The block store: which KV blocks are resident, where their bytes are,
+ * who may see them, and which one goes when space runs out.
+ *
+ * Index: liburcu's lock-free RCU hash table keyed by (namespace, 16-byte
+ * key, shard); each entry is one shard of a block, stored in one pool
+ * slot.  A block gathers the shards of one key (tp_size of them, or one
+ * for a replicated layout) and becomes visible to QUERY ("sealed") only
+ * when every shard is saved.  Lookups take no lock.
+ *
+ * Pins: a lease pins the blocks it covers; a pinned block is never
+ * evicted.  pins is an atomic count; an evictor claims a block by moving
+ * it from 0 to BLOCK_EVICTING with a CAS, and a pinner never moves it
+ * away from BLOCK_EVICTING, so the two cannot both win.
+ *
+ * Locking: the store lock serialises everything that changes the index,
+ * the pool or the S3-FIFO queues (save begin/end, eviction, reclaim).
+ * QUERY and pin/unpin take no lock.
+ */
+#ifndef KVS_BLOCK_H
+#define KVS_BLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The flavour first: rculfhash.h builds on it. */
+#include <urcu/urcu-memb.h>
+#include <urcu/rculfhash.h>
+
+#include <kvstash/abi.h>
+
+#include "store/evict.h"
+#include "store/pool.h"
+
+#define BLOCK_EVICTING (-1)
+
+struct nspace;
+struct registration;
+struct kvs_config;
+
+enum shard_state {
+	SHARD_EMPTY,
+	SHARD_WRITING, /* in the index; its copy is in flight */
+	SHARD_DONE,
+};
+
+struct shard {
+	struct cds_lfht_node hnode;
+	struct block *blk;
+	struct slot slot;
+	uint16_t idx;
+	uint16_t state;
+};
+
+struct block {
+	struct s3fifo_node qn; /* in the class's S3-FIFO queue once sealed */
+	struct nspace *ns;
+	/*
+	 * A copy of ns->id for lock-free lookups: a reader still walking a
+	 * deleted node must not touch the namespace, which may be gone once
+	 * its last block went (nspace_sweep() does not wait for readers).
+	 */
+	uint32_t ns_id;
+	uint8_t key[KVS_KEY_SIZE];
+	uint32_t class_id;
+	uint32_t nshards;
+	uint32_t present;	/* shards DONE (store lock) */
+	uint32_t writers;	/* shards WRITING (store lock) */
+	int32_t pins;		/* atomic; BLOCK_EVICTING when claimed */
+	uint8_t sealed;		/* release/acquire: see seal() in store.c */
+	uint64_t created_ns;
+	struct cds_list_head partial; /* in the partial list until sealed */
+	struct rcu_head rcu;
+	struct shard shards[];
+};
+
+struct save_ent {
+	struct shard *shard;
+	uint32_t block_id;
+};
+
+struct store_stats {
+	uint64_t resident;	    /* sealed blocks */
+	uint64_t partial;	    /* blocks waiting for shards */
+	uint64_t evictions;
+	uint64_t partial_reclaimed;
+};
+
+int store_init(struct pool *pool, const struct kvs_config *cfg);
+void store_fini(void);
+struct pool *store_pool(void);
+
+/*
+ * SAVE, phase 1: for each key (with the engine's block id), skip it if
+ * this shard is already in the index, else take a slot (evicting if
+ * needed) and insert the shard as WRITING.  @ents (n entries) receives
+ * the shards to copy; counts come back in the ret_ values.  Keys that
+ * get no slot are counted in *@ret_nospace.
+ */
+void store_save_begin(struct nspace *ns, const struct registration *reg, const uint8_t *keys,
+		      const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
+		      uint32_t *ret_nents, uint32_t *ret_skipped, uint32_t *ret_nospace);
+
+/* SAVE, phase 2 (after the copy): DONE and seal when @ok, else drop. */
+void store_save_end(struct save_ent *ents, uint32_t n, bool ok);
+
+/*
+ * QUERY: the longest prefix of @keys whose blocks are sealed in @ns.
+ * With @pin, each hit is pinned and stored in @ret_blocks.  No lock.
+ */
+uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool pin,
+		     struct block **ret_blocks);
+
+void block_unpin(struct block *b);
+
+/* Reclaim partial blocks older than @timeout_ns; returns how many. */
+unsigned store_reclaim_partial(uint64_t timeout_ns);
+
+void store_get_stats(struct store_stats *ret);
+
+/* Pool classes (taken under the store lock, for the control thread). */
+int store_class_get(uint64_t slot_bytes, uint32_t *ret_class);
+void store_class_put(uint32_t class_id);
+
+/* Pool figures per region, under the store lock. */
+struct store_region_stats {
+	int node;
+	bool huge;
+	uint64_t capacity_bytes;
+	uint64_t used_bytes;
+	uint32_t extents_total;
+	uint32_t extents_free;
+};
+unsigned store_region_stats(struct store_region_stats *ret, unsigned max);
+
+/* Drop every block (shutdown). */
+void store_clear(void);
+
+#endif /* KVS_BLOCK_H */

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include <kvstash/wire.h>
+
+#include "wire/sqe.h"
+
+uint64_t sqe_arg_bytes(uint8_t opcode, uint32_t count)
+{
+	switch (opcode) {
+	case KVS_OP_SAVE:
+		return (uint64_t)count * (KVS_KEY_SIZE + sizeof(uint32_t));
+	case KVS_OP_QUERY:
+		return (uint64_t)count * KVS_KEY_SIZE;
+	case KVS_OP_LOAD:
+		return (uint64_t)count * sizeof(uint32_t);
+	default:
+		return 0;
+	}
+}
+
+static uint8_t allowed_flags(uint8_t opcode)
+{
+	switch (opcode) {
+	case KVS_OP_QUERY:
+		return KVS_QUERY_NOLEASE;
+	case KVS_OP_FLUSH:
+		return KVS_FLUSH_INSTANCE;
+	default:
+		return 0;
+	}
+}
+
+static int check_ids(const uint32_t *ids, uint32_t n, uint32_t num_blocks)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (ids[i] >= num_blocks)
+			return -ERANGE;
+	return 0;
+}
+
+int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_size,
+	       const struct sqe_limits *lim, void *copy, struct sqe_args *ret)
+{
+	uint8_t op = sqe->opcode;
+	bool has_args = op == KVS_OP_SAVE || op == KVS_OP_QUERY || op == KVS_OP_LOAD;
+	uint64_t bytes, end;
+	struct sqe_args a = { 0 };
+
+	if (op > KVS_OP_LAST)
+		return -EOPNOTSUPP;
+	if (lim->role == KVS_ROLE_SCHEDULER && (op == KVS_OP_SAVE || op == KVS_OP_LOAD))
+		return -EPERM;
+	if (sqe->flags & ~allowed_flags(op))
+		return -EINVAL;
+	/* Fields an opcode does not use must be zero: they may mean something later. */
+	if (sqe->resv0 || sqe->resv1 || sqe->resv2)
+		return -EINVAL;
+	if (!has_args && (sqe->count || sqe->arg_off || sqe->arg_len))
+		return -EINVAL;
+	if (op != KVS_OP_LOAD && op != KVS_OP_RELEASE && sqe->lease)
+		return -EINVAL;
+	if (op != KVS_OP_QUERY && sqe->req_id)
+		return -EINVAL;
+	if (op != KVS_OP_LOAD && (sqe->layer_begin || sqe->layer_count))
+		return -EINVAL;
+	if ((op == KVS_OP_LOAD || op == KVS_OP_RELEASE) && sqe->lease == 0)
+		return -ENOENT;
+	if (!has_args) {
+		*ret = a;
+		return 0;
+	}
+
+	if (sqe->count == 0)
+		return -EINVAL;
+	if (sqe->count > lim->max_keys)
+		return -E2BIG;
+	bytes = sqe_arg_bytes(op, sqe->count);
+	if (sqe->arg_len != bytes)
+		return -EINVAL;
+	if (__builtin_add_overflow((uint64_t)sqe->arg_off, bytes, &end) || end > area_size)
+		return -EFAULT;
+	if ((op == KVS_OP_SAVE || op == KVS_OP_LOAD) && lim->num_blocks == 0)
+		return -KVS_EUNSEALED;
+	if (op == KVS_OP_LOAD) {
+		uint64_t last;
+
+		a.layer_begin = sqe->layer_begin;
+		a.layer_count = sqe->layer_count ? sqe->layer_count : lim->nr_layers - sqe->layer_begin;
+		if (sqe->layer_begin >= lim->nr_layers ||
+		    __builtin_add_overflow((uint64_t)a.layer_begin, a.layer_count, &last) ||
+		    last > lim->nr_layers || a.layer_count == 0)
+			return -EINVAL;
+	}
+
+	/* The one read of the shared arguments; everything below uses the copy. */
+	memcpy(copy, area + sqe->arg_off, bytes);
+	a.n = sqe->count;
+	switch (op) {
+	case KVS_OP_SAVE:
+		a.keys = copy;
+		a.block_ids = (const uint32_t *)((const uint8_t *)copy + (size_t)a.n * KVS_KEY_SIZE);
+		if (check_ids(a.block_ids, a.n, lim->num_blocks))
+			return -ERANGE;
+		break;
+	case KVS_OP_QUERY:
+		a.keys = copy;
+		break;
+	case KVS_OP_LOAD:
+		a.block_ids = copy;
+		if (check_ids(a.block_ids, a.n, lim->num_blocks))
+			return -ERANGE;
+		break;
+	}
+	*ret = a;
+	return 0;
+}
