@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +45,8 @@ const char *kvs_version(void)
 
 const char *kvs_strerror(int err)
 {
+	if (err == INT_MIN)
+		return "Unknown error"; /* -INT_MIN does not exist */
 	err = err < 0 ? -err : err;
 	switch (err) {
 	case KVS_EUNSEALED:
@@ -128,25 +132,148 @@ ssize_t client_request(struct kvs_client *c, void *msg, size_t len, const int *f
 	}
 }
 
+static bool status_plausible(int32_t status)
+{
+	return status <= 0 && status >= -CLIENT_ERRNO_MAX;
+}
+
+int client_reply_status(struct kvs_client *c, const struct kvs_msg_reply *rep, size_t n,
+			const char *what)
+{
+	if (n != sizeof(*rep) || rep->hdr.size != n || rep->hdr.type != KVS_MSG_REPLY ||
+	    !status_plausible(rep->status)) {
+		client_log(
+			c, KVS_LOG_ERR,
+			"kvstashd answered %s with a malformed reply (type %u, %zu bytes, status %d)",
+			what, rep->hdr.type, n, rep->status);
+		return -EBADMSG;
+	}
+	return rep->status;
+}
+
 /* ---- completions --------------------------------------------------- */
 
+/*
+ * Does @tag name an operation that was submitted and has not completed?
+ * Only such an operation may complete: an SQE still being prepared has a
+ * tag in shared memory already, and completing it would free its slot
+ * twice (once here, once when its prep fails or it is submitted).
+ */
 static bool tag_valid(struct kvs_client *c, uint64_t tag)
 {
 	uint32_t slot = (uint32_t)tag;
 
-	return slot < c->pend_cap && c->pend[slot].used && c->pend[slot].gen == (uint32_t)(tag >> 32);
+	return slot < c->pend_cap && c->pend[slot].state == PEND_SUBMITTED &&
+	       c->pend[slot].gen == (uint32_t)(tag >> 32);
 }
 
 static void pend_put(struct kvs_client *c, uint32_t slot)
 {
-	c->pend[slot].used = 0;
+	c->pend[slot].state = PEND_FREE;
 	c->pend[slot].gen++;
 	c->pend_free[c->pend_nfree++] = slot;
 }
 
+uint64_t client_last_tag(const struct kvs_client *c)
+{
+	uint32_t slot = c->reserved_tags[c->sq_reserved - 1];
+
+	return ((uint64_t)c->pend[slot].gen << 32) | slot;
+}
+
+/*
+ * Could kvstashd have sent @e for operation @p?  res is -errno or, for the
+ * operations that count, at most their count (an engine indexes its block
+ * arrays with it); a SAVE's stored and skipped blocks add up to at most
+ * its count (abi.h).
+ */
+static bool cqe_plausible(const struct pending *p, const struct kvs_cqe *e)
+{
+	if (e->res < -CLIENT_ERRNO_MAX)
+		return false;
+	switch (p->opcode) {
+	case KVS_OP_SAVE:
+		return (e->res < 0 || (uint32_t)e->res <= p->count) && e->result0 <= p->count &&
+		       e->result1 <= p->count - e->result0;
+	case KVS_OP_QUERY:
+	case KVS_OP_LOAD:
+		return e->res < 0 || (uint32_t)e->res <= p->count;
+	default:
+		return e->res <= 0;
+	}
+}
+
+/*
+ * Complete the operation @e names (tag checked) into @ret from @e, a
+ * private copy: the caller's user_data back in, KVS_CQE_LOCAL ours alone,
+ * and a result no operation could have given replaced by -EBADMSG.
+ */
+static void complete_from(struct kvs_client *c, const struct kvs_cqe *e, struct local_cqe *ret)
+{
+	uint32_t slot = (uint32_t)e->user_data;
+	const struct pending *p = &c->pend[slot];
+
+	ret->cqe = *e;
+	ret->tag = e->user_data;
+	ret->cqe.user_data = p->user_data;
+	ret->cqe.flags &= ~KVS_CQE_LOCAL; /* the library's mark: kvstashd cannot set it */
+	if (!cqe_plausible(p, e)) {
+		client_log(
+			c, KVS_LOG_ERR,
+			"kvstashd completed opcode %u of %u keys with res %d (results %llu, %llu): "
+			"reported as -EBADMSG",
+			p->opcode, p->count, e->res, (unsigned long long)e->result0,
+			(unsigned long long)e->result1);
+		ret->cqe.res = -EBADMSG;
+		ret->cqe.flags |= KVS_CQE_LOCAL;
+		ret->cqe.result0 = ret->cqe.result1 = 0;
+	}
+	pend_put(c, slot);
+}
+
+/*
+ * Take the oldest completion of the ring into @ret.  0; -EAGAIN when the
+ * ring holds none for a submitted operation; -EPROTO when kvstashd wrote
+ * an impossible tail (the caller ends the session).
+ *
+ * Each entry is copied once and only the copy is looked at: kvstashd may
+ * rewrite the entry at any moment, so a check of the shared entry would
+ * say nothing about what is read after it.  The copy is made before
+ * shmq_cons_release()'s store-release of the head (C2 in shmq/ring.c,
+ * paired with the load-acquire P2 that kvstashd's shmq_prod_reserve()
+ * does before it refills the slot), so an honest daemon never writes the
+ * entry while we copy it, and nothing after the release reads it again.  CQEs that match
+ * no submitted operation are dropped; at most one ring's worth per call,
+ * so a daemon that writes them as fast as they are dropped cannot hold
+ * the caller here.
+ */
+static int ring_take(struct kvs_client *c, struct local_cqe *ret)
+{
+	for (uint32_t i = 0; i < shmq_ring_capacity(&c->cq); i++) {
+		struct kvs_cqe e;
+		uint32_t idx;
+		int n = shmq_cons_peek(&c->cq, 1, &idx);
+
+		if (n <= 0)
+			return n == 0 ? -EAGAIN : n;
+		memcpy(&e, shmq_ring_entry(&c->cq, idx), sizeof(e));
+		shmq_cons_release(&c->cq, 1);
+		if (!tag_valid(c, e.user_data)) {
+			client_log(c, KVS_LOG_ERR, "completion for an unknown operation: ignored");
+			continue;
+		}
+		complete_from(c, &e, ret);
+		return 0;
+	}
+	return -EAGAIN;
+}
+
 void client_defer(struct kvs_client *c, const struct local_cqe *l)
 {
-	/* Never overflows: at most pend_cap operations exist at once. */
+	/*
+	 * Never overflows: kvs_get_sqe() keeps pending operations plus kept
+	 * completions at most pend_cap, and lq holds pend_cap + 1.
+	 */
 	c->lq[(c->lq_head + c->lq_n) % c->lq_cap] = *l;
 	c->lq_n++;
 }
@@ -155,26 +282,17 @@ void client_defer(struct kvs_client *c, const struct local_cqe *l)
 static void drain_ring(struct kvs_client *c)
 {
 	struct local_cqe l;
-	uint32_t idx;
 
 	/*
 	 * No region yet (kvstashd hung up on the HELLO, e.g. with every
 	 * handshake slot taken): no ring to drain; c->cq is not attached.
+	 * What ring_take() leaves (a corrupt tail, more junk than a ring's
+	 * worth) completes with -ECONNRESET below.
 	 */
 	if (!c->region)
 		return;
-	while (!c->cur && shmq_cons_peek(&c->cq, 1, &idx) == 1) {
-		struct kvs_cqe *e = shmq_ring_entry(&c->cq, idx);
-
-		l.cqe = *e;
-		l.tag = e->user_data;
-		shmq_cons_release(&c->cq, 1);
-		if (!tag_valid(c, l.tag))
-			continue;
-		l.cqe.user_data = c->pend[(uint32_t)l.tag].user_data;
-		pend_put(c, (uint32_t)l.tag);
+	while (ring_take(c, &l) == 0)
 		client_defer(c, &l);
-	}
 }
 
 void client_mark_dead(struct kvs_client *c)
@@ -188,19 +306,13 @@ void client_mark_dead(struct kvs_client *c)
 	for (uint32_t i = 0; i < c->pend_cap; i++) {
 		struct local_cqe l = { { 0 } };
 
-		if (!c->pend[i].used)
-			continue;
 		/* A submitted SQE only: one still being prepared is cancelled by its owner. */
+		if (c->pend[i].state != PEND_SUBMITTED)
+			continue;
 		l.cqe.user_data = c->pend[i].user_data;
 		l.cqe.res = -ECONNRESET;
 		l.cqe.flags = KVS_CQE_LOCAL;
 		l.tag = ((uint64_t)c->pend[i].gen << 32) | i;
-		bool reserved = false;
-
-		for (uint32_t k = 0; k < c->sq_reserved; k++)
-			reserved |= c->reserved_tags[k] == i;
-		if (reserved)
-			continue;
 		pend_put(c, i);
 		client_defer(c, &l);
 	}
@@ -222,8 +334,7 @@ static bool peer_alive(struct kvs_client *c)
 
 int client_reap(struct kvs_client *c, struct local_cqe *ret)
 {
-	uint32_t idx;
-	int n;
+	int r;
 
 	if (c->lq_n) {
 		*ret = c->lq[c->lq_head];
@@ -233,29 +344,13 @@ int client_reap(struct kvs_client *c, struct local_cqe *ret)
 	}
 	if (c->dead)
 		return -EAGAIN;
-	for (;;) {
-		struct kvs_cqe *e;
-
-		n = shmq_cons_peek(&c->cq, 1, &idx);
-		if (n < 0) {
-			client_log(c, KVS_LOG_ERR, "completion ring corrupt: dropping the session");
-			client_mark_dead(c);
-			return client_reap(c, ret);
-		}
-		if (n == 0)
-			return -EAGAIN;
-		e = shmq_ring_entry(&c->cq, idx);
-		ret->cqe = *e;
-		ret->tag = e->user_data;
-		shmq_cons_release(&c->cq, 1);
-		if (!tag_valid(c, ret->tag)) {
-			client_log(c, KVS_LOG_ERR, "completion for an unknown operation: ignored");
-			continue;
-		}
-		ret->cqe.user_data = c->pend[(uint32_t)ret->tag].user_data;
-		pend_put(c, (uint32_t)ret->tag);
-		return 0;
+	r = ring_take(c, ret);
+	if (r == -EPROTO) {
+		client_log(c, KVS_LOG_ERR, "completion ring corrupt: dropping the session");
+		client_mark_dead(c);
+		return client_reap(c, ret);
 	}
+	return r;
 }
 
 int client_wait(struct kvs_client *c, int64_t timeout_ns)
@@ -280,8 +375,8 @@ int client_wait(struct kvs_client *c, int64_t timeout_ns)
 
 int kvs_peek_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe)
 {
-	uint32_t idx;
-	int n;
+	struct local_cqe l;
+	int r;
 
 	if (c->cur) {
 		*ret_cqe = c->cur;
@@ -295,31 +390,24 @@ int kvs_peek_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe)
 	}
 	if (c->dead)
 		return -EAGAIN;
-	for (;;) {
-		struct kvs_cqe *e;
-		uint64_t tag;
-
-		n = shmq_cons_peek(&c->cq, 1, &idx);
-		if (n < 0) {
-			client_mark_dead(c);
-			return kvs_peek_cqe(c, ret_cqe);
-		}
-		if (n == 0)
-			return -EAGAIN;
-		e = shmq_ring_entry(&c->cq, idx);
-		tag = e->user_data;
-		if (!tag_valid(c, tag)) {
-			shmq_cons_release(&c->cq, 1);
-			continue;
-		}
-		/* The entry is ours until released: put the caller's user_data back in. */
-		e->user_data = c->pend[(uint32_t)tag].user_data;
-		pend_put(c, (uint32_t)tag);
-		c->cur = e;
-		c->cur_local = false;
-		*ret_cqe = e;
-		return 0;
+	r = ring_take(c, &l);
+	if (r == -EPROTO) {
+		client_log(c, KVS_LOG_ERR, "completion ring corrupt: dropping the session");
+		client_mark_dead(c);
+		return kvs_peek_cqe(c, ret_cqe);
 	}
+	if (r < 0)
+		return r;
+	/*
+	 * Hand out the library's copy, never the ring entry: kvstashd could
+	 * rewrite that while the application reads it (or after the tag was
+	 * checked).  The copy stays until kvs_cqe_seen().
+	 */
+	c->cur_cqe = l.cqe;
+	c->cur = &c->cur_cqe;
+	c->cur_local = false;
+	*ret_cqe = c->cur;
+	return 0;
 }
 
 void kvs_cqe_seen(struct kvs_client *c, struct kvs_cqe *cqe)
@@ -329,9 +417,8 @@ void kvs_cqe_seen(struct kvs_client *c, struct kvs_cqe *cqe)
 	if (c->cur_local) {
 		c->lq_head = (c->lq_head + 1) % c->lq_cap;
 		c->lq_n--;
-	} else {
-		shmq_cons_release(&c->cq, 1);
 	}
+	/* A ring CQE was released when it was copied (ring_take()). */
 	c->cur = NULL;
 }
 
@@ -380,7 +467,12 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *c)
 	struct kvs_sqe *sqe;
 	uint32_t idx, slot;
 
-	if (c->pend_nfree == 0)
+	/*
+	 * Completions the library keeps (lq) have given their slot back but
+	 * not yet reached the application: they count as pending, so lq can
+	 * never hold more than pend_cap (kvstashd's death completes them all).
+	 */
+	if (c->pend_nfree <= c->lq_n)
 		return NULL;
 	if (c->dead) {
 		if (c->sq_reserved == c->info.sq_entries)
@@ -390,11 +482,16 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *c)
 		if (shmq_prod_reserve(&c->sq, 1, &idx) != 1)
 			return NULL; /* full (or a corrupt head: found at the next wait) */
 		sqe = shmq_ring_entry(&c->sq, idx);
-		c->arg_end[idx & (c->info.sq_entries - 1)] = c->arg_tail;
+		/*
+		 * Indexed by our own count of SQEs (sq_tail), not the ring's
+		 * index, which started wherever kvstashd's region said.
+		 */
+		c->arg_end[(c->sq_tail + c->sq_reserved) & (c->info.sq_entries - 1)] = c->arg_tail;
 	}
 	slot = c->pend_free[--c->pend_nfree];
-	c->pend[slot].used = 1;
+	c->pend[slot].state = PEND_RESERVED;
 	c->pend[slot].user_data = 0;
+	c->pend[slot].count = 0;
 	c->reserved_tags[c->sq_reserved++] = slot;
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->user_data = ((uint64_t)c->pend[slot].gen << 32) | slot;
@@ -446,13 +543,8 @@ static int alloc_args(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t len, v
 		reclaim_args(c);
 	}
 	c->arg_tail = pos + len;
-	if (!c->dead) {
-		/* This SQE's slot: its arguments end here. */
-		uint32_t idx = (uint32_t)((uint8_t *)sqe - (uint8_t *)shmq_ring_entry(&c->sq, 0)) /
-			       sizeof(*sqe);
-
-		c->arg_end[idx] = c->arg_tail;
-	}
+	/* This SQE (the newest reserved): its arguments end here. */
+	c->arg_end[(c->sq_tail + c->sq_reserved - 1) & (c->info.sq_entries - 1)] = c->arg_tail;
 	sqe->arg_off = (uint32_t)(pos % size);
 	sqe->arg_len = (uint32_t)len;
 	*ret = c->args + pos % size;
@@ -486,6 +578,7 @@ static int prep(struct kvs_client *c, struct kvs_sqe *sqe, uint8_t op, uint32_t 
 	sqe->count = n;
 	c->pend[slot].user_data = user_data;
 	c->pend[slot].opcode = op;
+	c->pend[slot].count = n;
 	return 0;
 }
 
@@ -580,6 +673,8 @@ int kvs_submit(struct kvs_client *c)
 		}
 		return (int)n;
 	}
+	for (uint32_t i = 0; i < n; i++)
+		c->pend[c->reserved_tags[i]].state = PEND_SUBMITTED;
 	/* One store-release of the tail for the batch; a futex wake only if the worker sleeps. */
 	shmq_prod_commit(&c->sq, 0);
 	c->sq_tail += n;
@@ -588,13 +683,121 @@ int kvs_submit(struct kvs_client *c)
 
 /* ---- connect ------------------------------------------------------- */
 
+static bool is_pow2(uint32_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+/*
+ * The most bytes a session region of these sizes takes: the header page,
+ * then each part's payload with a page for its control block and a page
+ * of rounding.  A bound, not libshmq's exact layout, so that it holds for
+ * any libshmq that lays the same parts out.
+ */
+static uint64_t region_bound(uint32_t sq, uint32_t cq, uint64_t arg_bytes)
+{
+	return SHMQ_PART_ALIGN + (uint64_t)sq * sizeof(struct kvs_sqe) +
+	       (uint64_t)cq * sizeof(struct kvs_cqe) + arg_bytes + 6ull * SHMQ_PART_ALIGN;
+}
+
+/*
+ * Every field of a successful HELLO reply, before anything is mapped or
+ * allocated from it: the library sizes its own tables by these numbers
+ * (max_inflight, sq_entries), so none may be absurd.  session_id, worker
+ * and lease_ttl_ms are only reported to the application; the reserved
+ * words are for later minors to fill.  0, or -EBADMSG with @why set.
+ */
+static int check_hello_reply(const struct kvs_msg_hello_reply *rep, const char **why)
+{
+	if (!is_pow2(rep->sq_entries) || rep->sq_entries < 2 || rep->sq_entries > CLIENT_SQ_MAX)
+		*why = "SQ entries not a power of two in [2, 65536]";
+	else if (!is_pow2(rep->cq_entries) || rep->cq_entries / 2 < rep->sq_entries ||
+		 rep->cq_entries > 2 * CLIENT_SQ_MAX)
+		*why = "CQ entries not a power of two of at least twice the SQ's";
+	else if (rep->arg_bytes < SHMQ_PART_ALIGN || rep->arg_bytes > CLIENT_ARG_MAX)
+		*why = "argument area size outside [4 KiB, 1 GiB]";
+	else if (rep->max_inflight == 0 || rep->max_inflight > rep->cq_entries)
+		*why = "max_inflight outside [1, CQ entries]";
+	else if (rep->max_keys == 0 || rep->max_layers == 0)
+		*why = "max_keys or max_layers is 0";
+	else if (rep->region_size < SHMQ_PART_ALIGN ||
+		 rep->region_size > region_bound(rep->sq_entries, rep->cq_entries, rep->arg_bytes))
+		*why = "region size does not fit the rings and the argument area";
+	else
+		return 0;
+	return -EBADMSG;
+}
+
+/*
+ * Attach the region kvstashd sent and check it is the session the reply
+ * describes: its real size (the fd's) is the size the reply names, the
+ * rings have the reply's capacities and kvstash's entry sizes, the
+ * argument area the reply's size, and both rings start empty.  libshmq
+ * has checked the seals and every part's bounds against the fd's size.
+ */
+static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hello_reply *rep)
+{
+	struct shmq_region *region = NULL;
+	struct shmq_ring sq, cq;
+	const char *why = NULL;
+	struct stat st;
+	uint64_t argsz;
+	uint32_t idx;
+	void *args;
+	int r;
+
+	/* Before mapping anything: the fd's size is the size the reply names. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != rep->region_size) {
+		client_log(c, KVS_LOG_ERR,
+			   "the session region is not a file of the %llu bytes the reply names",
+			   (unsigned long long)rep->region_size);
+		return -EBADMSG;
+	}
+	r = shmq_region_attach(fd, KVS_REGION_MAGIC, &region);
+	if (r < 0) {
+		client_log(c, KVS_LOG_ERR, "cannot attach the session region: %s", strerror(-r));
+		/* Ours (memory) or a newer layout say so; every other refusal is a bad region. */
+		return r == -ENOMEM || r == -EPROTONOSUPPORT ? r : -EBADMSG;
+	}
+	if (shmq_region_app_version(region) != KVS_REGION_VERSION) {
+		why = "another session region version";
+		r = -EPROTONOSUPPORT;
+	} else if (shmq_ring_init(&sq, region, KVS_PART_SQ, SHMQ_PRODUCER) < 0 ||
+		   shmq_ring_init(&cq, region, KVS_PART_CQ, SHMQ_CONSUMER) < 0 ||
+		   shmq_region_area(region, KVS_PART_ARGS, &args, &argsz) < 0) {
+		why = "a ring or the argument area is missing";
+	} else if (shmq_region_size(region) != rep->region_size ||
+		   shmq_ring_capacity(&sq) != rep->sq_entries ||
+		   shmq_ring_capacity(&cq) != rep->cq_entries || argsz != rep->arg_bytes) {
+		why = "the region's rings or argument area differ from the reply";
+	} else if ((uint8_t *)shmq_ring_entry(&sq, 1) - (uint8_t *)shmq_ring_entry(&sq, 0) !=
+			   sizeof(struct kvs_sqe) ||
+		   (uint8_t *)shmq_ring_entry(&cq, 1) - (uint8_t *)shmq_ring_entry(&cq, 0) !=
+			   sizeof(struct kvs_cqe)) {
+		/* A smaller entry would make every SQE we write spill into its neighbours. */
+		why = "ring entries are not kvstash's SQE and CQE";
+	} else if (shmq_prod_inflight(&sq) != 0 || shmq_cons_peek(&cq, 1, &idx) != 0) {
+		why = "the rings of a new session are not empty";
+	}
+	if (why) {
+		client_log(c, KVS_LOG_ERR, "kvstashd sent a bad session region: %s", why);
+		shmq_region_destroy(region);
+		return r < 0 ? r : -EBADMSG;
+	}
+	c->region = region;
+	c->sq = sq;
+	c->cq = cq;
+	c->args = args;
+	c->args_size = argsz;
+	return 0;
+}
+
 static int say_hello(struct kvs_client *c)
 {
 	struct kvs_msg_hello h;
 	struct kvs_msg_hello_reply rep;
-	struct shmq_region *region = NULL;
-	void *args;
-	uint64_t argsz;
+	const char *why = NULL;
 	int fd = -1;
 	ssize_t n;
 	int r;
@@ -620,20 +823,44 @@ static int say_hello(struct kvs_client *c)
 	n = client_request(c, &h, sizeof(h), NULL, 0, &rep, sizeof(rep), &fd);
 	if (n < 0)
 		return (int)n;
-	if ((size_t)n < sizeof(struct kvs_msg_reply))
+	/* client_request() saw at least a struct kvs_msg_reply. */
+	if (!status_plausible(rep.r.status)) {
+		why = "a status that is no -errno";
 		r = -EBADMSG;
-	else if (rep.r.status < 0)
-		r = rep.r.status;
-	else if ((size_t)n < sizeof(rep) || rep.r.hdr.type != KVS_MSG_HELLO_REPLY)
-		r = -EBADMSG;
-	else
-		r = 0;
-	if (r < 0) {
+	} else if (rep.r.status < 0) {
 		rep.r.text[sizeof(rep.r.text) - 1] = '\0';
 		client_log(c, KVS_LOG_ERR, "kvstashd refused the session: %s (%s)",
-			   rep.r.text[0] ? rep.r.text : "no reason given", kvs_strerror(r));
-		if (fd >= 0)
-			close(fd);
+			   rep.r.text[0] ? rep.r.text : "no reason given",
+			   kvs_strerror(rep.r.status));
+		r = rep.r.status;
+	} else if ((size_t)n != sizeof(rep) || rep.r.hdr.size != (size_t)n ||
+		   rep.r.hdr.type != KVS_MSG_HELLO_REPLY) {
+		why = "not a HELLO reply, or truncated";
+		r = -EBADMSG;
+	} else if (rep.r.rev_major != KVS_WIRE_MAJOR) {
+		why = "another wire revision in a successful reply";
+		r = -EPROTONOSUPPORT;
+	} else if (c->opts.role == KVS_ROLE_ADMIN) {
+		/* An admin session has no region: a file sent along is not ours to keep. */
+		if (fd >= 0) {
+			why = "a region for an admin session";
+			r = -EBADMSG;
+		} else {
+			r = 0;
+		}
+	} else if (fd < 0) {
+		why = "no session region";
+		r = -EBADMSG;
+	} else {
+		r = check_hello_reply(&rep, &why);
+	}
+	if (r == 0 && c->opts.role != KVS_ROLE_ADMIN)
+		r = attach_region(c, fd, &rep);
+	if (fd >= 0)
+		close(fd); /* the region holds its own duplicate */
+	if (r < 0) {
+		if (why)
+			client_log(c, KVS_LOG_ERR, "malformed HELLO reply from kvstashd: %s", why);
 		return r;
 	}
 	c->info = (struct kvs_session_info){
@@ -648,31 +875,6 @@ static int say_hello(struct kvs_client *c)
 		.daemon_rev_major = rep.r.rev_major,
 		.daemon_rev_minor = rep.r.rev_minor,
 	};
-	if (c->opts.role == KVS_ROLE_ADMIN)
-		return 0;
-	if (fd < 0)
-		return -EBADMSG;
-	r = shmq_region_attach(fd, KVS_REGION_MAGIC, &region);
-	close(fd);
-	if (r < 0) {
-		client_log(c, KVS_LOG_ERR, "cannot attach the session region: %s", strerror(-r));
-		return r;
-	}
-	r = shmq_ring_init(&c->sq, region, KVS_PART_SQ, SHMQ_PRODUCER);
-	if (!r)
-		r = shmq_ring_init(&c->cq, region, KVS_PART_CQ, SHMQ_CONSUMER);
-	if (!r)
-		r = shmq_region_area(region, KVS_PART_ARGS, &args, &argsz);
-	if (!r && (shmq_ring_capacity(&c->sq) != c->info.sq_entries ||
-		   shmq_ring_capacity(&c->cq) != c->info.cq_entries))
-		r = -EBADMSG;
-	if (r < 0) {
-		shmq_region_destroy(region);
-		return r;
-	}
-	c->region = region;
-	c->args = args;
-	c->args_size = argsz;
 	return 0;
 }
 

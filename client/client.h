@@ -10,10 +10,25 @@
 #include <shmq/shmq.h>
 #include <kvstash/kvstash.h>
 
+/*
+ * What the library accepts from kvstashd at most (sidecar/base/conf.c caps
+ * [session] sq_entries_max and arg_bytes_max at these), so that nothing a
+ * HELLO reply says can make the library allocate or map absurd amounts.
+ */
+#define CLIENT_SQ_MAX	 (1u << 16)
+#define CLIENT_ARG_MAX	 (1ull << 30)
+#define CLIENT_ERRNO_MAX 4095 /* a status or res below -4095 is no errno */
+
+/* pending.state: an SQE handed out by kvs_get_sqe(), then submitted. */
+#define PEND_FREE      0
+#define PEND_RESERVED  1 /* being prepared: no CQE may complete it yet */
+#define PEND_SUBMITTED 2 /* published in the SQ: its CQE is due */
+
 struct pending {
 	uint64_t user_data;
 	uint32_t gen;
-	uint8_t used;
+	uint32_t count; /* keys / block ids: the most a CQE's res may claim */
+	uint8_t state;
 	uint8_t opcode;
 };
 
@@ -52,7 +67,8 @@ struct kvs_client {
 	struct local_cqe *lq; /* completions made or kept by the library */
 	uint32_t lq_head, lq_n, lq_cap;
 	struct kvs_cqe *cur;  /* handed out by peek, not yet seen */
-	bool cur_local;
+	bool cur_local;	      /* cur is lq's head; else it is cur_cqe */
+	struct kvs_cqe cur_cqe; /* private copy of a ring CQE: kvstashd cannot touch it */
 
 	struct kvs_sqe *dead_sqes; /* handed out after kvstashd died */
 
@@ -84,6 +100,17 @@ int client_reap(struct kvs_client *c, struct local_cqe *ret);
 void client_defer(struct kvs_client *c, const struct local_cqe *l);
 /* Sleep until a completion may be there, up to @timeout_ns, noticing death. */
 int client_wait(struct kvs_client *c, int64_t timeout_ns);
+
+/* Tag of the newest SQE from kvs_get_sqe() (never read back from shared memory). */
+uint64_t client_last_tag(const struct kvs_client *c);
+
+/*
+ * Status of a plain reply (REGISTER, UNREGISTER, a refused admin request)
+ * of @n bytes: its 0 or -errno, or -EBADMSG (logged, naming @what) when
+ * the reply is not a well-formed KVS_MSG_REPLY with a plausible status.
+ */
+int client_reply_status(struct kvs_client *c, const struct kvs_msg_reply *rep, size_t n,
+			const char *what);
 
 void client_free_registration(struct kvs_client *c);
 int client_send_registration(struct kvs_client *c);

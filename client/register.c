@@ -41,6 +41,7 @@ static int send_registration(struct kvs_client *c, const struct kvs_mem *mems, u
 	int fds[KVS_MAX_FDS];
 	unsigned nfds = 0;
 	ssize_t n;
+	int r;
 
 	if (len > KVS_MSG_MAX)
 		return -E2BIG;
@@ -91,11 +92,12 @@ static int send_registration(struct kvs_client *c, const struct kvs_mem *mems, u
 	free(m);
 	if (n < 0)
 		return (int)n;
-	if (rep.status < 0) {
+	r = client_reply_status(c, &rep, (size_t)n, "REGISTER");
+	if (r < 0 && r != -EBADMSG) {
 		rep.text[sizeof(rep.text) - 1] = '\0';
 		client_log(c, KVS_LOG_ERR, "registration refused: %s", rep.text);
 	}
-	return rep.status;
+	return r;
 }
 
 /* Keep a private copy (names, duplicated fds) for kvs_reconnect(). */
@@ -156,14 +158,16 @@ int kvs_unregister(struct kvs_client *c)
 	struct kvs_msg_hdr h = { .type = KVS_MSG_UNREGISTER, .size = sizeof(h) };
 	struct kvs_msg_reply rep;
 	ssize_t n;
+	int r;
 
 	memset(&rep, 0, sizeof(rep));
 	n = client_request(c, &h, sizeof(h), NULL, 0, &rep, sizeof(rep), NULL);
 	if (n < 0)
 		return (int)n;
-	if (rep.status == 0)
+	r = client_reply_status(c, &rep, (size_t)n, "UNREGISTER");
+	if (r == 0)
 		client_free_registration(c);
-	return rep.status;
+	return r;
 }
 
 int kvs_host_alloc(uint64_t size, int *ret_fd, void **ret_ptr)

@@ -66,21 +66,24 @@ out:
 }
 
 /* Take an SQE, prepare it with @prep_call, run it. */
-#define SYNC_OP(c, timeout, cqe, prep_call)                  \
-	do {                                                 \
-		struct kvs_sqe *sqe;                         \
-		int _r;                                      \
-		if ((c)->cur)                                \
-			return -EBUSY;                       \
-		sqe = kvs_get_sqe(c);                        \
-		if (!sqe)                                    \
-			return -EBUSY;                       \
-		_r = (prep_call);                            \
-		if (_r < 0)                                  \
-			return _r;                           \
-		_r = run((c), sqe->user_data, (timeout), (cqe)); \
-		if (_r < 0)                                  \
-			return _r;                           \
+#define SYNC_OP(c, timeout, cqe, prep_call)              \
+	do {                                             \
+		struct kvs_sqe *sqe;                     \
+		uint64_t _tag;                           \
+		int _r;                                  \
+		if ((c)->cur)                            \
+			return -EBUSY;                   \
+		sqe = kvs_get_sqe(c);                    \
+		if (!sqe)                                \
+			return -EBUSY;                   \
+		/* Not sqe->user_data: shared memory. */ \
+		_tag = client_last_tag(c);               \
+		_r = (prep_call);                        \
+		if (_r < 0)                              \
+			return _r;                       \
+		_r = run((c), _tag, (timeout), (cqe));   \
+		if (_r < 0)                              \
+			return _r;                       \
 	} while (0)
 
 int kvs_nop_sync(struct kvs_client *c, int timeout_ms)

@@ -96,6 +96,8 @@ void kvs_connect_opts_init(struct kvs_connect_opts *opts);
  *   -EUSERS                  the daemon's session limit is reached
  *   -EINVAL                  bad options (the log callback says which)
  *   -ETIMEDOUT               no reply within timeout_ms
+ *   -EBADMSG                 a malformed reply or session region (the log
+ *                            callback says which field)
  */
 int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 		struct kvs_client **ret_client);
@@ -205,8 +207,11 @@ int kvs_submit(struct kvs_client *client);
 
 /*
  * The oldest unseen completion, or -EAGAIN when there is none.  The CQE
- * stays valid until kvs_cqe_seen().  user_data is the value given to the
- * prep helper.
+ * is the library's private copy (never the entry in the shared CQ, which
+ * kvstashd could rewrite): it stays valid and unchanged until
+ * kvs_cqe_seen().  user_data is the value given to the prep helper.  A
+ * CQE whose result no operation could give arrives as res -EBADMSG with
+ * KVS_CQE_LOCAL; see libkvstash(3), "THE DAEMON IS UNTRUSTED".
  */
 int kvs_peek_cqe(struct kvs_client *client, struct kvs_cqe **ret_cqe);
 

@@ -35,6 +35,13 @@ static inline int gpu_connect(const struct kvsd *d, const char *instance, const 
 	o.tp_size = tp;
 	o.world_size = tp;
 	o.device_kind = KVS_DEVICE_CUDA;
+	/*
+	 * HELLO and REGISTER (36 or more CUDA IPC imports on kvstashd's
+	 * control thread) share the socket timeout; with the GPU tests run
+	 * side by side (-j4), 5 s is a race with the machine's load.  The
+	 * same bound as the tests' data operations.
+	 */
+	o.timeout_ms = 30000;
 	if (gpu_uuid(o.device_uuid))
 		return -EIO;
 	return kvs_connect(d->sock, &o, ret);

@@ -5,6 +5,11 @@
  * invisible until both ranks saved it; one lease is consumed by one LOAD
  * per rank, each getting its own shard; a second LOAD by a rank fails.
  * Exits 77 without a GPU.
+ *
+ * The ranks run in step through two pipes: every check that depends on
+ * the other rank (its registration, its SAVE, its LOAD, its session
+ * still being there) comes after a token the other rank sent once that
+ * was done, never after a delay.
  */
 #include <errno.h>
 #include <signal.h>
@@ -100,6 +105,17 @@ static int rank_main(const struct kvsd *d, unsigned rank, int in, int out)
 	/* Both ranks loaded: the lease is gone for everyone. */
 	r = kvs_load_sync(c, lease, dst, N, 0, 0, 30000);
 	CHECK(r == -ENOENT, "rank %u load after both consumed: %d, want -ENOENT", rank, r);
+	/*
+	 * Close only once the other rank has made that LOAD too.  A session
+	 * that closes unregisters its rank, which unseals the instance
+	 * (session_free() -> instance_unregister()), and kvstashd checks the
+	 * seal before the lease: the slower rank's LOAD would get
+	 * -KVS_EUNSEALED instead of -ENOENT whenever the faster one had
+	 * closed and been freed in between (it failed so once in five runs
+	 * with -j4 beside the other GPU tests).
+	 */
+	put(out, 3);
+	get(in);
 	kvs_close(c);
 	gpu_kv_free(&kv);
 	return 0;
@@ -121,12 +137,22 @@ int main(void)
 	CHECK(kvsd_start(&d, "[pool]\nsize = 1G\n[cuda]\nenable = yes\n") == 0, "start kvstashd");
 	if (pipe(a) || pipe(b))
 		FAIL("pipe");
+	/*
+	 * Each rank keeps only its own ends, so that a rank that dies is an
+	 * EOF in the other's get() rather than a read that never returns.
+	 */
 	p0 = fork();
-	if (p0 == 0)
+	if (p0 == 0) {
+		close(a[1]);
+		close(b[0]);
 		_exit(rank_main(&d, 0, a[0], b[1]));
+	}
 	p1 = fork();
-	if (p1 == 0)
+	if (p1 == 0) {
+		close(a[0]);
+		close(b[1]);
 		_exit(rank_main(&d, 1, b[0], a[1]));
+	}
 	close(a[0]);
 	close(a[1]);
 	close(b[0]);
