@@ -560,7 +560,8 @@ static int prep(struct kvs_client *c, struct kvs_sqe *sqe, uint8_t op, uint32_t 
 	if (!c->sq_reserved)
 		return -EINVAL;
 	slot = c->reserved_tags[c->sq_reserved - 1];
-	if (argbytes) {
+	/* SAVE, QUERY and LOAD carry arguments, so n == 0 (argbytes 0) is no request. */
+	if (op == KVS_OP_SAVE || op == KVS_OP_QUERY || op == KVS_OP_LOAD) {
 		if (n == 0)
 			return cancel_sqe(c, -EINVAL);
 		if (n > c->info.max_keys)

@@ -220,6 +220,20 @@ int main(void)
 	CHECK(g1.errors - g0.errors == nbad, "%llu error CQEs counted for %u refusals",
 	      (unsigned long long)(g1.errors - g0.errors), nbad);
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP after the refusals");
+
+	/* libkvstash refuses an empty SAVE, QUERY or LOAD itself (kvstash.h promises -EINVAL). */
+	{
+		struct kvs_sqe *s = kvs_get_sqe(c);
+
+		CHECK(s != NULL, "no SQE");
+		CHECK_RES(kvs_prep_save(c, s, fresh, src, 0, 0), -EINVAL, "kvs_prep_save of 0 keys");
+		s = kvs_get_sqe(c);
+		CHECK_RES(kvs_prep_query(c, s, keys, 0, 0, 0, 0), -EINVAL, "kvs_prep_query of 0 keys");
+		s = kvs_get_sqe(c);
+		CHECK_RES(kvs_prep_load(c, s, lease, dst, 0, 0, 0, 0), -EINVAL,
+			  "kvs_prep_load of 0 blocks");
+		CHECK(kvs_pending(c) == 0, "%u SQEs left pending by refused preps", kvs_pending(c));
+	}
 	dp_ok("%u malformed SQEs refused with their -errno; engine memory, pool and leases "
 	      "untouched", nbad);
 
