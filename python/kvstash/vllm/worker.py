@@ -86,9 +86,17 @@ class WorkerCore:
             def on_connect(c: Client) -> None:
                 import torch
 
+                from ..torch import _UNSHAREABLE, ADVICE
+
                 # libkvstash exports each allocation in the thread's current context.
-                with torch.cuda.device(v0.device_index):
-                    c.register_cuda(layers, replicated=replicated)
+                try:
+                    with torch.cuda.device(v0.device_index):
+                        c.register_cuda(layers, replicated=replicated)
+                except KvstashError as e:
+                    # vLLM's cache from expandable segments or a pool: say what to change.
+                    if e.errno in _UNSHAREABLE:
+                        raise type(e)(e.errno, e.op, f"{e.message}. {ADVICE}") from e
+                    raise
 
             device: Any = v0.device_index if v0.device_index is not None else 0
         elif v0.device_type == "cpu":
