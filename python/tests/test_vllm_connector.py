@@ -76,12 +76,12 @@ def keys_of(req, n):
     return [bytes(h[:16]) for h in req.block_hashes[:n]]
 
 
-def step_until(eng, cond, limit=20):
-    for _ in range(limit):
-        if cond():
-            return
+def step_until(eng, cond, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"condition not met in {timeout} s"
         eng.step()
-    assert cond(), f"condition not met in {limit} steps"
+        time.sleep(0.0005)
 
 
 def assert_loaded(eng, rid, nblocks, ranks=(0,)):
@@ -285,6 +285,58 @@ def test_preemption_waits_for_saves_before_blocks_are_reused(engines, daemon):
     assert_clean(daemon, a, b)
 
 
+class SlowGpu:
+    """An ordering whose marks complete only after @polls ready() calls (a GPU still busy),
+    or when waited for: what the CUDA event ordering does, without a GPU."""
+
+    def __init__(self, polls):
+        self.polls = polls
+        self.waited = 0
+
+    def mark(self):
+        return [self.polls]
+
+    def ready(self, token):
+        token[0] -= 1
+        return token[0] < 0
+
+    def wait(self, token):
+        self.waited += 1
+        token[0] = -1
+
+
+def test_saves_wait_until_the_gpu_wrote_the_blocks(engines, daemon):
+    a = engines("saver")
+    slow = SlowGpu(polls=4)
+    a.workers[0].w.conn._worker._ordering = slow
+    a.add("a", PROMPT)
+    a.step()                          # the forward pass "is still running": nothing submitted
+    assert a.outputs[-1]["outs"][0]["pending"] == 1
+    a.run()
+    saves = [s for o in a.outputs for s in o["plan"].saves]
+    assert len(saves) == 1 and slow.waited == 0       # went out once ready, never waited for
+    b = engines("loader")
+    b.add("b", PROMPT)
+    step_until(b, lambda: "b" in b.recv_done)
+    assert_loaded(b, "b", 3)
+
+
+def test_preemption_forces_saves_the_gpu_has_not_finished(engines, daemon):
+    a = engines("saver")
+    slow = SlowGpu(polls=1000)
+    a.workers[0].w.conn._worker._ordering = slow
+    a.add("a", PROMPT, max_tokens=5)
+    a.step()
+    a.preempt("a")
+    a.step()                          # handle_preemptions: wait for the GPU, then the SAVE
+    assert slow.waited == 1
+    assert a.outputs[-1]["plan"].flush == {"a"}
+    b = engines("loader")
+    b.add("b", PROMPT)
+    step_until(b, lambda: "b" in b.recv_done)
+    assert_loaded(b, "b", 3)
+
+
 # ---- kvstashd away -------------------------------------------------------------------
 
 
@@ -299,7 +351,7 @@ def test_kvstashd_killed_mid_load_means_recompute(engines, daemon):
     assert "b" in b.remote and "b" not in b.recv_done
     daemon.kill()
     t0 = time.monotonic()
-    b.run(max_steps=10)
+    b.run(timeout=10)                 # no hang: recomputed within seconds
     assert time.monotonic() - t0 < 10
     assert b.invalid == set(load.block_ids)          # reported as load errors
     req = b.reqs["b"]

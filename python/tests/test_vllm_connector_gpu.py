@@ -14,6 +14,7 @@ torch with CUDA and a kvstashd with its CUDA backend.
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -123,18 +124,17 @@ def test_cuda_caches_save_and_load_byte_exact(gpu_daemon, save_layout, load_layo
                 engines.append(ve.MiniEngine(sched, [w], seed=seed))
             a, b = engines
             a.add("a", PROMPT)
-            a.run()
+            a.run(timeout=60)
             b.workers[0].fill(list(range(1, 32)), 0xEE)
             b.add("b", PROMPT)
-            for _ in range(20):
-                if "b" in b.recv_done:
-                    break
+            deadline = time.monotonic() + 60
+            while "b" not in b.recv_done and time.monotonic() < deadline:
                 b.step()
             assert b.hits == {"b": 48}
             req = b.reqs["b"]
             for i, blk in enumerate(b.blocks["b"][:3]):
                 assert b.workers[0].read(blk) == ve.expected(bytes(req.block_hashes[i][:16]), 0), f"block {i}"
-            b.run()
+            b.run(timeout=60)
             assert not b.invalid
             assert kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] == 0
         finally:

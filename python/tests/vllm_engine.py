@@ -43,6 +43,7 @@ import random
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -496,13 +497,21 @@ class MiniEngine:
     def idle(self) -> bool:
         return not (self.waiting or self.running or self.held)
 
-    def run(self, max_steps: int = 50) -> None:
-        for _ in range(max_steps):
-            if self.idle():
-                return
+    def run(self, timeout: float = 20.0) -> None:
+        """Step until idle, as vLLM's engine loop does: for as many steps as the
+        copies take (kvstashd's take milliseconds, a step here microseconds).
+        Not idle within @timeout seconds fails: something waits for ever."""
+        deadline = time.monotonic() + timeout
+        steps = 0
+        while not self.idle():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not idle after {steps} steps ({timeout} s): waiting {self.waiting}, running "
+                                     f"{self.running}, remote {sorted(self.remote)}, held {sorted(self.held)}")
             self.step()
-        raise AssertionError(f"not idle after {max_steps} steps: waiting {self.waiting}, running "
-                             f"{self.running}, remote {sorted(self.remote)}, held {sorted(self.held)}")
+            steps += 1
+            plan = self.outputs[-1]["plan"]
+            if not (plan.saves or plan.loads or self.running):
+                time.sleep(0.0005)   # only transfers left: let them progress
 
     def close(self) -> None:
         for w in self.workers:
