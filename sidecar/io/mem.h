@@ -17,14 +17,18 @@ struct mem_import {
 	uint32_t kind;	/* KVS_MEM_* */
 	uint64_t size;	/* usable bytes: min(declared, real) */
 	uint64_t base;	/* host: a pointer in our address space; CUDA: a device address */
+	void *map;	  /* host: what mmap() returned, for munmap() */
+	uint64_t map_len; /* host: the length mapped, for munmap() */
 	int fd;		/* host / VMM: our copy; else -1 */
 	void *priv;	/* backend state */
 };
 
 /*
  * Import allocation @m (with its fd, which the import takes over on
- * success, or -1).  Host: the fd must be sealed against shrinking
- * (-EPERM) and at least m->size long (-ERANGE).  @why gets a reason.
+ * success, or -1).  Host: the fd must be a shmem memfd (-EBADF: not a
+ * memfd; -EOPNOTSUPP: hugetlbfs or another file system), sealed against
+ * shrinking (-EPERM), and at least m->size long (-ERANGE).  @why gets a
+ * reason.
  */
 int mem_import_host(const struct kvs_wire_mem *m, int fd, struct mem_import *ret, char *why,
 		    size_t wl);
