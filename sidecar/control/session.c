@@ -313,14 +313,23 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		return -ENOMEM;
 	}
 	reg->class_id = POOL_NO_CLASS;
-	for (uint32_t i = 0; i < req->nr_mems; i++)
+	for (uint32_t i = 0; i < req->nr_mems; i++) {
 		reg->mems[i].fd = -1;
+		sizes[i] = req->mems[i].size;
+	}
+	/*
+	 * Geometry first, against the declared sizes (an import refuses an
+	 * allocation smaller than declared): the views say which bytes of
+	 * each allocation are needed, and only those are mapped.
+	 */
+	r = layout_build(req, sizes, &reg->layout, why, wl);
+	free(sizes);
 	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
 		const struct kvs_wire_mem *m = &req->mems[i];
 		char w2[KVS_TEXT_MAX - 32];
-
 		bool host = m->kind == KVS_MEM_HOST_FD;
 		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? fds[m->fd_index] : -1;
+		uint64_t lo, hi;
 
 		if (host != (s->hello.device_kind == KVS_DEVICE_HOST)) {
 			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
@@ -328,9 +337,13 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 			r = -EINVAL;
 			break;
 		}
-		r = host ? mem_import_host(m, fd, &reg->mems[i], w2, sizeof(w2)) :
-			   cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
-					   sizeof(w2));
+		if (host) {
+			layout_mem_span(reg->layout, i, &lo, &hi);
+			r = mem_import_host(m, fd, lo, hi, &reg->mems[i], w2, sizeof(w2));
+		} else {
+			r = cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
+					    sizeof(w2));
+		}
 		if (r < 0) {
 			snprintf(why, wl, "allocation %u: %s", i, w2);
 			break;
@@ -338,12 +351,8 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		if (fd >= 0)
 			fds[m->fd_index] = -1; /* the import owns it now */
 		reg->nr_mems = i + 1;
-		reg->mapped_bytes += reg->mems[i].size;
-		sizes[i] = reg->mems[i].size;
+		reg->mapped_bytes += host ? reg->mems[i].map_len : reg->mems[i].size;
 	}
-	if (!r)
-		r = layout_build(req, sizes, &reg->layout, why, wl);
-	free(sizes);
 	if (!r && (r = store_class_get(reg->layout->slot_bytes, &reg->class_id)) < 0) {
 		if (r == -E2BIG)
 			snprintf(why, wl,
@@ -391,9 +400,10 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 			registration_free(reg);
 		} else {
 			session_publish_reg(s, reg);
-			slog_info(s, "registered %u layers in %u allocations (%" PRIu64
-				  " MiB), %" PRIu64 "-byte blocks, %u blocks%s%s",
-				  reg->layout->nr_layers, reg->nr_mems, reg->mapped_bytes >> 20,
+			slog_info(s,
+				  "registered %u layers in %u allocations (%" PRIu64
+				  " KiB mapped), %" PRIu64 "-byte blocks, %u blocks%s%s",
+				  reg->layout->nr_layers, reg->nr_mems, reg->mapped_bytes >> 10,
 				  reg->layout->slot_bytes, reg->layout->num_blocks,
 				  reg->layout->replicated ? ", replicated" : "",
 				  r == 1 ? "; instance sealed" : "");

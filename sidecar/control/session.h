@@ -43,7 +43,7 @@ struct registration {
 	unsigned region;   /* pool region (NUMA node) slots come from */
 	uint32_t shard;	   /* this rank's shard: tp_rank, or 0 if replicated */
 	uint32_t nshards;
-	uint64_t mapped_bytes;
+	uint64_t mapped_bytes; /* host: the pages mapped; GPU: the allocations' sizes */
 };
 
 struct session_stats { /* relaxed atomics */

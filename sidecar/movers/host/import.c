@@ -16,6 +16,10 @@
  *    fine.  Memfds live on the kernel's internal shmem mount, which has
  *    no size limit, so a fault cannot meet ENOSPC either; tmpfs files of
  *    a mounted tmpfs cannot be sealed (they start with F_SEAL_SEAL).
+ *
+ * What a hole costs: a page kvstashd faults into a hole is charged to
+ * kvstashd (memcg and RSS), not to the engine.  That is why only the pages
+ * the layer views reach are mapped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,9 +36,29 @@
 
 #define WHY(...) (snprintf(why, wl, __VA_ARGS__))
 
-int mem_import_host(const struct kvs_wire_mem *m, int fd, struct mem_import *ret, char *why,
-		    size_t wl)
+static uint64_t page_size(void)
 {
+	static uint64_t pg;
+
+	if (!pg)
+		pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	return pg;
+}
+
+uint64_t mem_host_map_bytes(uint64_t lo, uint64_t hi)
+{
+	uint64_t pg = page_size();
+
+	/* Saturate: no file is that long, and no bound lets it through. */
+	if (hi > UINT64_MAX - (pg - 1))
+		return UINT64_MAX;
+	return ((hi + pg - 1) & ~(pg - 1)) - (lo & ~(pg - 1));
+}
+
+int mem_import_host(const struct kvs_wire_mem *m, int fd, uint64_t lo, uint64_t hi,
+		    struct mem_import *ret, char *why, size_t wl)
+{
+	uint64_t off = lo & ~(page_size() - 1), len = mem_host_map_bytes(lo, hi);
 	struct statfs sfs;
 	struct stat st;
 	int seals;
@@ -92,21 +116,28 @@ int mem_import_host(const struct kvs_wire_mem *m, int fd, struct mem_import *ret
 		    (long long)st.st_size);
 		return -ERANGE;
 	}
-	/* Populate now: faults on the copy path would cost more than the copy. */
-	p = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	/*
+	 * Only the views' pages, and none faulted in now: MAP_POPULATE made
+	 * the control thread fault in whatever an engine declared (a sparse
+	 * 4 GiB memfd: 4 GiB, for seconds).  The copies fault pages in as
+	 * they touch them, on the I/O worker; an engine's pages are resident
+	 * already, so those are minor faults, a few per 64 KiB (fault-around).
+	 */
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
 	if (p == MAP_FAILED) {
 		int err = -errno;
 
 		WHY("cannot map the allocation: %m");
 		return err;
 	}
-	madvise(p, m->size, MADV_DONTFORK);
+	madvise(p, len, MADV_DONTFORK);
 	*ret = (struct mem_import){
 		.kind = KVS_MEM_HOST_FD,
 		.size = m->size,
-		.base = (uint64_t)(uintptr_t)p,
+		/* Modular: byte 0 may lie before the mapping; views start at off or later. */
+		.base = (uint64_t)(uintptr_t)p - off,
 		.map = p,
-		.map_len = m->size,
+		.map_len = len,
 		.fd = fd,
 	};
 	return 0;
