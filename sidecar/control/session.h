@@ -112,6 +112,12 @@ struct session {
 	uint32_t waiting_seq;
 	uint32_t waiting_type;
 	struct registration *retired; /* handed back by the worker */
+	/*
+	 * Host engine memory this session has mapped (its registration's,
+	 * live or retired until freed): what [session] max_mapped_bytes and
+	 * [server] max_mapped_bytes_per_uid bound.  Control thread only.
+	 */
+	uint64_t mapped_host;
 
 	struct session_stats st;
 	uint64_t created_ns;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kvstashd maps of an engine's host memory only the pages its layer views
- * reach and faults nothing in when it registers.
+ * reach, faults nothing in when it registers, and bounds the bytes mapped
+ * per session and per uid.
  *
  *  1. Sparse memory.  An engine registers a sparse 4 GiB memfd with one
  *     512-byte view, over and over, while a bystander process connects,
@@ -13,6 +14,12 @@
  *     bystander's every step succeeds.  Nothing here is timed: a control
  *     thread stalled for seconds would show as the bystander failing its
  *     operations' generous timeouts, never as a slow number.
+ *  2. Bounds.  With [session] max_mapped_bytes = 64K and [server]
+ *     max_mapped_bytes_per_uid = 96K: a registration reaching one page more
+ *     than 64K (whole pages count: an unaligned 64K view reaches 17) is
+ *     -E2BIG; one that would take the uid past 96K is -EDQUOT, with a
+ *     reason naming the key; exactly the bounds pass; an UNREGISTER gives
+ *     its bytes back to the uid.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -192,9 +199,82 @@ static void sparse_beside_bystander(void)
 	dp_stop(&d);
 }
 
+/* ---- 2. per-session and per-uid bounds ------------------------------- */
+
+#define SESSION_MAX (64u << 10)
+#define UID_MAX	    (96u << 10)
+
+static int reg_view(struct kvs_client *c, int fd, uint64_t off, uint64_t bytes)
+{
+	struct kvs_layer l = { .name = "bound.0",
+			       .mem = 0,
+			       .segments = 1,
+			       .offset = off,
+			       .num_blocks = 1,
+			       .segment_bytes = bytes,
+			       .block_stride = bytes };
+	struct kvs_mem m = { .kind = KVS_MEM_HOST_FD, .fd = fd, .size = 1u << 20 };
+
+	return kvs_register(c, &m, 1, &l, 1, 0);
+}
+
+static struct kvs_client *worker(const char *inst)
+{
+	struct kvs_client *c;
+	/* A namespace each: the sessions register views of different sizes. */
+	int r = test_connect(&d, KVS_ROLE_WORKER, inst, inst, 0, 1, &c);
+
+	CHECK(r == 0, "connect %s: %s", inst, kvs_strerror(r));
+	return c;
+}
+
+static void bounds(void)
+{
+	struct kvs_client *a, *b, *c, *admin;
+	void *p;
+	int fd;
+
+	dp_start(&d,
+		 "[session]\nmax_mapped_bytes = 64K\n[server]\nmax_mapped_bytes_per_uid = 96K\n");
+	CHECK(test_admin(&d, &admin) == 0, "admin");
+	CHECK(kvs_host_alloc(1u << 20, &fd, &p) == 0, "kvs_host_alloc");
+	a = worker("bound-a");
+	b = worker("bound-b");
+	c = worker("bound-c");
+
+	CHECK_RES(reg_view(a, fd, 0, SESSION_MAX), 0, "a session's bound exactly");
+	CHECK(mapped_of(admin, a) == SESSION_MAX, "STATUS: %llu bytes mapped",
+	      (unsigned long long)mapped_of(admin, a));
+	CHECK_RES(reg_view(b, fd, 0, SESSION_MAX + 1), -E2BIG, "one byte past a session's bound");
+	CHECK_RES(reg_view(b, fd, 100, SESSION_MAX), -E2BIG,
+		  "64K from an unaligned offset (17 pages)");
+	CHECK(kvsd_log_contains(&d, "max_mapped_bytes = 65536"), "E2BIG without its reason");
+	CHECK_RES(reg_view(b, fd, 0, 48u << 10), -EDQUOT, "past the uid's bound");
+	CHECK(kvsd_log_contains(&d, "max_mapped_bytes_per_uid = 98304"),
+	      "EDQUOT without its reason");
+	CHECK_RES(reg_view(b, fd, 0, UID_MAX - SESSION_MAX), 0, "up to the uid's bound exactly");
+	CHECK_RES(reg_view(c, fd, 0, 4096), -EDQUOT, "one page past the uid's bound");
+	CHECK(mapped_of(admin, b) == UID_MAX - SESSION_MAX, "STATUS of b");
+	CHECK(mapped_of(admin, c) == 0, "a refused REGISTER left bytes counted");
+
+	/* An UNREGISTER gives the uid its bytes back. */
+	CHECK_RES(kvs_unregister(a), 0, "UNREGISTER");
+	CHECK_RES(reg_view(c, fd, 0, SESSION_MAX), 0, "after another session's UNREGISTER");
+	CHECK_RES(kvs_nop_sync(a, OP_TIMEOUT_MS), 0, "NOP of the refused-and-unregistered");
+	dp_ok("host memory mapped: 64K per session (E2BIG past it, whole pages counted), 96K per "
+	      "uid (EDQUOT), given back by UNREGISTER");
+	kvs_close(a);
+	kvs_close(b);
+	kvs_close(c);
+	kvs_close(admin);
+	kvs_host_free(fd, p, 1u << 20);
+	dp_stop(&d);
+}
+
 int main(void)
 {
 	dp_watchdog(300);
 	sparse_beside_bystander();
+	bounds();
 	return 0;
 }
