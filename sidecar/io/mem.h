@@ -42,6 +42,15 @@ int mem_import_host(const struct kvs_wire_mem *m, int fd, uint64_t lo, uint64_t 
 /* Bytes mem_import_host() maps for [@lo, @hi): whole pages around it. */
 uint64_t mem_host_map_bytes(uint64_t lo, uint64_t hi);
 
+/*
+ * Drop an import.  Host mappings and fds go to the release thread (when
+ * it runs; else at once), so the caller, the control thread, never waits
+ * for the kernel to tear down an engine's pages.
+ */
 void mem_release(struct mem_import *imp);
+
+/* The release thread: started before the first import, stopped (drained) after the last. */
+int mem_release_start(void);
+void mem_release_stop(void);
 
 #endif /* KVS_MEM_H */
