@@ -60,6 +60,9 @@ static const struct key keys[] = {
 	    "sessions at once, all users together"),
 	KEY("server", "max_sessions_per_uid", T_U32, max_sessions_per_uid, "128", 1, 65536,
 	    "sessions at once of one user"),
+	KEY("server", "max_mapped_bytes_per_uid", T_SIZE, max_mapped_bytes_per_uid, "0", 0,
+	    1ull << 56,
+	    "host engine memory mapped for one user's sessions together (0: half the host's RAM)"),
 
 	KEY("session", "sq_entries", T_U32, sq_entries, "256", 2, 1u << 16,
 	    "default submission-queue entries (power of two; the CQ has twice as many)"),
@@ -77,6 +80,8 @@ static const struct key keys[] = {
 	    "layers in one registration"),
 	KEY("session", "max_namespaces", T_U32, max_namespaces, "1024", 1, 1u << 20,
 	    "namespaces alive at once"),
+	KEY("session", "max_mapped_bytes", T_SIZE, max_mapped_bytes, "0", 0, 1ull << 56,
+	    "host engine memory one session may have mapped (0: a quarter of the host's RAM)"),
 
 	KEY("pool", "size", T_SIZE, pool_size, "1G", 1ull << 20, 1ull << 50,
 	    "host pool bytes, split over the NUMA nodes that serve devices"),

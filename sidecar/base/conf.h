@@ -30,6 +30,7 @@ struct kvs_config {
 	struct id_list allow_gids;
 	uint32_t max_sessions;
 	uint32_t max_sessions_per_uid;
+	uint64_t max_mapped_bytes_per_uid; /* host engine memory; 0: half the RAM */
 
 	/* [session] */
 	uint32_t sq_entries;
@@ -40,6 +41,7 @@ struct kvs_config {
 	uint32_t max_inflight;
 	uint32_t max_layers;
 	uint32_t max_namespaces;
+	uint64_t max_mapped_bytes; /* host engine memory per session; 0: a quarter of the RAM */
 
 	/* [pool] */
 	uint64_t pool_size;

@@ -17,6 +17,7 @@
 #endif
 
 #include "store/store.h"
+#include "io/mem.h"
 #include "io/mover.h"
 #include "movers/cuda/cuda.h"
 #include "control/daemon.h"
@@ -193,6 +194,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = copy_host_init(cfg);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the copy threads");
+	r = mem_release_start();
+	if (r < 0)
+		return log_error_errno(r, "cannot start the engine-memory release thread");
 	r = worker_start(d, 0, nodes[0], -1, &d->host_worker);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the host I/O worker");
@@ -326,6 +330,7 @@ void daemon_fini(struct daemon *d)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;
 	copy_host_fini();
+	mem_release_stop(); /* after the last session: it drains what they left */
 	lease_table_fini();
 	store_fini();
 	if (store_pool())

@@ -298,11 +298,77 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 
 /* ---- REGISTER / UNREGISTER ---------------------------------------- */
 
+/*
+ * The bounds on host engine memory mapped, with 0 meaning automatic: a
+ * quarter of the host's RAM per session, half of it per uid.  A legitimate
+ * engine's memory is resident already (it is the engine's), so mapping it
+ * costs kvstashd page tables only; the bound is for the holes, whose pages
+ * kvstashd's copies would fault in and be charged for.  On a GPU host the
+ * engines register GPU memory and map nothing here.
+ */
+static uint64_t ram_fraction(unsigned div)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || pg <= 0)
+		return UINT64_MAX; /* unknown: no automatic bound rather than a wrong one */
+	return (uint64_t)pages * (uint64_t)pg / div;
+}
+
+static uint64_t max_mapped_session(const struct kvs_config *cfg)
+{
+	return cfg->max_mapped_bytes ? cfg->max_mapped_bytes : ram_fraction(4);
+}
+
+static uint64_t max_mapped_uid(const struct kvs_config *cfg)
+{
+	return cfg->max_mapped_bytes_per_uid ? cfg->max_mapped_bytes_per_uid : ram_fraction(2);
+}
+
+/* Host bytes mapped for @uid's sessions, registrations being retired included. */
+static uint64_t mapped_of_uid(struct daemon *d, uid_t uid)
+{
+	struct session *s;
+	uint64_t n = 0;
+
+	cds_list_for_each_entry(s, &d->sessions, node)
+		if (s->uid == uid)
+			n += s->mapped_host;
+	return n;
+}
+
+/*
+ * May @s map @want more bytes of host memory?  Checked before anything is
+ * mapped, so a refused REGISTER costs the daemon nothing.
+ */
+static int check_mapped(struct session *s, uint64_t want, char *why, size_t wl)
+{
+	const struct kvs_config *cfg = s->d->cfg;
+	uint64_t cap = max_mapped_session(cfg), ucap = max_mapped_uid(cfg), held, total;
+
+	if (want > cap) {
+		snprintf(why, wl,
+			 "the views reach %" PRIu64 " bytes of host memory, more than a "
+			 "session may map ([session] max_mapped_bytes = %" PRIu64 ")",
+			 want, cap);
+		return -E2BIG;
+	}
+	held = mapped_of_uid(s->d, s->uid);
+	if (__builtin_add_overflow(held, want, &total) || total > ucap) {
+		snprintf(why, wl,
+			 "uid %u has %" PRIu64 " bytes of host memory mapped; %" PRIu64
+			 " more pass [server] max_mapped_bytes_per_uid = %" PRIu64,
+			 s->uid, held, want, ucap);
+		return -EDQUOT;
+	}
+	return 0;
+}
+
 static int build_registration(struct session *s, const struct reg_req *req, int *fds,
 			      struct registration **ret, char *why, size_t wl)
 {
 	struct registration *reg = calloc(1, sizeof(*reg));
-	uint64_t *sizes = calloc(req->nr_mems, sizeof(*sizes));
+	uint64_t *sizes = calloc(req->nr_mems, sizeof(*sizes)), host_bytes = 0;
 	bool first;
 	int r = 0;
 
@@ -313,24 +379,50 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		return -ENOMEM;
 	}
 	reg->class_id = POOL_NO_CLASS;
-	for (uint32_t i = 0; i < req->nr_mems; i++)
+	for (uint32_t i = 0; i < req->nr_mems; i++) {
 		reg->mems[i].fd = -1;
+		sizes[i] = req->mems[i].size;
+	}
+	/*
+	 * Geometry first, against the declared sizes (an import refuses an
+	 * allocation smaller than declared): the views say which bytes of
+	 * each allocation are needed, and only those are mapped, after the
+	 * bound on mapped bytes agreed.
+	 */
+	r = layout_build(req, sizes, &reg->layout, why, wl);
+	free(sizes);
 	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
 		const struct kvs_wire_mem *m = &req->mems[i];
-		char w2[KVS_TEXT_MAX - 32];
-
 		bool host = m->kind == KVS_MEM_HOST_FD;
-		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? fds[m->fd_index] : -1;
+		uint64_t lo, hi, n;
 
 		if (host != (s->hello.device_kind == KVS_DEVICE_HOST)) {
 			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
 				 host ? "host" : "GPU", host ? "GPU" : "host");
 			r = -EINVAL;
-			break;
+		} else if (host) {
+			layout_mem_span(reg->layout, i, &lo, &hi);
+			n = mem_host_map_bytes(lo, hi);
+			if (__builtin_add_overflow(host_bytes, n, &host_bytes))
+				host_bytes = UINT64_MAX;
 		}
-		r = host ? mem_import_host(m, fd, &reg->mems[i], w2, sizeof(w2)) :
-			   cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
-					   sizeof(w2));
+	}
+	if (!r && host_bytes)
+		r = check_mapped(s, host_bytes, why, wl);
+	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
+		const struct kvs_wire_mem *m = &req->mems[i];
+		char w2[KVS_TEXT_MAX - 32];
+		bool host = m->kind == KVS_MEM_HOST_FD;
+		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? fds[m->fd_index] : -1;
+		uint64_t lo, hi;
+
+		if (host) {
+			layout_mem_span(reg->layout, i, &lo, &hi);
+			r = mem_import_host(m, fd, lo, hi, &reg->mems[i], w2, sizeof(w2));
+		} else {
+			r = cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
+					    sizeof(w2));
+		}
 		if (r < 0) {
 			snprintf(why, wl, "allocation %u: %s", i, w2);
 			break;
@@ -338,12 +430,8 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		if (fd >= 0)
 			fds[m->fd_index] = -1; /* the import owns it now */
 		reg->nr_mems = i + 1;
-		reg->mapped_bytes += reg->mems[i].size;
-		sizes[i] = reg->mems[i].size;
+		reg->mapped_bytes += host ? reg->mems[i].map_len : reg->mems[i].size;
 	}
-	if (!r)
-		r = layout_build(req, sizes, &reg->layout, why, wl);
-	free(sizes);
 	if (!r && (r = store_class_get(reg->layout->slot_bytes, &reg->class_id)) < 0) {
 		if (r == -E2BIG)
 			snprintf(why, wl,
@@ -390,10 +478,13 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 		if (r < 0) {
 			registration_free(reg);
 		} else {
+			if (s->hello.device_kind == KVS_DEVICE_HOST)
+				s->mapped_host = reg->mapped_bytes;
 			session_publish_reg(s, reg);
-			slog_info(s, "registered %u layers in %u allocations (%" PRIu64
-				  " MiB), %" PRIu64 "-byte blocks, %u blocks%s%s",
-				  reg->layout->nr_layers, reg->nr_mems, reg->mapped_bytes >> 20,
+			slog_info(s,
+				  "registered %u layers in %u allocations (%" PRIu64
+				  " KiB mapped), %" PRIu64 "-byte blocks, %u blocks%s%s",
+				  reg->layout->nr_layers, reg->nr_mems, reg->mapped_bytes >> 10,
 				  reg->layout->slot_bytes, reg->layout->num_blocks,
 				  reg->layout->replicated ? ", replicated" : "",
 				  r == 1 ? "; instance sealed" : "");
@@ -584,6 +675,7 @@ void session_on_ack(struct session *s, enum wcmd_type type)
 	case WCMD_UNREGISTER:
 		registration_free(s->retired);
 		s->retired = NULL;
+		s->mapped_host = 0;
 		if (s->state == S_CLOSING)
 			break;
 		s->waiting = false;

@@ -43,7 +43,7 @@ struct registration {
 	unsigned region;   /* pool region (NUMA node) slots come from */
 	uint32_t shard;	   /* this rank's shard: tp_rank, or 0 if replicated */
 	uint32_t nshards;
-	uint64_t mapped_bytes;
+	uint64_t mapped_bytes; /* host: the pages mapped; GPU: the allocations' sizes */
 };
 
 struct session_stats { /* relaxed atomics */
@@ -112,6 +112,12 @@ struct session {
 	uint32_t waiting_seq;
 	uint32_t waiting_type;
 	struct registration *retired; /* handed back by the worker */
+	/*
+	 * Host engine memory this session has mapped (its registration's,
+	 * live or retired until freed): what [session] max_mapped_bytes and
+	 * [server] max_mapped_bytes_per_uid bound.  Control thread only.
+	 */
+	uint64_t mapped_host;
 
 	struct session_stats st;
 	uint64_t created_ns;

@@ -158,6 +158,7 @@ int layout_build(const struct reg_req *req, const uint64_t *mem_sizes, struct la
 		v->kv_stride = l->kv_stride;
 		v->block_stride = l->block_stride;
 		v->bytes = bytes;
+		v->end = ends[i];
 		v->slot_off = slot - bytes;
 		lay->num_blocks = MIN(lay->num_blocks, l->num_blocks);
 		fp = fnv(fp, v->name, strlen(v->name) + 1);
@@ -198,4 +199,22 @@ int layout_build(const struct reg_req *req, const uint64_t *mem_sizes, struct la
 	lay->fingerprint = fp;
 	*ret = lay;
 	return 0;
+}
+
+void layout_mem_span(const struct layout *l, uint32_t mem, uint64_t *ret_lo, uint64_t *ret_hi)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (uint32_t i = 0; i < l->nr_layers; i++) {
+		const struct layer_view *v = &l->layers[i];
+
+		if (v->mem != mem)
+			continue;
+		lo = MIN(lo, v->offset);
+		hi = MAX(hi, v->end);
+	}
+	if (hi == 0)
+		lo = 0; /* no view (not in a validated layout): an empty span */
+	*ret_lo = lo;
+	*ret_hi = hi;
 }

@@ -32,6 +32,7 @@ struct layer_view {
 	uint64_t block_stride;
 	uint64_t slot_off; /* this layer's place in a slot */
 	uint64_t bytes;	   /* segments * segment_bytes */
+	uint64_t end;	   /* last byte + 1 of the view, from its allocation's start */
 };
 
 struct layout {
@@ -53,6 +54,14 @@ struct layout {
  */
 int layout_build(const struct reg_req *req, const uint64_t *mem_sizes, struct layout **ret,
 		 char *why, size_t wl);
+
+/*
+ * The bytes [*ret_lo, *ret_hi) of allocation @mem that its views reach:
+ * from the lowest view offset to the highest view end.  A validated layout
+ * has at least one view per allocation, inside its declared size; only
+ * this hull is mapped.
+ */
+void layout_mem_span(const struct layout *l, uint32_t mem, uint64_t *ret_lo, uint64_t *ret_hi);
 
 /* Byte range of layers [first, first + count) inside a slot. */
 static inline void layout_layer_range(const struct layout *l, uint32_t first, uint32_t count,
