@@ -323,23 +323,19 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	int r;
 
 	STAT_ADD(w->d, load_ops, 1);
-	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, &lease);
+	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		return;
+	}
+	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, a->n, &lease);
 	if (r < 0) {
+		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
 		return;
 	}
 	/* The share is spent from here on, whatever happens to the copy. */
-	if (a->n > lease->nblocks) {
-		lease_put(lease);
-		post(w, s, sqe->user_data, -EINVAL, 0, 0);
-		return;
-	}
-	op = calloc(1, sizeof(*op));
-	if (!op) {
-		lease_put(lease);
-		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
-		return;
-	}
 	op->s = s;
 	op->opcode = KVS_OP_LOAD;
 	op->user_data = sqe->user_data;

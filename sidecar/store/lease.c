@@ -120,7 +120,8 @@ int lease_create(struct instance *inst, uint64_t creator, struct block **blocks,
 	return 0;
 }
 
-int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, struct lease **ret)
+int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, uint32_t n,
+	       struct lease **ret)
 {
 	struct lease **pp, *l;
 	int r = 0;
@@ -132,7 +133,8 @@ int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, struct l
 		r = -ENOENT;
 	} else if (l->inst != inst) {
 		r = -EACCES;
-	} else if (rank >= l->world_size) {
+	} else if (rank >= l->world_size || n > l->nblocks) {
+		/* Before the share is taken: the engine may correct its LOAD. */
 		r = -EINVAL;
 	} else if (l->loaded[rank / 64] & (1ull << (rank % 64))) {
 		r = -EALREADY;

@@ -57,11 +57,14 @@ int lease_create(struct instance *inst, uint64_t creator, struct block **blocks,
 		 uint64_t *ret_id, uint64_t *ret_ttl_ms);
 
 /*
- * Take rank @rank's share for a LOAD.  -ENOENT unknown/expired/consumed,
- * -EACCES another instance's, -EALREADY this rank loaded already.  On
- * success the caller holds a reference: lease_put() after the copy.
+ * Take rank @rank's share for a LOAD of @n blocks.  -ENOENT unknown/
+ * expired/consumed, -EACCES another instance's, -EINVAL more blocks than
+ * the lease has, -EALREADY this rank loaded already: all checked before
+ * the share is spent, so a refused LOAD can be corrected.  On success
+ * the caller holds a reference: lease_put() after the copy.
  */
-int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, struct lease **ret);
+int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, uint32_t n,
+	       struct lease **ret);
 void lease_put(struct lease *l);
 
 /* RELEASE: -ENOENT / -EACCES as above. */
