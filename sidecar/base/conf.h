@@ -52,6 +52,9 @@ struct kvs_config {
 	/* [lease] */
 	uint32_t lease_ttl_ms;
 	uint32_t max_leases;	/* per instance */
+	uint64_t lease_memory_per_instance;
+	uint64_t lease_memory_per_uid;
+	uint64_t lease_memory; /* all leases together */
 
 	/* [worker] */
 	uint32_t spin_us;

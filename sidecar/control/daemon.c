@@ -161,7 +161,7 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	urcu_memb_register_thread();
 	nspace_table_init(cfg->max_namespaces);
 	instance_table_init();
-	lease_table_init(cfg->lease_ttl_ms, cfg->max_leases);
+	lease_table_init(cfg);
 
 	r = cuda_init(cfg);
 	if (r < 0)

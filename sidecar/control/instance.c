@@ -75,6 +75,7 @@ int instance_join(struct session *s, char *why, size_t wl, struct instance **ret
 	CDS_INIT_LIST_HEAD(&inst->sessions);
 	CDS_INIT_LIST_HEAD(&inst->saves);
 	pthread_mutex_init(&inst->save_lock, NULL);
+	lease_holder_init(&inst->lh);
 	cds_list_add_tail(&inst->node, &T.list);
 	T.count++;
 found:

@@ -375,6 +375,7 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint32_t hits = store_query(s->ns, a->keys, a->n, !nolease, w->blocks);
 	uint64_t id = 0, ttl = 0;
+	char why[256];
 	int r;
 
 	STAT_ADD(w->d, query_ops, 1);
@@ -383,8 +384,11 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
 	if (hits && !nolease) {
-		r = lease_create(s->inst, s->id, w->blocks, hits, &id, &ttl);
+		r = lease_create(s->inst, s->id, s->uid, w->blocks, hits, &id, &ttl, why,
+				 sizeof(why));
 		if (r < 0) {
+			if (why[0])
+				slog_warning_errno(s, r, "QUERY refused: %s", why);
 			for (uint32_t i = 0; i < hits; i++)
 				block_unpin(w->blocks[i]);
 			post(w, s, sqe->user_data, r, 0, 0);

@@ -1,23 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/conf.h"
 #include "store/store.h"
 #include "control/instance.h"
 #include "store/lease.h"
+#include "obs/log.h"
 #include "base/util.h"
 
 #define LEASE_BUCKETS 4096u /* chains stay short: leases live seconds */
+
+/* A uid's lease memory: made with its first live lease, freed with its last. */
+struct lease_uid {
+	uid_t uid;
+	uint32_t leases;
+	uint64_t bytes;
+	struct lease_uid *next;
+};
 
 static struct {
 	pthread_mutex_t lock;
 	struct lease *buckets[LEASE_BUCKETS];
 	struct cds_list_head fifo;
+	struct lease_uid *uids; /* uids with live leases: few */
 	uint64_t ttl_ns;
 	uint32_t max_per_instance;
+	uint64_t max_bytes_instance, max_bytes_uid, max_bytes;
+	uint64_t bytes; /* memory of all live leases */
 	uint64_t next;	/* ids: a random start, then sequential */
 	struct lease_stats st;
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -27,12 +42,22 @@ static unsigned bucket(uint64_t id)
 	return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> 52) & (LEASE_BUCKETS - 1);
 }
 
-int lease_table_init(uint32_t ttl_ms, uint32_t max_per_instance)
+void lease_holder_init(struct lease_holder *h)
+{
+	memset(h, 0, sizeof(*h));
+}
+
+int lease_table_init(const struct kvs_config *cfg)
 {
 	memset(T.buckets, 0, sizeof(T.buckets));
 	CDS_INIT_LIST_HEAD(&T.fifo);
-	T.ttl_ns = (uint64_t)ttl_ms * NSEC_PER_MSEC;
-	T.max_per_instance = max_per_instance;
+	T.uids = NULL;
+	T.ttl_ns = (uint64_t)cfg->lease_ttl_ms * NSEC_PER_MSEC;
+	T.max_per_instance = cfg->max_leases;
+	T.max_bytes_instance = cfg->lease_memory_per_instance;
+	T.max_bytes_uid = cfg->lease_memory_per_uid;
+	T.max_bytes = cfg->lease_memory;
+	T.bytes = 0;
 	memset(&T.st, 0, sizeof(T.st));
 	/* Ids are not secrets (instances are checked), but should not repeat across restarts. */
 	if (getrandom(&T.next, sizeof(T.next), 0) != sizeof(T.next))
@@ -51,11 +76,40 @@ static struct lease **find(uint64_t id)
 	return pp;
 }
 
+/* Table lock held: the account of @uid, or NULL. */
+static struct lease_uid **find_uid(uid_t uid)
+{
+	struct lease_uid **pp = &T.uids;
+
+	while (*pp && (*pp)->uid != uid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/*
+ * Table lock held, the last reference to @l gone: its memory no longer
+ * counts, though lease_free() (outside the lock) frees them just
+ * after.  Every count of a lease is given back here and only here.
+ */
+static void uncount_locked(struct lease *l)
+{
+	struct lease_holder *h = &l->inst->lh;
+	struct lease_uid *u = l->uid;
+
+	h->leases--;
+	h->bytes -= l->bytes;
+	T.bytes -= l->bytes;
+	u->bytes -= l->bytes;
+	if (--u->leases == 0) {
+		*find_uid(u->uid) = u->next;
+		free(u);
+	}
+}
+
 static void lease_free(struct lease *l)
 {
 	for (uint32_t i = 0; i < l->nblocks; i++)
 		block_unpin(l->blocks[i]);
-	__atomic_fetch_sub(&l->inst->leases, 1, __ATOMIC_RELAXED);
 	instance_put(l->inst);
 	free(l->loaded);
 	free(l);
@@ -69,37 +123,114 @@ static bool unlink_locked(struct lease **pp)
 	*pp = l->hnext;
 	cds_list_del(&l->fifo);
 	T.st.live--;
-	return --l->refs == 0;
+	if (--l->refs)
+		return false;
+	uncount_locked(l);
+	return true;
 }
 
-int lease_create(struct instance *inst, uint64_t creator, struct block **blocks, uint32_t n,
-		 uint64_t *ret_id, uint64_t *ret_ttl_ms)
+/*
+ * Table lock held.  Which memory bound a new lease of @bytes for @h and
+ * @u (NULL: the uid has none yet) would pass, as text; NULL if none.
+ */
+static const char *over_bound(const struct lease_holder *h, const struct lease_uid *u,
+			      uint64_t bytes, uid_t uid, char *buf, size_t len)
 {
+	if (h->bytes + bytes > T.max_bytes_instance) {
+		snprintf(buf, len,
+			 "the instance's lease memory (%" PRIu64 " of %" PRIu64
+			 " bytes in %u leases) is used up",
+			 h->bytes, T.max_bytes_instance, h->leases);
+		return buf;
+	}
+	if ((u ? u->bytes : 0) + bytes > T.max_bytes_uid) {
+		snprintf(buf, len,
+			 "the lease memory of uid %u (%" PRIu64 " of %" PRIu64 " bytes) is used up",
+			 (unsigned)uid, u ? u->bytes : 0, T.max_bytes_uid);
+		return buf;
+	}
+	if (T.bytes + bytes > T.max_bytes) {
+		snprintf(buf, len,
+			 "the lease memory of all leases (%" PRIu64 " of %" PRIu64
+			 " bytes) is used up",
+			 T.bytes, T.max_bytes);
+		return buf;
+	}
+	return NULL;
+}
+
+int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct block **blocks,
+		 uint32_t n, uint64_t *ret_id, uint64_t *ret_ttl_ms, char *why, size_t wl)
+{
+	size_t words = (inst->world_size + 63) / 64;
+	/* What the two allocations below take, as malloc is asked. */
+	uint64_t bytes = sizeof(struct lease) + (uint64_t)n * sizeof(struct block *) +
+			 words * sizeof(uint64_t);
+	struct lease_holder *h = &inst->lh;
+	struct lease_uid **up, *u;
 	struct lease *l;
 	struct lease **pp;
+	int r = 0;
 
-	if (__atomic_add_fetch(&inst->leases, 1, __ATOMIC_RELAXED) > T.max_per_instance) {
-		__atomic_fetch_sub(&inst->leases, 1, __ATOMIC_RELAXED);
-		return -EBUSY;
-	}
+	why[0] = '\0';
+	/*
+	 * Allocate first, count under the lock: one lock round per QUERY.  A
+	 * lease refused after its allocation is freed at once, so memory past
+	 * the bounds is at most one lease per I/O worker, for a moment.
+	 */
 	l = malloc(sizeof(*l) + n * sizeof(l->blocks[0]));
 	if (l)
-		l->loaded = calloc((inst->world_size + 63) / 64, sizeof(uint64_t));
+		l->loaded = calloc(words, sizeof(uint64_t));
 	if (!l || !l->loaded) {
 		free(l);
-		__atomic_fetch_sub(&inst->leases, 1, __ATOMIC_RELAXED);
 		return -ENOMEM;
 	}
-	instance_get(inst);
-	l->inst = inst;
 	l->creator = creator;
 	l->refs = 1;
 	l->consumers_left = inst->world_size;
 	l->world_size = inst->world_size;
 	l->nblocks = n;
+	l->bytes = bytes;
 	memcpy(l->blocks, blocks, n * sizeof(blocks[0]));
+	/*
+	 * The lease's reference, taken before the table lock: the instance
+	 * lock is never taken under it.  Dropped by lease_free(), or below.
+	 */
+	instance_get(inst);
+	l->inst = inst;
 
 	pthread_mutex_lock(&T.lock);
+	up = find_uid(uid);
+	u = *up;
+	if (h->leases >= T.max_per_instance) {
+		r = -EBUSY;
+	} else if (over_bound(h, u, bytes, uid, why, wl)) {
+		r = -EDQUOT;
+		/* Say it once per run of refusals: the engine sees each in its CQE. */
+		if (h->refusing)
+			why[0] = '\0';
+		h->refusing = true;
+	} else if (!u && !(u = calloc(1, sizeof(*u)))) {
+		r = -ENOMEM;
+	}
+	if (r) {
+		pthread_mutex_unlock(&T.lock);
+		instance_put(inst); /* the caller's session holds another */
+		free(l->loaded);
+		free(l);
+		return r;
+	}
+	if (!*up) {
+		u->uid = uid;
+		*up = u;
+	}
+	u->leases++;
+	u->bytes += bytes;
+	h->leases++;
+	h->bytes += bytes;
+	h->refusing = false;
+	T.bytes += bytes;
+	l->uid = u;
 	do {
 		l->id = T.next++;
 		pp = find(l->id);
@@ -157,6 +288,8 @@ void lease_put(struct lease *l)
 
 	pthread_mutex_lock(&T.lock);
 	last = --l->refs == 0;
+	if (last)
+		uncount_locked(l);
 	pthread_mutex_unlock(&T.lock);
 	if (last)
 		lease_free(l);

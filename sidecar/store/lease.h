@@ -10,18 +10,32 @@
  * reference goes, so a load that is still copying keeps its blocks even
  * after the lease expired or was consumed by the other ranks.
  *
- * Locking: one mutex guards the table; leases are created and consumed
- * at operation (not block) rate.
+ * Memory: a lease of n blocks costs about 8 n bytes (65536 keys: 512
+ * KiB), and [lease] max_leases alone let one instance hold 2 GiB.  What
+ * live leases take is bounded per instance, per uid (the creating
+ * session's) and for all of them ([lease] memory_per_instance,
+ * memory_per_uid, memory); a QUERY past a bound is -EDQUOT and pins
+ * nothing.  The bytes are counted under the table lock from the lease's
+ * creation until its last reference goes, wherever that happens (an I/O
+ * worker's LOAD or RELEASE, the control thread's sweep or session end).
+ *
+ * Locking: one mutex guards the table and all of the counts above;
+ * leases are created and consumed at operation (not block) rate.
  */
 #ifndef KVS_LEASE_H
 #define KVS_LEASE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <urcu/list.h>
 
 struct block;
 struct instance;
+struct kvs_config;
+struct lease_uid;
 
 struct lease {
 	uint64_t id;
@@ -32,6 +46,8 @@ struct lease {
 	uint32_t consumers_left;
 	uint32_t nblocks;
 	uint32_t world_size;
+	uint64_t bytes;		     /* its memory, as counted against the bounds */
+	struct lease_uid *uid;	     /* the uid counted for it */
 	struct lease *hnext;	     /* hash chain */
 	struct cds_list_head fifo;   /* by expiry (a fixed TTL keeps it sorted) */
 	uint64_t *loaded;	     /* bitmap: ranks that took their LOAD */
@@ -46,15 +62,28 @@ struct lease_stats {
 	uint64_t consumed;
 };
 
-int lease_table_init(uint32_t ttl_ms, uint32_t max_per_instance);
+int lease_table_init(const struct kvs_config *cfg);
 void lease_table_fini(void);
 
+/* An instance's part of the table (in struct instance; lease lock). */
+struct lease_holder {
+	uint32_t leases; /* live leases */
+	uint64_t bytes;	 /* their memory */
+	bool refusing;	 /* the last QUERY was refused for memory */
+};
+
+void lease_holder_init(struct lease_holder *h);
+
 /*
- * A lease over @blocks (already pinned; the lease takes the pins over).
- * -EBUSY when the instance has max_leases live (the caller unpins).
+ * A lease over @blocks (already pinned; the lease takes the pins over),
+ * for a session of uid @uid.  -EBUSY when
+ * the instance has max_leases live, -EDQUOT past a memory bound (the
+ * caller unpins).  With -EDQUOT, @why gets which bound, but only for the
+ * first refusal since the instance's last lease (for a log line that a
+ * QUERY loop cannot repeat); else it is left empty.
  */
-int lease_create(struct instance *inst, uint64_t creator, struct block **blocks, uint32_t n,
-		 uint64_t *ret_id, uint64_t *ret_ttl_ms);
+int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct block **blocks,
+		 uint32_t n, uint64_t *ret_id, uint64_t *ret_ttl_ms, char *why, size_t wl);
 
 /*
  * Take rank @rank's share for a LOAD of @n blocks.  -ENOENT unknown/
