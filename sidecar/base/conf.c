@@ -90,6 +90,8 @@ static const struct key keys[] = {
 	    "allocation extent, the largest block a slot can hold (0: automatic)"),
 	KEY("pool", "partial_timeout", T_MS, partial_timeout_ms, "60s", 10, 86400000,
 	    "reclaim a block whose shards are not all saved after this long"),
+	KEY("pool", "unsealed_share", T_U32, unsealed_share, "50", 1, 100,
+	    "percent of a pool region (NUMA node) one instance may hold in blocks not yet sealed (copies in flight, shards waiting for other ranks); a SAVE past it stores what fits and completes with -EDQUOT; 100: no bound but the pool"),
 
 	KEY("lease", "ttl", T_MS, lease_ttl_ms, "600s", 10, 86400000,
 	    "a lease not consumed or released within this time expires"),

@@ -48,6 +48,7 @@ struct kvs_config {
 	uint32_t prefault_threads;
 	uint64_t extent_size;	/* 0: automatic */
 	uint32_t partial_timeout_ms;
+	uint32_t unsealed_share; /* percent of the pool, per instance */
 
 	/* [lease] */
 	uint32_t lease_ttl_ms;

@@ -28,7 +28,8 @@ static struct {
 	pthread_mutex_t lock;
 	struct lease *buckets[LEASE_BUCKETS];
 	struct cds_list_head fifo;
-	struct lease_uid *uids; /* uids with live leases: few */
+	struct cds_list_head holders; /* instances with leases in the table */
+	struct lease_uid *uids;	      /* uids with live leases: few */
 	uint64_t ttl_ns;
 	uint32_t max_per_instance;
 	uint64_t max_bytes_instance, max_bytes_uid, max_bytes;
@@ -45,12 +46,15 @@ static unsigned bucket(uint64_t id)
 void lease_holder_init(struct lease_holder *h)
 {
 	memset(h, 0, sizeof(*h));
+	CDS_INIT_LIST_HEAD(&h->list);
+	CDS_INIT_LIST_HEAD(&h->node);
 }
 
 int lease_table_init(const struct kvs_config *cfg)
 {
 	memset(T.buckets, 0, sizeof(T.buckets));
 	CDS_INIT_LIST_HEAD(&T.fifo);
+	CDS_INIT_LIST_HEAD(&T.holders);
 	T.uids = NULL;
 	T.ttl_ns = (uint64_t)cfg->lease_ttl_ms * NSEC_PER_MSEC;
 	T.max_per_instance = cfg->max_leases;
@@ -87,8 +91,8 @@ static struct lease_uid **find_uid(uid_t uid)
 }
 
 /*
- * Table lock held, the last reference to @l gone: its memory no longer
- * counts, though lease_free() (outside the lock) frees them just
+ * Table lock held, the last reference to @l gone: its memory and pins no
+ * longer count, though lease_free() (outside the lock) frees them just
  * after.  Every count of a lease is given back here and only here.
  */
 static void uncount_locked(struct lease *l)
@@ -98,6 +102,7 @@ static void uncount_locked(struct lease *l)
 
 	h->leases--;
 	h->bytes -= l->bytes;
+	h->pinned -= l->pinned;
 	T.bytes -= l->bytes;
 	u->bytes -= l->bytes;
 	if (--u->leases == 0) {
@@ -119,9 +124,13 @@ static void lease_free(struct lease *l)
 static bool unlink_locked(struct lease **pp)
 {
 	struct lease *l = *pp;
+	struct lease_holder *h = &l->inst->lh;
 
 	*pp = l->hnext;
 	cds_list_del(&l->fifo);
+	cds_list_del(&l->inode);
+	if (cds_list_empty(&h->list))
+		cds_list_del_init(&h->node);
 	T.st.live--;
 	if (--l->refs)
 		return false;
@@ -160,7 +169,8 @@ static const char *over_bound(const struct lease_holder *h, const struct lease_u
 }
 
 int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct block **blocks,
-		 uint32_t n, uint64_t *ret_id, uint64_t *ret_ttl_ms, char *why, size_t wl)
+		 uint32_t n, uint64_t pinned, uint64_t *ret_id, uint64_t *ret_ttl_ms, char *why,
+		 size_t wl)
 {
 	size_t words = (inst->world_size + 63) / 64;
 	/* What the two allocations below take, as malloc is asked. */
@@ -191,6 +201,7 @@ int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct bloc
 	l->world_size = inst->world_size;
 	l->nblocks = n;
 	l->bytes = bytes;
+	l->pinned = pinned;
 	memcpy(l->blocks, blocks, n * sizeof(blocks[0]));
 	/*
 	 * The lease's reference, taken before the table lock: the instance
@@ -228,6 +239,7 @@ int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct bloc
 	u->bytes += bytes;
 	h->leases++;
 	h->bytes += bytes;
+	h->pinned += pinned;
 	h->refusing = false;
 	T.bytes += bytes;
 	l->uid = u;
@@ -239,6 +251,9 @@ int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct bloc
 	l->hnext = NULL;
 	*pp = l;
 	cds_list_add_tail(&l->fifo, &T.fifo);
+	if (cds_list_empty(&h->list))
+		cds_list_add_tail(&h->node, &T.holders);
+	cds_list_add_tail(&l->inode, &h->list);
 	T.st.live++;
 	T.st.created++;
 	/*
@@ -363,6 +378,67 @@ unsigned lease_drop_creator(uint64_t session_id)
 	struct drop_filter f = { .creator = session_id };
 
 	return drop_where(&f, &T.st.released);
+}
+
+/* Table lock held: the instance pinning the most, if more than @saver, and its oldest unused lease. */
+static struct lease *revocable(const struct instance *saver)
+{
+	struct instance *inst, *best = NULL;
+	struct lease *l;
+
+	cds_list_for_each_entry(inst, &T.holders, lh.node) {
+		if (inst == saver || inst->lh.pinned <= saver->lh.pinned)
+			continue;
+		if (best && inst->lh.pinned <= best->lh.pinned)
+			continue;
+		/* A lease a LOAD copies from (refs > 1) would not unpin before it ends. */
+		cds_list_for_each_entry(l, &inst->lh.list, inode) {
+			if (l->refs == 1) {
+				best = inst;
+				break;
+			}
+		}
+	}
+	if (!best)
+		return NULL;
+	cds_list_for_each_entry(l, &best->lh.list, inode)
+		if (l->refs == 1)
+			return l;
+	return NULL;
+}
+
+unsigned lease_revoke_for(const struct instance *saver, uint64_t need)
+{
+	struct lease *l, *dead = NULL;
+	uint64_t freed = 0;
+	unsigned n = 0;
+	char victim[KVS_NAME_MAX] = "";
+	bool several = false;
+
+	pthread_mutex_lock(&T.lock);
+	while (freed < need && (l = revocable(saver))) {
+		/* Names are copied: the instance may go with its last lease. */
+		several |= victim[0] && strcmp(victim, l->inst->name) != 0;
+		snprintf(victim, sizeof(victim), "%s", l->inst->name);
+		freed += l->pinned;
+		if (unlink_locked(find(l->id))) {
+			l->hnext = dead; /* free outside the lock */
+			dead = l;
+		}
+		T.st.released++;
+		n++;
+	}
+	pthread_mutex_unlock(&T.lock);
+	while (dead) {
+		l = dead;
+		dead = l->hnext;
+		lease_free(l);
+	}
+	if (n)
+		log_info("revoked %u leases of instance %s%s (%" PRIu64 " pinned bytes): a SAVE of "
+			 "instance %s found nothing to evict",
+			 n, several ? "and others, last " : "", victim, freed, saver->name);
+	return n;
 }
 
 void lease_get_stats(struct lease_stats *ret)

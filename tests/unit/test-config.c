@@ -917,6 +917,7 @@ START_TEST(test_print_round_trip)
 		"pool.prefault_threads=4",
 		"pool.extent_size=0x200000",
 		"pool.partial_timeout=1500ms",
+		"pool.unsealed_share=30",
 		"lease.ttl=2h",
 		"lease.max_leases=9",
 		"lease.memory_per_instance=3M",
