@@ -325,6 +325,8 @@ static void block_destroy(struct block *b)
 		cds_list_del(&b->partial);
 		stat_add(&S.st.partial, -1);
 	}
+	cds_list_del(&b->ns_node);
+	/* Release: pairs with the load-acquire in nspace.c's free_if_unused(). */
 	__atomic_fetch_sub(&b->ns->blocks, 1, __ATOMIC_RELEASE);
 	/* Lock-free readers may still hold it: free after a grace period. */
 	tsan_release(b);
@@ -521,6 +523,7 @@ static struct block *find_or_create(struct nspace *ns, const struct registration
 		cds_lfht_node_init(&b->shards[s].hnode);
 	}
 	cds_list_add_tail(&b->partial, &S.partial);
+	cds_list_add_tail(&b->ns_node, &ns->store_blocks);
 	__atomic_fetch_add(&ns->blocks, 1, __ATOMIC_RELAXED);
 	stat_add(&S.st.partial, 1);
 	return b;
@@ -797,14 +800,110 @@ void store_fini(void)
 	S.ht = NULL;
 }
 
+/*
+ * Store lock held.  Empty class @cls, which no registration uses, of its
+ * blocks; false if one of them is pinned (a lease may outlive the ranks
+ * that registered the class).
+ */
+static bool drop_class(uint32_t cls, unsigned *ret_blocks)
+{
+	bool all = true;
+
+	for (unsigned r = 0; r < S.pool->nr_regions; r++) {
+		struct pool_region *reg = &S.pool->regions[r];
+
+		for (uint32_t x = 0; x < reg->nr_extents; x++) {
+			struct pool_extent *e = &reg->extents[x];
+
+			/* An emptied extent leaves the class: check it per slot. */
+			for (uint32_t i = 0; i < e->nslots && e->class_id == cls; i++) {
+				struct shard *sh = e->owners[i];
+
+				if (!sh)
+					continue;
+				if (!sh->blk->sealed && !sh->blk->writers) {
+					reclaim(sh->blk);
+				} else if (claim(sh->blk)) {
+					evict(sh->blk);
+				} else {
+					all = false;
+					continue;
+				}
+				(*ret_blocks)++;
+			}
+		}
+	}
+	return all;
+}
+
+/*
+ * Store lock held, every class taken: give up the slot of an unused class
+ * (no registration; kept only by its blocks), the one of least recent
+ * demand first.  Without this, on an idle pool (nothing evicts) the
+ * blocks of sizes nobody registers any more refused every new size.
+ */
+static bool reclaim_class(void)
+{
+	bool tried[POOL_MAX_CLASSES] = { false };
+
+	for (;;) {
+		uint32_t victim = POOL_NO_CLASS;
+		unsigned blocks = 0;
+		uint64_t bytes;
+
+		for (uint32_t c = 0; c < S.pool->nr_classes; c++) {
+			const struct pool_class *pc = &S.pool->classes[c];
+
+			if (pc->slot_bytes && !pc->users && !tried[c] &&
+			    (victim == POOL_NO_CLASS ||
+			     pc->demand < S.pool->classes[victim].demand))
+				victim = c;
+		}
+		if (victim == POOL_NO_CLASS)
+			return false;
+		tried[victim] = true;
+		bytes = S.pool->classes[victim].slot_bytes;
+		if (drop_class(victim, &blocks)) {
+			/* Its last extent went back: pool_free() gave the slot up. */
+			log_info("reclaimed block size %" PRIu64
+				 " bytes (%u blocks dropped): all %u "
+				 "block sizes of the pool were taken",
+				 bytes, blocks, POOL_MAX_CLASSES);
+			return true;
+		}
+	}
+}
+
 int store_class_get(uint64_t slot_bytes, uint32_t *ret_class)
 {
 	int r;
 
-	pthread_mutex_lock(&S.lock);
+	store_lock();
 	r = pool_class_get(S.pool, slot_bytes, ret_class);
-	pthread_mutex_unlock(&S.lock);
+	if (r == -ENOSPC && reclaim_class())
+		r = pool_class_get(S.pool, slot_bytes, ret_class);
+	store_unlock();
 	return r;
+}
+
+unsigned store_drop_nspace(struct nspace *ns)
+{
+	struct block *b, *tmp;
+	unsigned n = 0;
+
+	store_lock();
+	cds_list_for_each_entry_safe(b, tmp, &ns->store_blocks, ns_node) {
+		/* No session: nothing can pin or write it (nspace.h); check all the same. */
+		if (!b->sealed && !b->writers)
+			reclaim(b);
+		else if (claim(b))
+			evict(b);
+		else
+			continue;
+		n++;
+	}
+	store_unlock();
+	return n;
 }
 
 void store_class_put(uint32_t class_id)

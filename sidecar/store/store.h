@@ -100,6 +100,7 @@ struct block {
 	uint64_t bytes;		/* pool bytes of all its shards: what a pin holds */
 	uint64_t created_ns;
 	struct cds_list_head partial; /* in the partial list until sealed */
+	struct cds_list_head ns_node; /* in its namespace's block list (store lock) */
 	struct rcu_head rcu;
 	struct shard shards[];
 };
@@ -157,7 +158,18 @@ struct store_tenant *store_tenant_new(const char *name);
 /* The instance is gone: free the account once nothing is charged to it.  NULL is fine. */
 void store_tenant_put(struct store_tenant *t);
 
-/* Pool classes (taken under the store lock, for the control thread). */
+/*
+ * Drop every block of @ns, a namespace no session uses any more (so none
+ * is pinned or being copied), to give its slot in the namespace table
+ * to a new one.  Returns how many blocks went.
+ */
+unsigned store_drop_nspace(struct nspace *ns);
+
+/*
+ * Pool classes (taken under the store lock, for the control thread).
+ * With every class taken, an unused one (no registration) gives its slot
+ * up: its blocks are evicted, the one of least recent demand first.
+ */
 int store_class_get(uint64_t slot_bytes, uint32_t *ret_class);
 void store_class_put(uint32_t class_id);
 
