@@ -95,11 +95,20 @@ static const struct key keys[] = {
 	    "allocation extent, the largest block a slot can hold (0: automatic)"),
 	KEY("pool", "partial_timeout", T_MS, partial_timeout_ms, "60s", 10, 86400000,
 	    "reclaim a block whose shards are not all saved after this long"),
+	KEY("pool", "unsealed_share", T_U32, unsealed_share, "50", 1, 100,
+	    "percent of a pool region (NUMA node) one instance may hold in blocks not yet sealed (copies in flight, shards waiting for other ranks); a SAVE past it stores what fits and completes with -EDQUOT; 100: no bound but the pool"),
 
 	KEY("lease", "ttl", T_MS, lease_ttl_ms, "600s", 10, 86400000,
 	    "a lease not consumed or released within this time expires"),
 	KEY("lease", "max_leases", T_U32, max_leases, "4096", 1, 1u << 20,
 	    "live leases per instance"),
+	KEY("lease", "memory_per_instance", T_SIZE, lease_memory_per_instance, "64M", 4096,
+	    1ull << 40,
+	    "memory the live leases of one instance may take (about 8 bytes per leased block); a QUERY past it is -EDQUOT"),
+	KEY("lease", "memory_per_uid", T_SIZE, lease_memory_per_uid, "256M", 4096, 1ull << 40,
+	    "memory the live leases of one user's sessions may take, all its instances together"),
+	KEY("lease", "memory", T_SIZE, lease_memory, "512M", 4096, 1ull << 40,
+	    "memory all live leases together may take"),
 
 	KEY("worker", "spin_us", T_U32, spin_us, "50", 0, 1000000,
 	    "busy-poll this long after the last work before sleeping"),
@@ -123,7 +132,8 @@ static const struct key keys[] = {
 	KEY("log", "level", T_LEVEL, log_level, "info", 0, 0,
 	    "error, warning, notice, info or debug"),
 	KEY("log", "target", T_TARGET, log_target, "stderr", 0, 0, "stderr, syslog or file"),
-	KEY("log", "file", T_STR, log_file, "", 0, 0, "log file for target = file (reopened on SIGHUP)"),
+	KEY("log", "file", T_STR, log_file, "", 0, 0,
+	    "log file for target = file (reopened on SIGHUP)"),
 };
 
 const struct config_key_info *config_key_at(unsigned i)

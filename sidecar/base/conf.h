@@ -50,10 +50,14 @@ struct kvs_config {
 	uint32_t prefault_threads;
 	uint64_t extent_size;	/* 0: automatic */
 	uint32_t partial_timeout_ms;
+	uint32_t unsealed_share; /* percent of the pool, per instance */
 
 	/* [lease] */
 	uint32_t lease_ttl_ms;
 	uint32_t max_leases;	/* per instance */
+	uint64_t lease_memory_per_instance;
+	uint64_t lease_memory_per_uid;
+	uint64_t lease_memory; /* all leases together */
 
 	/* [worker] */
 	uint32_t spin_us;

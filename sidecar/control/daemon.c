@@ -160,9 +160,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
 
 	urcu_memb_register_thread();
-	nspace_table_init(cfg->max_namespaces);
+	nspace_table_init(cfg->max_namespaces, store_drop_nspace);
 	instance_table_init();
-	lease_table_init(cfg->lease_ttl_ms, cfg->max_leases);
+	lease_table_init(cfg);
 
 	r = cuda_init(cfg);
 	if (r < 0)

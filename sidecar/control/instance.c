@@ -8,6 +8,7 @@
 #include "control/instance.h"
 #include "control/nspace.h"
 #include "control/session.h"
+#include "store/store.h"
 
 static struct {
 	pthread_mutex_t lock;
@@ -33,22 +34,31 @@ unsigned instance_count(void)
 	return n;
 }
 
-/* Table lock held. */
-static void put_locked(struct instance *inst)
+/*
+ * Table lock held.  With the last reference, the instance is freed and
+ * its store account returned, for store_tenant_put() once the table lock
+ * is let go (the store lock is never taken under it); else NULL.
+ */
+static struct store_tenant *put_locked(struct instance *inst)
 {
+	struct store_tenant *t;
+
 	if (--inst->refs)
-		return;
+		return NULL;
+	t = inst->tenant;
 	cds_list_del(&inst->node);
 	T.count--;
 	nspace_put(inst->ns);
 	pthread_mutex_destroy(&inst->save_lock);
 	free(inst->ranks);
 	free(inst);
+	return t;
 }
 
 int instance_join(struct session *s, char *why, size_t wl, struct instance **ret)
 {
 	const struct hello_req *h = &s->hello;
+	struct store_tenant *dead = NULL;
 	struct instance *inst;
 	int r = 0;
 
@@ -60,11 +70,17 @@ int instance_join(struct session *s, char *why, size_t wl, struct instance **ret
 	inst = calloc(1, sizeof(*inst));
 	if (inst)
 		inst->ranks = calloc(h->world_size, sizeof(*inst->ranks));
-	if (!inst || !inst->ranks) {
+	if (inst && inst->ranks)
+		inst->tenant = store_tenant_new(h->instance);
+	if (!inst || !inst->ranks || !inst->tenant) {
+		if (inst)
+			free(inst->ranks);
 		free(inst);
+		inst = NULL;
 		r = -ENOMEM;
 		goto out;
 	}
+	lease_holder_init(&inst->lh);
 	inst->id = T.next_id++;
 	snprintf(inst->name, sizeof(inst->name), "%s", h->instance);
 	inst->ns = s->ns;
@@ -102,9 +118,10 @@ found:
 out:
 	if (r && inst && inst->refs == 0) {
 		inst->refs = 1;
-		put_locked(inst);
+		dead = put_locked(inst);
 	}
 	pthread_mutex_unlock(&T.lock);
+	store_tenant_put(dead);
 	return r;
 }
 
@@ -112,6 +129,7 @@ out:
 void instance_leave(struct session *s)
 {
 	struct instance *inst = s->inst;
+	struct store_tenant *dead;
 
 	if (!inst)
 		return;
@@ -120,8 +138,9 @@ void instance_leave(struct session *s)
 		inst->ranks[s->hello.tp_rank] = NULL;
 	cds_list_del(&s->inst_node);
 	s->inst = NULL;
-	put_locked(inst);
+	dead = put_locked(inst);
 	pthread_mutex_unlock(&T.lock);
+	store_tenant_put(dead);
 }
 
 int instance_register(struct instance *inst, uint64_t fingerprint, char *why, size_t wl)
@@ -163,11 +182,14 @@ void instance_get(struct instance *inst)
 
 void instance_put(struct instance *inst)
 {
+	struct store_tenant *dead;
+
 	if (!inst)
 		return;
 	pthread_mutex_lock(&T.lock);
-	put_locked(inst);
+	dead = put_locked(inst);
 	pthread_mutex_unlock(&T.lock);
+	store_tenant_put(dead);
 }
 
 void instance_for_each_session(struct instance *inst, void (*fn)(struct session *, void *),

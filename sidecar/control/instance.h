@@ -20,7 +20,10 @@
 
 #include <kvstash/wire.h>
 
+#include "store/lease.h"
+
 struct session;
+struct store_tenant;
 struct nspace;
 
 struct instance {
@@ -31,7 +34,8 @@ struct instance {
 	uint32_t world_size;
 	uint32_t refs;	     /* table lock */
 	uint32_t registered; /* ranks with memory registered */
-	uint32_t leases;     /* live leases (atomic) */
+	struct lease_holder lh;	     /* its leases: lease.c's, under the lease lock */
+	struct store_tenant *tenant; /* its account in the store (store.h) */
 	uint8_t sealed;	     /* release/acquire: see instance_register() */
 	uint64_t fingerprint;
 	struct session **ranks; /* worker session per tp rank */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
+#include "obs/log.h"
 #include "wire/layout.h"
 #include "control/nspace.h"
 
@@ -13,15 +15,81 @@ static struct {
 	pthread_mutex_t lock;
 	struct cds_list_head list;
 	uint32_t count, max, next_id;
+	unsigned (*drop)(struct nspace *ns);
 } T = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-int nspace_table_init(uint32_t max)
+int nspace_table_init(uint32_t max, unsigned (*drop)(struct nspace *ns))
 {
 	CDS_INIT_LIST_HEAD(&T.list);
 	T.count = 0;
 	T.max = max;
 	T.next_id = 1;
+	T.drop = drop;
 	return 0;
+}
+
+/* Table lock held.  Both counts zero: nothing refers to @ns, free it. */
+static bool free_if_unused(struct nspace *ns)
+{
+	/*
+	 * Both counts only rise through a session of the namespace, which
+	 * needs nspace_get() under this lock: zero here stays zero.  Acquire
+	 * pairs with the release of the last block_destroy() (store.c).
+	 */
+	if (__atomic_load_n(&ns->sessions, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&ns->blocks, __ATOMIC_ACQUIRE))
+		return false;
+	cds_list_del(&ns->node);
+	T.count--;
+	free(ns);
+	return true;
+}
+
+/* Table lock held: the namespace without sessions idle longest, or NULL. */
+static struct nspace *idlest(void)
+{
+	struct nspace *ns, *best = NULL;
+
+	cds_list_for_each_entry(ns, &T.list, node) {
+		if (__atomic_load_n(&ns->sessions, __ATOMIC_ACQUIRE))
+			continue;
+		if (!best || __atomic_load_n(&ns->idle_since, __ATOMIC_RELAXED) <
+				     __atomic_load_n(&best->idle_since, __ATOMIC_RELAXED))
+			best = ns;
+	}
+	return best;
+}
+
+/*
+ * Table lock held, the table full: give the slot of the namespace idle
+ * longest to a new one.  Its blocks are dropped with the table lock let
+ * go (the store lock is never taken under it); the victim cannot go
+ * meanwhile, as only nspace_sweep() frees and it runs on this (control)
+ * thread too, nor get a session.  False when every namespace has one.
+ */
+static bool reclaim_slot(void)
+{
+	struct nspace *victim = idlest();
+	uint64_t idle_ms;
+	unsigned dropped = 0;
+	char name[KVS_NS_MAX];
+
+	if (!victim)
+		return false;
+	idle_ms =
+		(now_ns() - __atomic_load_n(&victim->idle_since, __ATOMIC_RELAXED)) / NSEC_PER_MSEC;
+	snprintf(name, sizeof(name), "%s", victim->name);
+	if (T.drop) {
+		pthread_mutex_unlock(&T.lock);
+		dropped = T.drop(victim);
+		pthread_mutex_lock(&T.lock);
+	}
+	if (!free_if_unused(victim))
+		return false; /* cannot happen (see nspace_get()); never loop on it */
+	log_info("reclaimed namespace %s (idle for %llu ms, %u blocks dropped): the table of %u "
+		 "namespaces was full",
+		 name, (unsigned long long)idle_ms, dropped, T.max);
+	return true;
 }
 
 void nspace_table_fini(void)
@@ -47,7 +115,7 @@ int nspace_get(const char *name, struct nspace **ret)
 		if (strcmp(ns->name, name) == 0)
 			goto found;
 	}
-	if (T.count >= T.max) {
+	if (T.count >= T.max && !reclaim_slot()) {
 		r = -EUSERS;
 		goto out;
 	}
@@ -60,6 +128,7 @@ int nspace_get(const char *name, struct nspace **ret)
 	if (T.next_id == 0)
 		T.next_id = 1;
 	snprintf(ns->name, sizeof(ns->name), "%s", name);
+	CDS_INIT_LIST_HEAD(&ns->store_blocks);
 	cds_list_add_tail(&ns->node, &T.list);
 	T.count++;
 found:
@@ -72,8 +141,17 @@ out:
 
 void nspace_put(struct nspace *ns)
 {
-	if (ns)
-		__atomic_fetch_sub(&ns->sessions, 1, __ATOMIC_RELAXED);
+	if (!ns)
+		return;
+	/*
+	 * The time on every put and before the decrement: once sessions is 0
+	 * the control thread may free the namespace, and an instance's last
+	 * put may run on an I/O worker (lease_free()), so nothing may touch
+	 * it after.  The release pairs with the load-acquire of sessions in
+	 * idlest(): whoever sees no session sees when the last one left.
+	 */
+	__atomic_store_n(&ns->idle_since, now_ns(), __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&ns->sessions, 1, __ATOMIC_RELEASE);
 }
 
 int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, char *why,
@@ -108,19 +186,8 @@ unsigned nspace_sweep(void)
 	unsigned n = 0;
 
 	pthread_mutex_lock(&T.lock);
-	cds_list_for_each_entry_safe(ns, tmp, &T.list, node) {
-		/*
-		 * Both counts only rise through a session of the namespace,
-		 * which needs nspace_get() under this lock: zero here stays zero.
-		 */
-		if (__atomic_load_n(&ns->sessions, __ATOMIC_ACQUIRE) == 0 &&
-		    __atomic_load_n(&ns->blocks, __ATOMIC_ACQUIRE) == 0) {
-			cds_list_del(&ns->node);
-			T.count--;
-			free(ns);
-			n++;
-		}
-	}
+	cds_list_for_each_entry_safe(ns, tmp, &T.list, node)
+		n += free_if_unused(ns);
 	pthread_mutex_unlock(&T.lock);
 	return n;
 }

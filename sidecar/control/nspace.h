@@ -8,6 +8,13 @@
  * Locking: the table lock guards lookup/creation and the geometry; the
  * counters are atomics.  A namespace is freed by nspace_sweep() (control
  * thread) once no session and no block refers to it.
+ *
+ * Slots: [session] max_namespaces bound the table.  When it is full, a
+ * new namespace takes the slot of the one idle longest (no session since
+ * the longest time): its blocks are dropped (nobody could reach them but
+ * a session of that namespace), then it is freed.  Without that, blocks
+ * kept their namespace alive until evicted, and on an idle pool nothing
+ * is evicted: short sessions filled the table for ever.
  */
 #ifndef KVS_NSPACE_H
 #define KVS_NSPACE_H
@@ -26,6 +33,8 @@ struct nspace {
 	char name[KVS_NS_MAX];
 	uint32_t sessions; /* atomic */
 	uint64_t blocks;   /* atomic: blocks (resident or partial) */
+	uint64_t idle_since;		   /* atomic (relaxed): when sessions last fell to 0 */
+	struct cds_list_head store_blocks; /* its blocks (store lock, store.c) */
 	/* geometry, set by the first registration (table lock) */
 	bool has_geometry;
 	uint64_t fingerprint;
@@ -35,10 +44,19 @@ struct nspace {
 	struct cds_list_head node;
 };
 
-int nspace_table_init(uint32_t max);
+/*
+ * @drop empties a namespace with no session of its blocks, for a slot
+ * (store_drop_nspace()); called without the table lock.
+ */
+int nspace_table_init(uint32_t max, unsigned (*drop)(struct nspace *ns));
 void nspace_table_fini(void);
 
-/* Find or create, taking a session reference.  -EUSERS at the limit. */
+/*
+ * Find or create, taking a session reference.  At the limit, reclaims
+ * the slot of the namespace idle longest; -EUSERS when every namespace
+ * has a session.  Control thread only (as every session reference is
+ * taken there: an idle namespace stays idle while it is reclaimed).
+ */
 int nspace_get(const char *name, struct nspace **ret);
 void nspace_put(struct nspace *ns);
 

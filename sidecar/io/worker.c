@@ -149,7 +149,10 @@ static void finish_save(struct worker *w, struct op *op)
 		hist_observe(&w->d->stats.save_hist, ns);
 		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
-		op->res = op->nospace ? -ENOSPC : (int32_t)(op->nents + op->skipped);
+		/* The instance's own share first: it is what the engine can change. */
+		op->res = op->quota	? -EDQUOT
+			  : op->nospace ? -ENOSPC
+					: (int32_t)(op->nents + op->skipped);
 		op->r0 = op->nents;
 	} else {
 		op->res = op->batch.err;
@@ -279,8 +282,8 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
 	op->batch.dir = COPY_SAVE;
-	store_save_begin(s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
-			 &op->skipped, &op->nospace);
+	store_save_begin(s->inst, s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
+			 &op->skipped, &op->nospace, &op->quota);
 	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++) {
 		const struct save_ent *e = &op->ents[i];
@@ -323,23 +326,19 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	int r;
 
 	STAT_ADD(w->d, load_ops, 1);
-	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, &lease);
+	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		return;
+	}
+	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, a->n, &lease);
 	if (r < 0) {
+		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
 		return;
 	}
 	/* The share is spent from here on, whatever happens to the copy. */
-	if (a->n > lease->nblocks) {
-		lease_put(lease);
-		post(w, s, sqe->user_data, -EINVAL, 0, 0);
-		return;
-	}
-	op = calloc(1, sizeof(*op));
-	if (!op) {
-		lease_put(lease);
-		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
-		return;
-	}
 	op->s = s;
 	op->opcode = KVS_OP_LOAD;
 	op->user_data = sqe->user_data;
@@ -377,8 +376,9 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 		     const struct sqe_args *a)
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
-	uint32_t hits = store_query(s->ns, a->keys, a->n, !nolease, w->blocks);
-	uint64_t id = 0, ttl = 0;
+	uint64_t id = 0, ttl = 0, pinned = 0;
+	uint32_t hits = store_query(s->ns, a->keys, a->n, !nolease, w->blocks, &pinned);
+	char why[256];
 	int r;
 
 	STAT_ADD(w->d, query_ops, 1);
@@ -387,8 +387,11 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
 	if (hits && !nolease) {
-		r = lease_create(s->inst, s->id, w->blocks, hits, &id, &ttl);
+		r = lease_create(s->inst, s->id, s->uid, w->blocks, hits, pinned, &id, &ttl, why,
+				 sizeof(why));
 		if (r < 0) {
+			if (why[0])
+				slog_warning_errno(s, r, "QUERY refused: %s", why);
 			for (uint32_t i = 0; i < hits; i++)
 				block_unpin(w->blocks[i]);
 			post(w, s, sqe->user_data, r, 0, 0);

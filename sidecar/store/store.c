@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -8,8 +10,10 @@
 #include "store/store.h"
 #include "base/conf.h"
 #include "obs/log.h"
+#include "control/instance.h"
 #include "control/nspace.h"
 #include "control/session.h"
+#include "store/lease.h"
 #include "base/util.h"
 
 /*
@@ -65,6 +69,8 @@ static struct {
 	struct pool *pool;
 	struct s3fifo queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
 	struct cds_list_head partial;		/* oldest first */
+	struct cds_list_head tenants;		/* tenants with unsealed bytes */
+	uint64_t unsealed_cap;			/* bytes one tenant may hold unsealed */
 	uint64_t seed[2];			/* keyed hash against collision floods */
 	struct store_stats st;			/* counters: relaxed atomics */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER, .rlock = PTHREAD_MUTEX_INITIALIZER,
@@ -171,6 +177,24 @@ static void ht_account(long delta)
 	pthread_mutex_unlock(&S.rlock);
 }
 
+/*
+ * Bytes one tenant may hold unsealed: @share percent of a region, not of
+ * the pool, as a session's shards all go to its worker's region (NUMA
+ * node): half of a two-node pool would be all of one node.  Regions are
+ * of one size.  At most 2^50 bytes ([pool] size) times 100: no overflow.
+ * 100: no share but the pool, whose own ENOSPC is then the answer.
+ */
+static uint64_t unsealed_cap(const struct pool *pool, uint32_t share)
+{
+	uint64_t region = UINT64_MAX;
+
+	if (share >= 100)
+		return UINT64_MAX;
+	for (unsigned i = 0; i < pool->nr_regions; i++)
+		region = MIN(region, (uint64_t)pool->regions[i].nr_extents * pool->extent_size);
+	return region * share / 100;
+}
+
 int store_init(struct pool *pool, const struct kvs_config *cfg)
 {
 	int r;
@@ -199,8 +223,9 @@ int store_init(struct pool *pool, const struct kvs_config *cfg)
 	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
 		s3fifo_init(&S.queues[i]);
 	CDS_INIT_LIST_HEAD(&S.partial);
+	CDS_INIT_LIST_HEAD(&S.tenants);
+	S.unsealed_cap = unsealed_cap(pool, cfg->unsealed_share);
 	memset(&S.st, 0, sizeof(S.st));
-	(void)cfg;
 	return 0;
 }
 
@@ -223,6 +248,61 @@ static void stat_add(uint64_t *c, int64_t v)
 	__atomic_fetch_add(c, (uint64_t)v, __ATOMIC_RELAXED);
 }
 
+/* ---- tenants ------------------------------------------------------ */
+
+struct store_tenant *store_tenant_new(const char *name)
+{
+	struct store_tenant *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	CDS_INIT_LIST_HEAD(&t->node);
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	return t;
+}
+
+void store_tenant_put(struct store_tenant *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&S.lock);
+	t->gone = true;
+	if (t->unsealed == 0)
+		free(t); /* not in S.tenants: only tenants with a charge are */
+	pthread_mutex_unlock(&S.lock);
+}
+
+static uint64_t slot_bytes_of(const struct block *b)
+{
+	return S.pool->classes[b->class_id].slot_bytes;
+}
+
+/* Store lock held: @t pays for @sh's slot until its block seals or the shard goes. */
+static void charge(struct shard *sh, struct store_tenant *t)
+{
+	if (!t)
+		return;
+	if (t->unsealed == 0)
+		cds_list_add_tail(&t->node, &S.tenants);
+	t->unsealed += slot_bytes_of(sh->blk);
+	sh->tenant = t;
+}
+
+static void uncharge(struct shard *sh)
+{
+	struct store_tenant *t = sh->tenant;
+
+	if (!t)
+		return;
+	sh->tenant = NULL;
+	t->unsealed -= slot_bytes_of(sh->blk);
+	if (t->unsealed)
+		return;
+	cds_list_del_init(&t->node);
+	if (t->gone)
+		free(t); /* its instance went first: the last charge frees it */
+}
+
 /* Store lock held.  Remove the block's shards, free their slots and it. */
 static void block_destroy(struct block *b)
 {
@@ -231,6 +311,7 @@ static void block_destroy(struct block *b)
 
 		if (sh->state == SHARD_EMPTY)
 			continue;
+		uncharge(sh);
 		cds_lfht_del(S.ht, &sh->hnode);
 		ht_account(-1);
 		pool_free(S.pool, &sh->slot);
@@ -244,6 +325,8 @@ static void block_destroy(struct block *b)
 		cds_list_del(&b->partial);
 		stat_add(&S.st.partial, -1);
 	}
+	cds_list_del(&b->ns_node);
+	/* Release: pairs with the load-acquire in nspace.c's free_if_unused(). */
 	__atomic_fetch_sub(&b->ns->blocks, 1, __ATOMIC_RELEASE);
 	/* Lock-free readers may still hold it: free after a grace period. */
 	tsan_release(b);
@@ -270,11 +353,46 @@ static bool queue_claim(struct s3fifo_node *n, void *arg)
 	return claim(caa_container_of(n, struct block, qn));
 }
 
+/*
+ * The biggest unsealed holding among the tenants charged for @b, when @b
+ * is a partial block no copy writes and that holding is larger than
+ * @self's (whose SAVE needs the room); else 0: not to be reclaimed.
+ */
+static uint64_t partial_holder(const struct block *b, const struct store_tenant *self)
+{
+	uint64_t floor = self ? self->unsealed : 0, best = 0;
+
+	if (b->sealed || b->writers)
+		return 0;
+	for (uint32_t i = 0; i < b->nshards; i++) {
+		const struct store_tenant *t = b->shards[i].tenant;
+
+		if (t && t != self && t->unsealed > floor && t->unsealed > best)
+			best = t->unsealed;
+	}
+	return best;
+}
+
+/* What a SAVE may take room from: sealed unpinned blocks, and with @self, partial ones. */
+struct room {
+	bool partials;
+	const struct store_tenant *self;
+};
+
 static bool owner_evictable(void *owner, void *arg)
 {
+	const struct room *room = arg;
 	struct block *b = ((struct shard *)owner)->blk;
 
-	return b->sealed && __atomic_load_n(&b->pins, __ATOMIC_RELAXED) == 0;
+	if (b->sealed)
+		return __atomic_load_n(&b->pins, __ATOMIC_RELAXED) == 0;
+	return room && room->partials && partial_holder(b, room->self);
+}
+
+static void reclaim(struct block *b)
+{
+	block_destroy(b);
+	stat_add(&S.st.partial_reclaimed, 1);
 }
 
 /* Store lock held, @b claimed (so sealed): evicted, remembered by its queue's ghost. */
@@ -285,23 +403,61 @@ static void evict(struct block *b)
 	stat_add(&S.st.evictions, 1);
 }
 
-/* Empty extent @e by evicting every block with a shard in it. */
-static bool evict_extent(struct pool_extent *e)
+/* Empty extent @e by evicting every block with a shard in it (or reclaiming, per @room). */
+static bool evict_extent(struct pool_extent *e, const struct room *room)
 {
 	for (uint32_t i = 0; i < e->nslots; i++) {
 		struct shard *sh = e->owners[i];
 
 		if (!sh)
 			continue;
-		if (!claim(sh->blk))
+		if (!sh->blk->sealed && room && room->partials &&
+		    partial_holder(sh->blk, room->self))
+			reclaim(sh->blk);
+		else if (claim(sh->blk))
+			evict(sh->blk);
+		else
 			return false; /* pinned meanwhile: try elsewhere */
-		evict(sh->blk);
 	}
 	return true;
 }
 
+/*
+ * Store lock held, nothing sealed left to evict for a slot of class @cls:
+ * reclaim a partial block of whoever holds more unsealed bytes than
+ * @self, the biggest holder first (then the oldest).  One of @cls gives
+ * its slot at once; else a whole extent of them (another size) must go.
+ * The walk is over every partial block: a slow path, taken only when a
+ * SAVE would otherwise fail.
+ */
+static bool reclaim_partial_for(const struct store_tenant *self, unsigned region, uint32_t cls)
+{
+	struct room room = { true, self };
+	struct block *b, *best = NULL;
+	struct pool_extent *e;
+	uint64_t best_holder = 0;
+
+	cds_list_for_each_entry(b, &S.partial, partial) {
+		uint64_t h;
+
+		if (b->class_id != cls)
+			continue;
+		h = partial_holder(b, self);
+		if (h > best_holder) {
+			best = b;
+			best_holder = h;
+		}
+	}
+	if (best) {
+		reclaim(best);
+		return true;
+	}
+	e = pool_pick_extent_any(S.pool, region, cls, owner_evictable, &room);
+	return e && evict_extent(e, &room);
+}
+
 /* Store lock held.  A slot of the registration's class, evicting if needed. */
-static int take_slot(const struct registration *reg, struct shard *sh)
+static int take_slot(const struct registration *reg, const struct store_tenant *t, struct shard *sh)
 {
 	uint32_t cls = reg->class_id;
 
@@ -319,7 +475,7 @@ static int take_slot(const struct registration *reg, struct shard *sh)
 		 */
 		if (pool_class_under_share(S.pool, reg->region, cls) || S.queues[cls].n == 0) {
 			e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
-			if (e && evict_extent(e))
+			if (e && evict_extent(e, NULL))
 				continue;
 		}
 		victim = s3fifo_pick(&S.queues[cls], queue_claim, NULL, 0);
@@ -330,7 +486,10 @@ static int take_slot(const struct registration *reg, struct shard *sh)
 		e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
 		if (!e)
 			e = pool_pick_extent_any(S.pool, reg->region, cls, owner_evictable, NULL);
-		if (!e || !evict_extent(e))
+		if (e && evict_extent(e, NULL))
+			continue;
+		/* Everything is pinned, partial or in flight: take from who holds most. */
+		if (!reclaim_partial_for(t, reg->region, cls))
 			return -ENOSPC;
 	}
 	return -ENOSPC;
@@ -356,6 +515,7 @@ static struct block *find_or_create(struct nspace *ns, const struct registration
 	memcpy(b->key, key, KVS_KEY_SIZE);
 	b->class_id = reg->class_id;
 	b->nshards = reg->nshards;
+	b->bytes = (uint64_t)reg->nshards * S.pool->classes[reg->class_id].slot_bytes;
 	b->created_ns = now_ns();
 	for (uint32_t s = 0; s < reg->nshards; s++) {
 		b->shards[s].blk = b;
@@ -363,57 +523,120 @@ static struct block *find_or_create(struct nspace *ns, const struct registration
 		cds_lfht_node_init(&b->shards[s].hnode);
 	}
 	cds_list_add_tail(&b->partial, &S.partial);
+	cds_list_add_tail(&b->ns_node, &ns->store_blocks);
 	__atomic_fetch_add(&ns->blocks, 1, __ATOMIC_RELAXED);
 	stat_add(&S.st.partial, 1);
 	return b;
 }
 
-void store_save_begin(struct nspace *ns, const struct registration *reg, const uint8_t *keys,
-		      const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
-		      uint32_t *ret_nents, uint32_t *ret_skipped, uint32_t *ret_nospace)
+/* Take and drop the store lock with the RCU read side writers need to traverse the table. */
+static void store_lock(void)
 {
-	uint32_t nents = 0, skipped = 0, nospace = 0;
-
-	/* Writers traverse the table too: they need the read lock as well. */
 	pthread_mutex_lock(&S.lock);
 	urcu_memb_read_lock();
-	for (uint32_t i = 0; i < n; i++) {
+}
+
+static void store_unlock(void)
+{
+	read_unlock();
+	pthread_mutex_unlock(&S.lock);
+}
+
+void store_save_begin(struct instance *inst, struct nspace *ns, const struct registration *reg,
+		      const uint8_t *keys, const uint32_t *block_ids, uint32_t n,
+		      struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
+		      uint32_t *ret_nospace, uint32_t *ret_quota)
+{
+	struct store_tenant *t = inst ? inst->tenant : NULL;
+	uint32_t nents = 0, skipped = 0, nospace = 0, quota = 0, i = 0;
+	bool full = false, revoked = false;
+	uint64_t bytes;
+
+	store_lock();
+	/* The registration holds its class: its size cannot change under us. */
+	bytes = S.pool->classes[reg->class_id].slot_bytes;
+	while (i < n) {
 		const uint8_t *key = keys + (size_t)i * KVS_KEY_SIZE;
 		struct block *b;
 		struct shard *sh;
 
 		if (lookup(ns->id, reg->shard, key)) {
 			skipped++;
+			i++;
+			continue;
+		}
+		/*
+		 * No room for one key, none for the next of the same class:
+		 * searching again per key cost a scan of the whole queue each.
+		 */
+		if (full) {
+			nospace++;
+			i++;
+			continue;
+		}
+		/* Past the share; one block always, or a block above it could never be saved. */
+		if (t && t->unsealed && t->unsealed + bytes > S.unsealed_cap) {
+			quota++;
+			i++;
 			continue;
 		}
 		b = find_or_create(ns, reg, key);
 		if (!b) {
 			nospace++;
+			i++;
 			continue;
 		}
 		sh = &b->shards[reg->shard];
-		if (take_slot(reg, sh) < 0) {
+		if (take_slot(reg, t, sh) < 0) {
 			if (b->present == 0 && b->writers == 0)
 				block_destroy(b);
+			if (!revoked && inst) {
+				uint64_t need = (uint64_t)(n - i) * bytes;
+				unsigned nrev;
+
+				if (t && S.unsealed_cap != UINT64_MAX)
+					need = MIN(need, S.unsealed_cap - t->unsealed);
+				/*
+				 * Everything left is pinned: leases of whoever pins
+				 * more than this instance go, once per batch.  The
+				 * lease lock is never taken under the store lock, so
+				 * let it go; the shards taken so far are WRITING, which
+				 * nothing but store_save_end() touches.  Then this key
+				 * again, from its lookup.
+				 */
+				revoked = true;
+				store_unlock();
+				nrev = lease_revoke_for(inst, need);
+				store_lock();
+				if (nrev)
+					continue;
+			}
+			full = true;
 			nospace++;
+			i++;
 			continue;
 		}
 		sh->state = SHARD_WRITING;
 		b->writers++;
+		charge(sh, t);
 		cds_lfht_add(S.ht, hash_key(ns->id, reg->shard, key), &sh->hnode);
 		ht_account(1);
 		ents[nents++] = (struct save_ent){ sh, block_ids[i] };
+		i++;
 	}
-	read_unlock();
-	pthread_mutex_unlock(&S.lock);
+	store_unlock();
 	*ret_nents = nents;
 	*ret_skipped = skipped;
 	*ret_nospace = nospace;
+	*ret_quota = quota;
 }
 
 /* Store lock held: every shard is DONE, publish the block. */
 static void seal(struct block *b)
 {
+	/* Evictable from now on: no tenant holds it any more. */
+	for (uint32_t i = 0; i < b->nshards; i++)
+		uncharge(&b->shards[i]);
 	cds_list_del(&b->partial);
 	stat_add(&S.st.partial, -1);
 	stat_add(&S.st.resident, 1);
@@ -441,6 +664,7 @@ void store_save_end(struct save_ent *ents, uint32_t n, bool ok)
 				seal(b);
 			continue;
 		}
+		uncharge(sh);
 		cds_lfht_del(S.ht, &sh->hnode);
 		ht_account(-1);
 		pool_free(S.pool, &sh->slot);
@@ -472,8 +696,9 @@ void block_unpin(struct block *b)
 }
 
 uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do_pin,
-		     struct block **ret_blocks)
+		     struct block **ret_blocks, uint64_t *ret_bytes)
 {
+	uint64_t bytes = 0;
 	uint32_t hits = 0;
 
 	urcu_memb_read_lock();
@@ -492,12 +717,15 @@ uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do
 			if (!pin(b))
 				break;
 			ret_blocks[hits] = b;
+			bytes += b->bytes;
 		} else if (__atomic_load_n(&b->pins, __ATOMIC_RELAXED) < 0) {
 			break;
 		}
 		s3fifo_hit(&b->qn);
 	}
 	read_unlock();
+	if (do_pin)
+		*ret_bytes = bytes;
 	return hits;
 }
 
@@ -572,14 +800,110 @@ void store_fini(void)
 	S.ht = NULL;
 }
 
+/*
+ * Store lock held.  Empty class @cls, which no registration uses, of its
+ * blocks; false if one of them is pinned (a lease may outlive the ranks
+ * that registered the class).
+ */
+static bool drop_class(uint32_t cls, unsigned *ret_blocks)
+{
+	bool all = true;
+
+	for (unsigned r = 0; r < S.pool->nr_regions; r++) {
+		struct pool_region *reg = &S.pool->regions[r];
+
+		for (uint32_t x = 0; x < reg->nr_extents; x++) {
+			struct pool_extent *e = &reg->extents[x];
+
+			/* An emptied extent leaves the class: check it per slot. */
+			for (uint32_t i = 0; i < e->nslots && e->class_id == cls; i++) {
+				struct shard *sh = e->owners[i];
+
+				if (!sh)
+					continue;
+				if (!sh->blk->sealed && !sh->blk->writers) {
+					reclaim(sh->blk);
+				} else if (claim(sh->blk)) {
+					evict(sh->blk);
+				} else {
+					all = false;
+					continue;
+				}
+				(*ret_blocks)++;
+			}
+		}
+	}
+	return all;
+}
+
+/*
+ * Store lock held, every class taken: give up the slot of an unused class
+ * (no registration; kept only by its blocks), the one of least recent
+ * demand first.  Without this, on an idle pool (nothing evicts) the
+ * blocks of sizes nobody registers any more refused every new size.
+ */
+static bool reclaim_class(void)
+{
+	bool tried[POOL_MAX_CLASSES] = { false };
+
+	for (;;) {
+		uint32_t victim = POOL_NO_CLASS;
+		unsigned blocks = 0;
+		uint64_t bytes;
+
+		for (uint32_t c = 0; c < S.pool->nr_classes; c++) {
+			const struct pool_class *pc = &S.pool->classes[c];
+
+			if (pc->slot_bytes && !pc->users && !tried[c] &&
+			    (victim == POOL_NO_CLASS ||
+			     pc->demand < S.pool->classes[victim].demand))
+				victim = c;
+		}
+		if (victim == POOL_NO_CLASS)
+			return false;
+		tried[victim] = true;
+		bytes = S.pool->classes[victim].slot_bytes;
+		if (drop_class(victim, &blocks)) {
+			/* Its last extent went back: pool_free() gave the slot up. */
+			log_info("reclaimed block size %" PRIu64
+				 " bytes (%u blocks dropped): all %u "
+				 "block sizes of the pool were taken",
+				 bytes, blocks, POOL_MAX_CLASSES);
+			return true;
+		}
+	}
+}
+
 int store_class_get(uint64_t slot_bytes, uint32_t *ret_class)
 {
 	int r;
 
-	pthread_mutex_lock(&S.lock);
+	store_lock();
 	r = pool_class_get(S.pool, slot_bytes, ret_class);
-	pthread_mutex_unlock(&S.lock);
+	if (r == -ENOSPC && reclaim_class())
+		r = pool_class_get(S.pool, slot_bytes, ret_class);
+	store_unlock();
 	return r;
+}
+
+unsigned store_drop_nspace(struct nspace *ns)
+{
+	struct block *b, *tmp;
+	unsigned n = 0;
+
+	store_lock();
+	cds_list_for_each_entry_safe(b, tmp, &ns->store_blocks, ns_node) {
+		/* No session: nothing can pin or write it (nspace.h); check all the same. */
+		if (!b->sealed && !b->writers)
+			reclaim(b);
+		else if (claim(b))
+			evict(b);
+		else
+			continue;
+		n++;
+	}
+	store_unlock();
+	return n;
 }
 
 void store_class_put(uint32_t class_id)

@@ -17,6 +17,18 @@
  * Locking: the store lock serialises everything that changes the index,
  * the pool or the S3-FIFO queues (save begin/end, eviction, reclaim).
  * QUERY and pin/unpin take no lock.
+ *
+ * Tenants: what a SAVE cannot evict is pinned (a lease, a LOAD), partial
+ * (waiting for other ranks' shards) or in flight (being copied).  Each
+ * instance is a tenant: the store charges it the pool bytes of every
+ * shard it took for a block not sealed yet ("unsealed": in flight or
+ * partial) and refuses a SAVE's keys past [pool] unsealed_share of the
+ * pool (-EDQUOT).  When a SAVE finds nothing to evict, it takes from
+ * whoever holds more than its own instance: the oldest partial blocks of
+ * the tenant holding the most unsealed bytes, then (lease.c) the oldest
+ * unused leases of the instance pinning the most.  Pins stay unbounded
+ * while nobody needs the room: a lease is only revoked for a SAVE that
+ * would fail otherwise.
  */
 #ifndef KVS_BLOCK_H
 #define KVS_BLOCK_H
@@ -29,6 +41,7 @@
 #include <urcu/rculfhash.h>
 
 #include <kvstash/abi.h>
+#include <kvstash/wire.h>
 
 #include "store/evict.h"
 #include "store/pool.h"
@@ -38,6 +51,20 @@
 struct nspace;
 struct registration;
 struct kvs_config;
+struct instance;
+
+/*
+ * A tenant's account in the store (one per instance).  The instance
+ * makes it and gives it up with store_tenant_put(); it is freed once
+ * that happened and nothing is charged to it any more, so a partial
+ * block may outlive the instance that saved it.  Store lock.
+ */
+struct store_tenant {
+	uint64_t unsealed;	   /* pool bytes of its shards in unsealed blocks */
+	struct cds_list_head node; /* in the store's list while unsealed > 0 */
+	bool gone;		   /* store_tenant_put() was called */
+	char name[KVS_NAME_MAX];   /* the instance's, for logs */
+};
 
 enum shard_state {
 	SHARD_EMPTY,
@@ -51,6 +78,7 @@ struct shard {
 	struct slot slot;
 	uint16_t idx;
 	uint16_t state;
+	struct store_tenant *tenant; /* charged for the slot until the block seals (store lock) */
 };
 
 struct block {
@@ -69,8 +97,10 @@ struct block {
 	uint32_t writers;	/* shards WRITING (store lock) */
 	int32_t pins;		/* atomic; BLOCK_EVICTING when claimed */
 	uint8_t sealed;		/* release/acquire: see seal() in store.c */
+	uint64_t bytes;		/* pool bytes of all its shards: what a pin holds */
 	uint64_t created_ns;
 	struct cds_list_head partial; /* in the partial list until sealed */
+	struct cds_list_head ns_node; /* in its namespace's block list (store lock) */
 	struct rcu_head rcu;
 	struct shard shards[];
 };
@@ -94,23 +124,27 @@ struct pool *store_pool(void);
 /*
  * SAVE, phase 1: for each key (with the engine's block id), skip it if
  * this shard is already in the index, else take a slot (evicting if
- * needed) and insert the shard as WRITING.  @ents (n entries) receives
- * the shards to copy; counts come back in the ret_ values.  Keys that
- * get no slot are counted in *@ret_nospace.
+ * needed) and insert the shard as WRITING, charged to @inst's tenant.
+ * @ents (n entries) receives the shards to copy; counts come back in the
+ * ret_ values.  Keys that get no slot are counted in *@ret_nospace, keys
+ * past the tenant's unsealed share in *@ret_quota.  May revoke leases of
+ * other instances (see Tenants above), with the store lock dropped.
  */
-void store_save_begin(struct nspace *ns, const struct registration *reg, const uint8_t *keys,
-		      const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
-		      uint32_t *ret_nents, uint32_t *ret_skipped, uint32_t *ret_nospace);
+void store_save_begin(struct instance *inst, struct nspace *ns, const struct registration *reg,
+		      const uint8_t *keys, const uint32_t *block_ids, uint32_t n,
+		      struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
+		      uint32_t *ret_nospace, uint32_t *ret_quota);
 
 /* SAVE, phase 2 (after the copy): DONE and seal when @ok, else drop. */
 void store_save_end(struct save_ent *ents, uint32_t n, bool ok);
 
 /*
  * QUERY: the longest prefix of @keys whose blocks are sealed in @ns.
- * With @pin, each hit is pinned and stored in @ret_blocks.  No lock.
+ * With @pin, each hit is pinned and stored in @ret_blocks, and the pool
+ * bytes they hold are added up in *@ret_bytes.  No lock.
  */
 uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool pin,
-		     struct block **ret_blocks);
+		     struct block **ret_blocks, uint64_t *ret_bytes);
 
 void block_unpin(struct block *b);
 
@@ -119,7 +153,23 @@ unsigned store_reclaim_partial(uint64_t timeout_ns);
 
 void store_get_stats(struct store_stats *ret);
 
-/* Pool classes (taken under the store lock, for the control thread). */
+/* A tenant for instance @name (no lock: nothing sees it before its first charge). */
+struct store_tenant *store_tenant_new(const char *name);
+/* The instance is gone: free the account once nothing is charged to it.  NULL is fine. */
+void store_tenant_put(struct store_tenant *t);
+
+/*
+ * Drop every block of @ns, a namespace no session uses any more (so none
+ * is pinned or being copied), to give its slot in the namespace table
+ * to a new one.  Returns how many blocks went.
+ */
+unsigned store_drop_nspace(struct nspace *ns);
+
+/*
+ * Pool classes (taken under the store lock, for the control thread).
+ * With every class taken, an unused one (no registration) gives its slot
+ * up: its blocks are evicted, the one of least recent demand first.
+ */
 int store_class_get(uint64_t slot_bytes, uint32_t *ret_class);
 void store_class_put(uint32_t class_id);
 

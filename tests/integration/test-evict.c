@@ -15,10 +15,12 @@
  *     pool holds without a single QUERY (FIFO order would evict them
  *     after 112).  This also checks that a block's fingerprint is the
  *     same when it is evicted and when it is saved again;
- *   - one SAVE of more blocks than the pool holds: -ENOSPC only for the
- *     blocks left over once every slot holds one of its own (in-flight
- *     blocks are as unevictable as pinned ones); those it stored are
- *     resident and load byte-exact;
+ *   - one SAVE of more blocks than the pool holds, with the instance's
+ *     share of unsealed blocks raised to the whole pool ([pool]
+ *     unsealed_share = 100; test-tenant-share checks the default):
+ *     -ENOSPC only for the blocks left over once every slot holds one of
+ *     its own (in-flight blocks are as unevictable as pinned ones); those
+ *     it stored are resident and load byte-exact;
  *   - two block sizes (100 KiB and 36 KiB slots) in one 32 MiB pool of
  *     1 MiB extents, each namespace saving far more than fits: the pool
  *     ends at least 90 % used, and both namespaces keep resident blocks.
@@ -225,7 +227,7 @@ static void bigger_than_pool(void)
 	struct kvsd d;
 	struct kvs_cqe e, q;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\nunsealed_share = 100\n");
 	c = dp_worker(&d, "evict-big-save", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
 		      8192);
 	for (unsigned b = 0; b < BLOCKS; b++)

@@ -8,9 +8,10 @@
  *     the client gets has exactly the sizes the reply names;
  *   - [server] max_sessions_per_uid: one uid's next HELLO is -EUSERS
  *     while another uid still gets in (as nobody, when run as root);
- *   - [session] max_namespaces: a new namespace is -EUSERS, a known one
- *     still joins; a namespace is given back once it has neither sessions
- *     nor blocks;
+ *   - [session] max_namespaces: a new namespace is -EUSERS while every
+ *     one has a session, a known one still joins; a namespace is given
+ *     back once it has neither sessions nor blocks, and one with blocks
+ *     but no session gives its slot to a new one (test-slot-reclaim);
  *   - connections that never say HELLO hold at most max_sessions + 64
  *     slots: the next connection is closed at once, and slots given back
  *     are taken again.
@@ -200,28 +201,33 @@ static void namespaces(void)
 	      "a known namespace");
 	kvs_close(c);
 
-	/* ns-a keeps blocks: closing its session does not give it back. */
+	/* ns-a keeps blocks but no session: a new namespace takes its slot. */
 	dp_keys(keys, 4, 1);
 	dp_ids(ids, 4, 0);
 	CHECK_RES(dp_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
 	kvs_close(a);
 	test_kv_free(&kv);
-	usleep(2500000); /* two sweeps */
-	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c), -EUSERS,
-		  "a third namespace while ns-a holds blocks");
-
-	/* ns-b has neither sessions nor blocks once closed: swept, room for ns-c. */
-	kvs_close(b);
 	t0 = test_now_ns();
 	while ((r = test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c)) == -EUSERS &&
 	       test_now_ns() - t0 < 10000000000ull)
 		usleep(50000);
-	CHECK_RES(r, 0, "a new namespace once an empty one was swept");
+	CHECK_RES(r, 0, "a third namespace once ns-a, holding only blocks, is idle");
+	CHECK(kvsd_log_contains(&d, "reclaimed namespace ns-a/pf"), "ns-a was not the one taken");
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
+
+	/* ns-b has neither sessions nor blocks once closed: swept, room for ns-d. */
+	kvs_close(b);
+	t0 = test_now_ns();
+	while ((r = test_connect(&d, KVS_ROLE_SCHEDULER, "ns-d", "ns-d/pf", 0, 1, &b)) == -EUSERS &&
+	       test_now_ns() - t0 < 10000000000ull)
+		usleep(50000);
+	CHECK_RES(r, 0, "a new namespace once an empty one was swept");
+	CHECK_RES(kvs_nop_sync(b, OP_TIMEOUT_MS), 0, "NOP");
+	kvs_close(b);
 	kvs_close(c);
 	dp_stop(&d);
-	dp_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions or blocks, known "
-	      "ones join, an empty one is given back");
+	dp_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions, known ones join, "
+	      "an idle one gives its slot");
 }
 
 #define SLOTS (2u + 64u) /* max_sessions + the daemon's handshake slack */
