@@ -903,6 +903,12 @@ START_TEST(test_print_round_trip)
 		"server.allow_gids=0,27",
 		"server.max_sessions=7",
 		"server.max_sessions_per_uid=3",
+		"server.max_handshakes=11",
+		"server.max_handshakes_per_uid=5",
+		"server.max_admin_sessions=13",
+		"server.max_admin_sessions_per_uid=2",
+		"server.admin_idle_timeout=90s",
+		"server.max_fds_per_uid=4096",
 		"session.sq_entries=64",
 		"session.sq_entries_max=128",
 		"session.arg_bytes=123456",
@@ -930,6 +936,8 @@ START_TEST(test_print_round_trip)
 		"log.level=debug",
 		"log.target=file",
 		"log.file=/var/log/kvstashd.log",
+		"log.ratelimit_interval=30s",
+		"log.ratelimit_burst=0",
 	};
 	struct kvs_config c = fresh();
 	const struct config_key_info *k;
