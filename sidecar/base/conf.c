@@ -63,6 +63,18 @@ static const struct key keys[] = {
 	KEY("server", "max_mapped_bytes_per_uid", T_SIZE, max_mapped_bytes_per_uid, "0", 0,
 	    1ull << 56,
 	    "host engine memory mapped for one user's sessions together (0: half the host's RAM)"),
+	KEY("server", "max_handshakes", T_U32, max_handshakes, "64", 1, 65536,
+	    "connections at once that have not said HELLO; when full, a new one closes the oldest of the user holding most"),
+	KEY("server", "max_handshakes_per_uid", T_U32, max_handshakes_per_uid, "16", 1, 65536,
+	    "connections at once of one user that have not said HELLO; beyond it, its oldest is closed"),
+	KEY("server", "max_admin_sessions", T_U32, max_admin_sessions, "32", 1, 65536,
+	    "admin sessions (kvstash CLI) at once; when full, a new one closes the most idle of the user holding most"),
+	KEY("server", "max_admin_sessions_per_uid", T_U32, max_admin_sessions_per_uid, "8", 1,
+	    65536, "admin sessions at once of one user; beyond it, its most idle is closed"),
+	KEY("server", "admin_idle_timeout", T_MS, admin_idle_timeout_ms, "60s", 100, 86400000,
+	    "an admin session that neither asks nor reads for this long is closed"),
+	KEY("server", "max_fds_per_uid", T_U32, max_fds_per_uid, "0", 0, 1u << 30,
+	    "file descriptors the sessions of one user may make kvstashd hold (0: half of its RLIMIT_NOFILE)"),
 
 	KEY("session", "sq_entries", T_U32, sq_entries, "256", 2, 1u << 16,
 	    "default submission-queue entries (power of two; the CQ has twice as many)"),
@@ -132,8 +144,11 @@ static const struct key keys[] = {
 	KEY("log", "level", T_LEVEL, log_level, "info", 0, 0,
 	    "error, warning, notice, info or debug"),
 	KEY("log", "target", T_TARGET, log_target, "stderr", 0, 0, "stderr, syslog or file"),
-	KEY("log", "file", T_STR, log_file, "", 0, 0,
-	    "log file for target = file (reopened on SIGHUP)"),
+	KEY("log", "file", T_STR, log_file, "", 0, 0, "log file for target = file (reopened on SIGHUP)"),
+	KEY("log", "ratelimit_interval", T_MS, log_ratelimit_interval_ms, "10s", 10, 86400000,
+	    "window of the per-session and per-user log rate limit"),
+	KEY("log", "ratelimit_burst", T_U32, log_ratelimit_burst, "10", 0, 1u << 20,
+	    "lines one session (or one user's connections) may log per window; the rest are counted (0: no limit)"),
 };
 
 const struct config_key_info *config_key_at(unsigned i)

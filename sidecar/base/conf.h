@@ -31,6 +31,12 @@ struct kvs_config {
 	uint32_t max_sessions;
 	uint32_t max_sessions_per_uid;
 	uint64_t max_mapped_bytes_per_uid; /* host engine memory; 0: half the RAM */
+	uint32_t max_handshakes;
+	uint32_t max_handshakes_per_uid;
+	uint32_t max_admin_sessions;
+	uint32_t max_admin_sessions_per_uid;
+	uint32_t admin_idle_timeout_ms;
+	uint32_t max_fds_per_uid; /* 0: half of RLIMIT_NOFILE */
 
 	/* [session] */
 	uint32_t sq_entries;
@@ -77,6 +83,8 @@ struct kvs_config {
 	int log_level;
 	char *log_target;	/* stderr, syslog, file */
 	char *log_file;
+	uint32_t log_ratelimit_interval_ms;
+	uint32_t log_ratelimit_burst; /* 0: no limit */
 };
 
 /* Defaults into @cfg (strings allocated).  */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -31,7 +32,6 @@
 #include "base/util.h"
 
 #define TICK_MS 100
-#define HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
 #define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 
 void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
@@ -119,6 +119,22 @@ static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
 	return n ? (int)n : -EINVAL;
 }
 
+/*
+ * [server] max_fds_per_uid, 0 meaning half of the fds kvstashd may open
+ * (main() raised the soft limit to the hard one): one uid's sessions can
+ * never take the fds every other uid's connections need.
+ */
+static unsigned fds_per_uid(const struct kvs_config *cfg)
+{
+	struct rlimit rl;
+
+	if (cfg->max_fds_per_uid)
+		return cfg->max_fds_per_uid;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1u << 20;
+	return (unsigned)MIN(rl.rlim_cur / 2, 1u << 30);
+}
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -134,7 +150,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	d->listen_fd = d->timer_fd = d->signal_fd = d->ack_fd = d->lock_fd = d->epfd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
+	CDS_INIT_LIST_HEAD(&d->graveyard);
 	CDS_INIT_LIST_HEAD(&d->acks);
+	slots_init(d);
+	d->fds_per_uid = fds_per_uid(cfg);
 	pthread_mutex_init(&d->ack_lock, NULL);
 
 	/* Signals go to the signalfd only: block them before any thread starts. */
@@ -220,23 +239,17 @@ static void tick(struct daemon *d)
 {
 	static uint64_t last_slow;
 	uint64_t now = now_ns(), v;
-	struct session *s, *tmp;
 	ssize_t r = read(d->timer_fd, &v, sizeof(v));
 
 	(void)r;
 	lease_sweep();
+	server_resume(d);
 	if (now - last_slow < NSEC_PER_SEC)
 		return;
 	last_slow = now;
 	store_reclaim_partial((uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
 	nspace_sweep();
-	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node) {
-		if (s->state == S_NEW && now - s->created_ns > HANDSHAKE_TIMEOUT_NS) {
-			slog_info(s, "no HELLO within %llu s: closing",
-				  (unsigned long long)(HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
-			session_close(s, -ETIMEDOUT);
-		}
-	}
+	slots_sweep(d, now);
 }
 
 static void begin_drain(struct daemon *d)
@@ -275,6 +288,16 @@ static void handle_signals(struct daemon *d)
 	}
 }
 
+static void free_graveyard(struct daemon *d)
+{
+	struct session *s, *tmp;
+
+	cds_list_for_each_entry_safe(s, tmp, &d->graveyard, node) {
+		cds_list_del(&s->node);
+		free(s);
+	}
+}
+
 int daemon_run(struct daemon *d)
 {
 	uint64_t drain_deadline = 0;
@@ -298,16 +321,23 @@ int daemon_run(struct daemon *d)
 				process_acks(d);
 			} else {
 				struct session *s = p;
+				uint32_t e = evs[i].events;
 				int r = 0;
 
-				if (evs[i].events & EPOLLIN)
+				/* Closed by an earlier event of this batch: nothing to read. */
+				if (s->state == S_CLOSING)
+					continue;
+				if (e & EPOLLOUT)
+					r = session_flush(s);
+				if (r == 0 && (e & EPOLLIN))
 					r = session_handle_input(s);
-				else if (evs[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+				else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
 					r = -ECONNRESET;
 				if (r < 0)
 					session_close(s, r);
 			}
 		}
+		free_graveyard(d);
 		if (d->stopping) {
 			if (!drain_deadline)
 				drain_deadline = now_ns() + DRAIN_TIMEOUT_NS;
@@ -340,6 +370,9 @@ void daemon_fini(struct daemon *d)
 	cuda_fini();
 	nspace_table_fini();
 	server_unlisten(d);
+	free_graveyard(d);
+	slots_fini(d);
+	log_ratelimit_flush(&d->accept_rl, NULL, "accept");
 	if (d->epfd >= 0)
 		close(d->epfd);
 	if (d->signal_fd >= 0)

@@ -13,6 +13,8 @@
 #include <urcu/list.h>
 
 #include "base/conf.h"
+#include "control/slots.h"
+#include "obs/log.h"
 #include "obs/metrics.h"
 #include "io/worker.h"
 
@@ -66,6 +68,22 @@ struct daemon {
 	struct cds_list_head sessions;
 	unsigned nr_sessions;
 	uint64_t next_session_id;
+	/*
+	 * Sessions freed while an event batch is handled: a later event of
+	 * the same batch may still point at one, so the memory goes only
+	 * after the batch (daemon_run()).
+	 */
+	struct cds_list_head graveyard;
+
+	/* Connection slots (slots.c). */
+	struct cds_list_head uids;
+	struct cds_list_head slot_lists[SLOT_KINDS]; /* least recently active first */
+	unsigned slot_count[SLOT_KINDS];
+	unsigned fds_per_uid; /* [server] max_fds_per_uid, 0 resolved */
+
+	/* accept() failed for want of fds: the listening socket rests until the next tick. */
+	bool accept_paused;
+	struct log_ratelimit accept_rl;
 
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;

@@ -180,7 +180,8 @@ static void finish_load(struct worker *w, struct op *op)
 		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
 	} else {
-		slog_error_errno(s, op->batch.err, "load of %u blocks failed", op->nblocks);
+		slog_error_errno_rl(&s->w.log_rl, s, op->batch.err, "load of %u blocks failed",
+				    op->nblocks);
 		post(w, s, op->user_data, op->batch.err, 0, 0);
 	}
 	op_free(op);
@@ -436,8 +437,10 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
 		r = -KVS_EUNSEALED;
 	if (r < 0) {
+		/* An engine can submit these in a loop: rate-limited per session. */
 		if (r == -EOPNOTSUPP || log_enabled(LOG_DEBUG))
-			slog_info_errno(s, r, "SQE opcode %u rejected", sqe->opcode);
+			slog_info_errno_rl(&s->w.log_rl, s, r, "SQE opcode %u rejected",
+					   sqe->opcode);
 		post(w, s, sqe->user_data, r, 0, 0);
 		return;
 	}

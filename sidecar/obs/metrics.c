@@ -316,7 +316,8 @@ int metrics_start(struct daemon *d)
 {
 	const char *listen = d->cfg->metrics_listen;
 	struct sockaddr_storage ss;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* poll(), not select(): kvstashd's fds pass FD_SETSIZE (main() raises RLIMIT_NOFILE). */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
 
 	if (!listen[0])
 		return 0;

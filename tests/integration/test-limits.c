@@ -12,10 +12,8 @@
  *     one has a session, a known one still joins; a namespace is given
  *     back once it has neither sessions nor blocks, and one with blocks
  *     but no session gives its slot to a new one (test-slot-reclaim);
- *   - connections that never say HELLO hold at most max_sessions + 64
- *     slots: the next connection is closed at once, and slots given back
- *     are taken again.
- * (max_layers: test-register; max_keys: test-hostile-args; max_inflight:
+ * (connection slots: test-connection-limits; fds: test-fd-exhaustion;
+ * max_layers: test-register; max_keys: test-hostile-args; max_inflight:
  * tests/soak/soak-exhaustion; max_leases: test-lease; max_sessions:
  * test-handshake.)
  */
@@ -230,63 +228,11 @@ static void namespaces(void)
 	      "an idle one gives its slot");
 }
 
-#define SLOTS (2u + 64u) /* max_sessions + the daemon's handshake slack */
-
-static void handshake_slots(void)
-{
-	struct kvs_msg_stats_global g0, g;
-	struct kvs_msg_hello h;
-	struct kvs_msg_hello_reply rep;
-	struct kvs_client *c = NULL;
-	int fds[SLOTS], fd, rfd, base, r;
-	struct kvsd d;
-	uint64_t t0;
-
-	dp_start(&d, "[server]\nmax_sessions = 2\n");
-	/*
-	 * Before dp_stats(): kvstashd closes that admin connection after its
-	 * reply, so a count taken just after may still include it.
-	 */
-	base = proc_fd_count(d.pid);
-	g0 = dp_stats(&d);
-	for (unsigned i = 0; i < SLOTS; i++) {
-		fds[i] = raw_connect(d.sock);
-		CHECK(fds[i] >= 0, "connection %u: %s", i, strerror(-fds[i]));
-	}
-	/* Accepted, and silent. */
-	CHECK(wait_fd_count(d.pid, base + (int)SLOTS, 5000) == base + (int)SLOTS,
-	      "kvstashd holds %d fds, %d expected", proc_fd_count(d.pid), base + (int)SLOTS);
-	fd = raw_connect(d.sock);
-	CHECK(fd >= 0, "connect");
-	raw_hello_init(&h, KVS_ROLE_WORKER, "slots-x", "limits/pf", 0, 1);
-	r = raw_hello(fd, &h, &rep, &rfd);
-	CHECK(r < 0, "a HELLO past every handshake slot was answered: %d", r);
-	close(fd);
-	/* Ten slots given back are taken again. */
-	for (unsigned i = 0; i < 10; i++)
-		close(fds[i]);
-	t0 = test_now_ns();
-	while ((r = test_connect(&d, KVS_ROLE_WORKER, "slots-y", "limits/pf", 0, 1, &c)) < 0 &&
-	       test_now_ns() - t0 < 5000000000ull)
-		usleep(10000);
-	CHECK_RES(r, 0, "a session once silent connections closed");
-	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
-	kvs_close(c);
-	for (unsigned i = 10; i < SLOTS; i++)
-		close(fds[i]);
-	g = dp_stats(&d);
-	CHECK(g.sessions_refused > g0.sessions_refused, "the refused connection was not counted");
-	dp_stop(&d);
-	dp_ok("%u silent connections (max_sessions 2 + 64): the next one is closed at once; "
-	      "slots given back are taken again", SLOTS);
-}
-
 int main(void)
 {
 	dp_watchdog(120);
 	rings();
 	per_uid();
 	namespaces();
-	handshake_slots();
 	return 0;
 }

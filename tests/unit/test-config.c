@@ -904,6 +904,12 @@ START_TEST(test_print_round_trip)
 		"server.max_sessions=7",
 		"server.max_sessions_per_uid=3",
 		"server.max_mapped_bytes_per_uid=6G",
+		"server.max_handshakes=11",
+		"server.max_handshakes_per_uid=5",
+		"server.max_admin_sessions=13",
+		"server.max_admin_sessions_per_uid=2",
+		"server.admin_idle_timeout=90s",
+		"server.max_fds_per_uid=4096",
 		"session.sq_entries=64",
 		"session.sq_entries_max=128",
 		"session.arg_bytes=123456",
@@ -936,6 +942,8 @@ START_TEST(test_print_round_trip)
 		"log.level=debug",
 		"log.target=file",
 		"log.file=/var/log/kvstashd.log",
+		"log.ratelimit_interval=30s",
+		"log.ratelimit_burst=0",
 	};
 	struct kvs_config c = fresh();
 	const struct config_key_info *k;
