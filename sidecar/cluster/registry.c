@@ -750,6 +750,7 @@ static void batch_done(struct registry *r, struct req *q, const redisReply *repl
 static void handle_acquire(struct registry *r, const redisReply *reply)
 {
 	struct acquire_result a;
+	uint64_t retry;
 	char e[128];
 	int rc;
 
@@ -768,7 +769,10 @@ static void handle_acquire(struct registry *r, const redisReply *reply)
 			     "%" PRId64 " ms left): not registering until it expires",
 			     r->node, a.token, a.pttl_ms);
 		set_state(r, REG_CONFLICT);
-		r->acquire_retry_at = now_ns() + (uint64_t)(r->ttl_ms / 3) * MS;
+		/* Try again when the holder's lease would expire, at least every ttl/3. */
+		retry = a.pttl_ms > 0 && (uint64_t)a.pttl_ms < r->ttl_ms / 3 ? (uint64_t)a.pttl_ms + 5 :
+									       r->ttl_ms / 3;
+		r->acquire_retry_at = now_ns() + retry * MS;
 		return;
 	}
 	snprintf(r->token, sizeof(r->token), "%s", a.token);
