@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/conf.h"
 #include "cluster/addr.h"
 #include "cluster/registry.h"
 
@@ -160,4 +161,51 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int registry_config_from(const struct kvs_config *c, struct registry_config *ret, char *host,
+			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl)
+{
+	struct registry_config r = { 0 };
+	int rc;
+
+	if (!c->cluster_redis || !c->cluster_redis[0])
+		return 0;
+	r.redis = c->cluster_redis;
+	r.user = c->cluster_user;
+	r.cluster = c->cluster_name;
+	r.node = c->cluster_node;
+	if (!r.node || !r.node[0]) {
+		if (gethostname(host, hostlen) < 0 || !host[0]) {
+			WHY("[cluster] node: empty, and the host name is unknown");
+			return -EINVAL;
+		}
+		host[hostlen - 1] = '\0';
+		/* The short name: the first label of an FQDN. */
+		host[strcspn(host, ".")] = '\0';
+		r.node = host;
+	}
+	r.peer_addr = c->cluster_peer_address;
+	r.lease_ttl_ms = c->cluster_lease_ttl_ms;
+	r.connect_timeout_ms = c->cluster_connect_timeout_ms;
+	r.command_timeout_ms = c->cluster_command_timeout_ms;
+	r.flush_timeout_ms = c->cluster_flush_timeout_ms;
+	r.query_timeout_ms = c->cluster_query_timeout_ms;
+	r.queue_entries = c->cluster_queue_entries;
+	r.entry_ttl_ms = c->cluster_entry_ttl_ms;
+	rc = registry_config_check(&r, why, wl);
+	if (rc < 0)
+		return rc;
+	if (c->cluster_password_file && c->cluster_password_file[0]) {
+		char w[256];
+
+		rc = registry_read_secret(c->cluster_password_file, secret, slen, w, sizeof(w));
+		if (rc < 0) {
+			WHY("[cluster] password_file: %s", w);
+			return rc;
+		}
+		r.password = secret;
+	}
+	*ret = r;
+	return 1;
 }

@@ -148,6 +148,18 @@ int registry_read_secret(const char *path, char *buf, size_t len, char *why, siz
  */
 int registry_config_check(const struct registry_config *cfg, char *why, size_t wl);
 
+/*
+ * kvstashd's [cluster] section (base/conf.h) into @ret: 0 when no cluster
+ * is configured (redis empty), 1 when @ret is set, -errno with a reason.
+ * An empty node name becomes the host's short name (in @host); the
+ * password is read from password_file into @secret (REG_SECRET_MAX
+ * bytes; wipe it after registry_new()).  Call it from --check-config and
+ * at start-up; without hiredis a configured cluster is -EOPNOTSUPP.
+ */
+struct kvs_config;
+int registry_config_from(const struct kvs_config *cfg, struct registry_config *ret, char *host,
+			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl);
+
 /* true when built with hiredis. */
 bool registry_compiled_in(void);
 
