@@ -57,7 +57,8 @@ static void check_reply(const redisReply *r, uint32_t chunk)
 	rc = reply_sha(r, sha);
 	FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO, "sha: %d", rc);
 	if (!rc)
-		FUZZ_CHECK(strlen(sha) == 40 && strspn(sha, "0123456789abcdef") == 40, "sha %s", sha);
+		FUZZ_CHECK(strlen(sha) == 40 && strspn(sha, "0123456789abcdef") == 40, "sha %s",
+			   sha);
 	rc = reply_bool(r, &v);
 	FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO, "bool: %d", rc);
 	if (!rc)
@@ -65,12 +66,14 @@ static void check_reply(const redisReply *r, uint32_t chunk)
 	rc = reply_acquire(r, "0123456789abcdef", &a);
 	FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO, "acquire: %d", rc);
 	if (!rc) {
-		FUZZ_CHECK(memchr(a.token, 0, sizeof(a.token)) && memchr(a.displaced, 0, sizeof(a.displaced)),
+		FUZZ_CHECK(memchr(a.token, 0, sizeof(a.token)) &&
+				   memchr(a.displaced, 0, sizeof(a.displaced)),
 			   "tokens not terminated");
 		if (a.granted)
-			FUZZ_CHECK(a.epoch > 0 && strlen(a.token) > 16 &&
-					   !strcmp(a.token + strlen(a.token) - 16, "0123456789abcdef"),
-				   "granted token %s", a.token);
+			FUZZ_CHECK(
+				a.epoch > 0 && strlen(a.token) > 16 &&
+					!strcmp(a.token + strlen(a.token) - 16, "0123456789abcdef"),
+				"granted token %s", a.token);
 	}
 	rc = reply_register(r, chunk);
 	FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO || rc == -ESTALE, "register: %d", rc);
@@ -98,7 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			reply = NULL;
 			if (redisReaderGetReply(rd, &reply) != REDIS_OK || !reply)
 				break;
-			FUZZ_CHECK(budget.objects <= REPLY_MAX_OBJECTS && budget.bytes <= REPLY_MAX_BYTES,
+			FUZZ_CHECK(budget.objects <= REPLY_MAX_OBJECTS &&
+					   budget.bytes <= REPLY_MAX_BYTES,
 				   "budget overrun");
 			check_reply(reply, chunk);
 			freeReplyObject(reply);

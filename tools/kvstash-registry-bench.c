@@ -137,7 +137,8 @@ static void *producer(void *p)
 			make_key(k[j], w->seed, i + j);
 		/* A full queue refuses; this producer offers again (the bench wants no drops). */
 		while (got < c) {
-			uint32_t g = registry_insert(holder, ns, (const uint8_t(*)[16])(k + got), c - got);
+			uint32_t g = registry_insert(holder, ns, (const uint8_t(*)[16])(k + got),
+						     c - got);
 
 			got += g;
 			if (!g)
@@ -236,8 +237,8 @@ static void start_redis(void)
 	redis_pid = fork();
 	if (redis_pid == 0) {
 		execlp("redis-server", "redis-server", "--port", portbuf, "--bind", "127.0.0.1",
-		       "--save", "", "--appendonly", "no", "--dir", "/tmp", "--logfile", "/dev/null",
-		       (char *)NULL);
+		       "--save", "", "--appendonly", "no", "--dir", "/tmp", "--logfile",
+		       "/dev/null", (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 500; i++) {
@@ -371,8 +372,8 @@ int main(int argc, char **argv)
 				wait_flag();
 				lat[i] = now_s() - t0;
 				if (qres.best != k) {
-					fprintf(stderr, "query %u: best %u (status %d)\n", k, qres.best,
-						qres.status);
+					fprintf(stderr, "query %u: best %u (status %d)\n", k,
+						qres.best, qres.status);
 					exit(1);
 				}
 				base[i] = baseline(rc, "HGETALL", 1000, k, 0);

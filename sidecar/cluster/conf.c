@@ -130,8 +130,8 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 		    cfg->node ? cfg->node : "", REG_NAME_MAX - 1);
 		return -EINVAL;
 	}
-	if (cfg->peer_addr && (strlen(cfg->peer_addr) >= REG_ADDR_MAX ||
-			       strpbrk(cfg->peer_addr, " \t\r\n"))) {
+	if (cfg->peer_addr &&
+	    (strlen(cfg->peer_addr) >= REG_ADDR_MAX || strpbrk(cfg->peer_addr, " \t\r\n"))) {
 		WHY("[cluster] peer_address: longer than %d bytes or holds blanks",
 		    REG_ADDR_MAX - 1);
 		return -EINVAL;

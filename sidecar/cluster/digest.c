@@ -34,8 +34,7 @@ int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SI
 	struct sha256_ctx c;
 	size_t len;
 
-	if (!g || !g->ns || !g->ns[0] || !g->nr_layers || !g->layers || !g->shards ||
-	    !g->tp_size)
+	if (!g || !g->ns || !g->ns[0] || !g->nr_layers || !g->layers || !g->shards || !g->tp_size)
 		return -EINVAL;
 	len = strnlen(g->ns, 4096);
 	if (len == 4096)

@@ -41,13 +41,13 @@ struct rq_item {
 
 struct rq {
 	/* producers' line */
-	alignas(128) uint64_t tail;   /* atomic: next position to claim */
-	uint64_t overflow;	      /* atomic: entries refused, queue full */
-	uint64_t enqueued;	      /* atomic */
+	alignas(128) uint64_t tail; /* atomic: next position to claim */
+	uint64_t overflow;	    /* atomic: entries refused, queue full */
+	uint64_t enqueued;	    /* atomic */
 	/* consumer's line */
-	alignas(128) uint64_t head;   /* next position to take (consumer only) */
-	uint32_t need_wake;	      /* atomic: the consumer is about to sleep */
-	int wake_fd;		      /* eventfd, or -1 */
+	alignas(128) uint64_t head; /* next position to take (consumer only) */
+	uint32_t need_wake;	    /* atomic: the consumer is about to sleep */
+	int wake_fd;		    /* eventfd, or -1 */
 	alignas(128) uint64_t mask;
 	struct rq_cell *cells;
 };

@@ -40,18 +40,18 @@
 #include "cluster/reply.h"
 #include "cluster/scripts.h"
 
-#define BATCH_MAX	   4096u /* changes per REGISTER (one round trip) */
-#define BATCHES_IN_FLIGHT  4u
-#define NET_SLOTS	   (2 * BATCH_MAX)
-#define NET_PROBES	   32u /* a longer probe ends the batch (hostile keys) */
-#define QUERY_CHUNK	   1024u
-#define QUERY_WINDOW	   4u /* chunks of one query in flight */
-#define QUERY_MAX_KEYS	   (1u << 20)
-#define HISTORY		   1024u /* resolved segments kept for flush counts */
-#define BACKOFF_MIN_MS	   50u
-#define BACKOFF_MAX_MS	   2000u
-#define READ_BUFFER_MAX	   ((size_t)REPLY_MAX_BYTES + (1u << 20))
-#define MS		   1000000ull
+#define BATCH_MAX	  4096u /* changes per REGISTER (one round trip) */
+#define BATCHES_IN_FLIGHT 4u
+#define NET_SLOTS	  (2 * BATCH_MAX)
+#define NET_PROBES	  32u /* a longer probe ends the batch (hostile keys) */
+#define QUERY_CHUNK	  1024u
+#define QUERY_WINDOW	  4u /* chunks of one query in flight */
+#define QUERY_MAX_KEYS	  (1u << 20)
+#define HISTORY		  1024u /* resolved segments kept for flush counts */
+#define BACKOFF_MIN_MS	  50u
+#define BACKOFF_MAX_MS	  2000u
+#define READ_BUFFER_MAX	  ((size_t)REPLY_MAX_BYTES + (1u << 20))
+#define MS		  1000000ull
 
 enum { S_ACQUIRE, S_RENEW, S_RELEASE, S_REGISTER, S_QUERY, NR_SCRIPTS };
 static const char *const script_src[NR_SCRIPTS] = {
@@ -703,8 +703,8 @@ static void conn_open(struct registry *r)
 	redisAsyncContext *ac;
 	struct epoll_event e = { .events = 0, .data.u32 = 3 };
 
-	ac = r->addr.unix_path ? redisAsyncConnectUnix(r->addr.host) :
-				 redisAsyncConnect(r->ip, r->addr.port);
+	ac = r->addr.unix_path ? redisAsyncConnectUnix(r->addr.host)
+			       : redisAsyncConnect(r->ip, r->addr.port);
 	if (!ac) {
 		r->ac = NULL;
 		conn_gone(r, "out of memory", ENOMEM);
@@ -770,8 +770,9 @@ static void handle_acquire(struct registry *r, const redisReply *reply)
 			     r->node, a.token, a.pttl_ms);
 		set_state(r, REG_CONFLICT);
 		/* Try again when the holder's lease would expire, at least every ttl/3. */
-		retry = a.pttl_ms > 0 && (uint64_t)a.pttl_ms < r->ttl_ms / 3 ? (uint64_t)a.pttl_ms + 5 :
-									       r->ttl_ms / 3;
+		retry = a.pttl_ms > 0 && (uint64_t)a.pttl_ms < r->ttl_ms / 3
+				? (uint64_t)a.pttl_ms + 5
+				: r->ttl_ms / 3;
 		r->acquire_retry_at = now_ns() + retry * MS;
 		return;
 	}
@@ -1015,7 +1016,8 @@ static void fill_and_send(struct registry *r)
 				got = room;
 			for (uint32_t i = 0; i < got; i++) {
 				if (!net_add(r, RQ_INSERT, r->bf_buf[i].ns, r->bf_buf[i].key)) {
-					batch_send(r); /* a probe too long: the next batch takes it */
+					batch_send(
+						r); /* a probe too long: the next batch takes it */
 					net_add(r, RQ_INSERT, r->bf_buf[i].ns, r->bf_buf[i].key);
 				}
 				r->pend_backfill++;
@@ -1244,7 +1246,9 @@ static void queries_pump(struct registry *r, uint64_t now, int shutting)
 			if (shutting)
 				query_finish(r, qu, -ESHUTDOWN);
 			else if (qu->stop || (qu->answered == qu->nchunks))
-				query_finish(r, qu, qu->answered ? 0 : (qu->status ? qu->status : -ENOTCONN));
+				query_finish(r, qu,
+					     qu->answered ? 0
+							  : (qu->status ? qu->status : -ENOTCONN));
 			else if (now >= qu->deadline)
 				query_finish(r, qu, qu->answered ? 0 : -ETIMEDOUT);
 			else if (!connected && !qu->inflight)
@@ -1268,10 +1272,10 @@ static void arm_timer(struct registry *r, uint64_t now)
 	uint64_t t = UINT64_MAX;
 	struct itimerspec its = { 0 };
 
-#define AT(x)                      \
-	do {                       \
+#define AT(x)                       \
+	do {                        \
 		if ((x) && (x) < t) \
-			t = (x);   \
+			t = (x);    \
 	} while (0)
 	if (r->state == REG_DISCONNECTED)
 		AT(r->next_attempt);
@@ -1567,7 +1571,8 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	r->keybuf = malloc((size_t)BATCH_MAX * kl_max);
 	r->argv = malloc((BATCH_MAX + 16) * sizeof(*r->argv));
 	r->argvlen = malloc((BATCH_MAX + 16) * sizeof(*r->argvlen));
-	if (!r->ops_buf || !r->net || !r->bf_buf || !r->qtmp || !r->keybuf || !r->argv || !r->argvlen)
+	if (!r->ops_buf || !r->net || !r->bf_buf || !r->qtmp || !r->keybuf || !r->argv ||
+	    !r->argvlen)
 		goto fail;
 	if (getrandom(&r->net_seed, sizeof(r->net_seed), 0) != sizeof(r->net_seed))
 		r->net_seed = now_ns();
@@ -1668,7 +1673,8 @@ _Static_assert(offsetof(struct registry_stats, epoch) == 16 &&
 
 void registry_get_stats(const struct registry *r, struct registry_stats *ret)
 {
-	const uint64_t *src = (const uint64_t *)((const char *)&r->st + offsetof(struct registry_stats, epoch));
+	const uint64_t *src =
+		(const uint64_t *)((const char *)&r->st + offsetof(struct registry_stats, epoch));
 	uint64_t *dst = (uint64_t *)((char *)ret + offsetof(struct registry_stats, epoch));
 
 	ret->state = __atomic_load_n(&r->st.state, __ATOMIC_RELAXED);

@@ -64,11 +64,11 @@
 struct registry;
 
 struct registry_config {
-	const char *redis;    /* "host:port", "[v6]:port", "unix:/path" or "/path" */
-	const char *user;     /* ACL user for AUTH; NULL or "": the default user */
-	const char *password; /* AUTH secret (registry_read_secret()); NULL: no AUTH */
-	const char *cluster;  /* [A-Za-z0-9._-], < REG_NAME_MAX */
-	const char *node;     /* this node's name, same alphabet */
+	const char *redis;     /* "host:port", "[v6]:port", "unix:/path" or "/path" */
+	const char *user;      /* ACL user for AUTH; NULL or "": the default user */
+	const char *password;  /* AUTH secret (registry_read_secret()); NULL: no AUTH */
+	const char *cluster;   /* [A-Za-z0-9._-], < REG_NAME_MAX */
+	const char *node;      /* this node's name, same alphabet */
 	const char *peer_addr; /* where peers reach this node (peer transfer); may be "" */
 	uint32_t lease_ttl_ms; /* node lease; renewed every third of it */
 	uint32_t connect_timeout_ms;
@@ -114,8 +114,8 @@ struct registry_layer_geom {
 };
 
 struct registry_geometry {
-	const char *ns;	    /* the namespace name */
-	uint32_t shards;    /* shards a block has: tp_size, or 1 when replicated */
+	const char *ns;	 /* the namespace name */
+	uint32_t shards; /* shards a block has: tp_size, or 1 when replicated */
 	uint32_t tp_size;
 	bool replicated;
 	uint32_t nr_layers;

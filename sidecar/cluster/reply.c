@@ -138,9 +138,9 @@ int reply_ok(const redisReply *r)
 
 	if (e)
 		return e;
-	return r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0 ?
-		       0 :
-		       -EPROTO;
+	return r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0
+		       ? 0
+		       : -EPROTO;
 }
 
 int reply_sha(const redisReply *r, char sha[41])
@@ -224,9 +224,8 @@ int reply_acquire(const redisReply *r, const char *nonce, struct acquire_result 
 	if (r->element[0]->integer == 1) {
 		const redisReply *tok = r->element[1], *ep = r->element[2], *old;
 
-		if (r->elements != 4 || token_ok(tok, &te) < 0 ||
-		    ep->type != REDIS_REPLY_INTEGER || ep->integer <= 0 ||
-		    (uint64_t)ep->integer != te)
+		if (r->elements != 4 || token_ok(tok, &te) < 0 || ep->type != REDIS_REPLY_INTEGER ||
+		    ep->integer <= 0 || (uint64_t)ep->integer != te)
 			return -EPROTO;
 		if (!nonce || strlen(nonce) != 16 || memcmp(tok->str + tok->len - 16, nonce, 16))
 			return -EPROTO;

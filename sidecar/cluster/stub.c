@@ -11,8 +11,8 @@
 
 #include "cluster/registry.h"
 
-#define NOT_COMPILED_IN                                                                        \
-	"cluster support is not compiled in (kvstashd was built without hiredis: "             \
+#define NOT_COMPILED_IN                                                            \
+	"cluster support is not compiled in (kvstashd was built without hiredis: " \
 	"apt-get install libhiredis-dev nettle-dev, configure --with-hiredis)"
 
 bool registry_compiled_in(void)

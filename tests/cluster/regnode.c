@@ -175,8 +175,8 @@ static void *producer(void *p)
 {
 	struct produce *w = p;
 
-	w->done = w->op == 1 ? registry_insert(reg, w->ns, (const uint8_t(*)[16])w->keys, w->n) :
-			       registry_remove(reg, w->ns, (const uint8_t(*)[16])w->keys, w->n);
+	w->done = w->op == 1 ? registry_insert(reg, w->ns, (const uint8_t(*)[16])w->keys, w->n)
+			     : registry_remove(reg, w->ns, (const uint8_t(*)[16])w->keys, w->n);
 	return NULL;
 }
 
@@ -255,15 +255,15 @@ static int handle(char *line, int *quit)
 			return -1;
 		for (unsigned i = 0; i < layers; i++)
 			lg[i] = (struct registry_layer_geom){ (uint32_t)segs, segb };
-		g = (struct registry_geometry){ name, repl ? 1 : (uint32_t)tp, (uint32_t)tp, repl != 0,
-						(uint32_t)layers, lg };
+		g = (struct registry_geometry){ name,	   repl ? 1 : (uint32_t)tp, (uint32_t)tp,
+						repl != 0, (uint32_t)layers,	    lg };
 		if (registry_digest(&g, digests[nsid]) < 0)
 			return -1;
 		have_ns[nsid] = 1;
 		printf("%lu ok\n", id);
 	} else if (!strcmp(cmd, "insert") || !strcmp(cmd, "remove")) {
-		if (sscanf(line, "%d %llu %llu %llu", &nsid, &seed, &first, &cnt) != 4 || nsid < 0 ||
-		    nsid >= MAX_NS || !have_ns[nsid])
+		if (sscanf(line, "%d %llu %llu %llu", &nsid, &seed, &first, &cnt) != 4 ||
+		    nsid < 0 || nsid >= MAX_NS || !have_ns[nsid])
 			return -1;
 		printf("%lu ok %u\n", id,
 		       produce(cmd[0] == 'i' ? 1 : 2, nsid, seed, first, (uint32_t)cnt));
@@ -357,7 +357,8 @@ int main(int argc, char **argv)
 			cfg.command_timeout_ms = (uint32_t)atoi(optarg);
 			break;
 		case 'P':
-			if (registry_read_secret(optarg, secret, sizeof(secret), why, sizeof(why)) < 0) {
+			if (registry_read_secret(optarg, secret, sizeof(secret), why, sizeof(why)) <
+			    0) {
 				fprintf(stderr, "regnode: %s\n", why);
 				return 2;
 			}

@@ -73,8 +73,9 @@ void rtest_fail(void)
 	for (unsigned i = 0; i < ndirs; i++) {
 		char cmd[300];
 
-		snprintf(cmd, sizeof(cmd), "echo '---- %s/redis.log:'; tail -n 15 '%s/redis.log' >&2",
-			 dirs[i], dirs[i]);
+		snprintf(cmd, sizeof(cmd),
+			 "echo '---- %s/redis.log:'; tail -n 15 '%s/redis.log' >&2", dirs[i],
+			 dirs[i]);
 		if (system(cmd) != 0)
 			fprintf(stderr, "(no redis log)\n");
 	}

@@ -146,7 +146,8 @@ int main(void)
 	CHECK(node_stat(&a, "leases_lost") >= 1, "the lost lease is not counted");
 
 	/* ---- takeover fencing ---- */
-	CHECK(node_start(&x, &rd, "node-x", "--ttl", "60000", "--command-timeout", "5000", NULL) == 0,
+	CHECK(node_start(&x, &rd, "node-x", "--ttl", "60000", "--command-timeout", "5000", NULL) ==
+		      0,
 	      "start x");
 	call_ok(&x, "geom 0 m 4 1 65536 1 0", "ok");
 	CHECK(node_wait_state(&x, "ready", 20000) == 0, "x not ready");

@@ -39,7 +39,8 @@ int main(void)
 	rtest_init();
 	CHECK(redis_start(&rd) == 0, "redis-server did not start");
 	CHECK(node_start(&a, &rd, "node-a", "--peer", "10.0.0.1:7000", "--ttl", "60000",
-			 "--command-timeout", "20000", NULL) == 0, "start a");
+			 "--command-timeout", "20000", NULL) == 0,
+	      "start a");
 	CHECK(node_start(&b, &rd, "node-b", NULL) == 0, "start b");
 	geom(&a);
 	geom(&b);
@@ -65,8 +66,8 @@ int main(void)
 		      !strcmp(out, "ok 1"),
 	      "remove: %s", out);
 	CHECK(node_call(&a, 20000, out, sizeof(out), "flush 10000") == 0, "flush 2");
-	CHECK(sscanf(out, "flush %d %llu %llu", &st, &del, &drop) == 3 && st == 0 &&
-		      del == N + 1 && drop == 0,
+	CHECK(sscanf(out, "flush %d %llu %llu", &st, &del, &drop) == 3 && st == 0 && del == N + 1 &&
+		      drop == 0,
 	      "flush after a remove (cumulative counts): %s", out);
 	CHECK(node_call(&b, 10000, out, sizeof(out), "query 0 7 0 %d 5000", N) == 0, "query 2");
 	CHECK(!strncmp(out, "query 0 5000 1 node-a:5000:", 27), "after the remove: %s", out);
@@ -84,8 +85,8 @@ int main(void)
 	      "insert under maxmemory: %s", out);
 	CHECK(node_call(&a, 30000, out, sizeof(out), "flush 20000") == 0,
 	      "flush over failing inserts never completed");
-	CHECK(sscanf(out, "flush %d %llu %llu", &st, &del, &drop) == 3 && st == 0 &&
-		      del == N + 1 && drop == 3000,
+	CHECK(sscanf(out, "flush %d %llu %llu", &st, &del, &drop) == 3 && st == 0 && del == N + 1 &&
+		      drop == 3000,
 	      "flush over failing inserts: %s (want 0 %d 3000)", out, N + 1);
 	CHECK(node_stat(&a, "dropped_failed") == 3000, "dropped_failed");
 	CHECK(redis_cmd(&rd, out, sizeof(out), "CONFIG SET maxmemory 0") == 0, "maxmemory 0");

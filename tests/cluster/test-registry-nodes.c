@@ -28,10 +28,10 @@ static void query(struct node *n, const char *q, const char *want)
 {
 	char out[4096];
 
-	CHECK(node_call(n, 20000, out, sizeof(out), "query %s 5000", q) == 0, "%s: query %s", n->name,
-	      q);
-	CHECK(!strncmp(out, want, strlen(want)), "%s: query %s: '%s', want '%s...'", n->name, q, out,
-	      want);
+	CHECK(node_call(n, 20000, out, sizeof(out), "query %s 5000", q) == 0, "%s: query %s",
+	      n->name, q);
+	CHECK(!strncmp(out, want, strlen(want)), "%s: query %s: '%s', want '%s...'", n->name, q,
+	      out, want);
 }
 
 static void flush(struct node *n)
@@ -76,7 +76,8 @@ int main(void)
 	for (int i = 0; i < 3; i++)
 		flush(&n[i]);
 
-	query(&n[2], "0 1 0 4000", "query 0 3000 2 alpha:3000:1:10.1.0.1:7100 beta:1500:1:10.1.0.2:7100");
+	query(&n[2], "0 1 0 4000",
+	      "query 0 3000 2 alpha:3000:1:10.1.0.1:7100 beta:1500:1:10.1.0.2:7100");
 	/* beta asks: alpha only (itself excluded), over the 1024-key chunk boundaries. */
 	query(&n[1], "0 1 0 4000", "query 0 3000 1 alpha:3000:");
 	/* A window of the prefix: from key 1000 on, alpha still leads. */

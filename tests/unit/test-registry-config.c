@@ -66,7 +66,8 @@ START_TEST(test_secret_file)
 	/* Owned by someone else (as root, chown to nobody), a symlink, empty, two lines. */
 	if (geteuid() == 0) {
 		ck_assert_int_eq(chown(p, 65534, 65534), 0);
-		ck_assert_int_eq(registry_read_secret(p, buf, sizeof(buf), why, sizeof(why)), -EPERM);
+		ck_assert_int_eq(registry_read_secret(p, buf, sizeof(buf), why, sizeof(why)),
+				 -EPERM);
 		ck_assert_ptr_nonnull(strstr(why, "owned by uid 65534"));
 		ck_assert_int_eq(chown(p, 0, 0), 0);
 	}
@@ -160,7 +161,8 @@ START_TEST(test_config_from)
 			 0);
 	snprintf(p, sizeof(p), "%s/pw", dir);
 	write_file(p, "hunter2\n", 0600);
-	ck_assert_int_eq(config_set(&cfg, "cluster", "redis", "127.0.0.1:6379", err, sizeof(err)), 0);
+	ck_assert_int_eq(config_set(&cfg, "cluster", "redis", "127.0.0.1:6379", err, sizeof(err)),
+			 0);
 	ck_assert_int_eq(config_set(&cfg, "cluster", "password_file", p, err, sizeof(err)), 0);
 	if (!registry_compiled_in()) {
 		ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), secret,
@@ -207,15 +209,15 @@ START_TEST(test_digest)
 	ck_assert_int_eq(registry_digest(&g, d0), 0);
 	ck_assert_int_eq(registry_digest(&g, d1), 0);
 	ck_assert_mem_eq(d0, d1, 16);
-#define DIFFERS(mutate)                                            \
-	do {                                                       \
-		struct registry_layer_geom m[3];                   \
-		memcpy(m, l, sizeof(l));                           \
-		h = g;                                             \
-		h.layers = m;                                      \
-		mutate;                                            \
-		ck_assert_int_eq(registry_digest(&h, d1), 0);      \
-		ck_assert_msg(memcmp(d0, d1, 16) != 0, #mutate);   \
+#define DIFFERS(mutate)                                          \
+	do {                                                     \
+		struct registry_layer_geom m[3];                 \
+		memcpy(m, l, sizeof(l));                         \
+		h = g;                                           \
+		h.layers = m;                                    \
+		mutate;                                          \
+		ck_assert_int_eq(registry_digest(&h, d1), 0);    \
+		ck_assert_msg(memcmp(d0, d1, 16) != 0, #mutate); \
 	} while (0)
 	DIFFERS(h.ns = "m/fp8");
 	DIFFERS(h.ns = "m/bf1");

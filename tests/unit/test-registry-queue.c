@@ -104,7 +104,8 @@ START_TEST(test_mpsc_order_and_wake)
 	ck_assert(!rq_pop(&q, &it));
 	ck_assert_uint_eq(rq_tail(&q), (uint64_t)PRODUCERS * PER);
 	ck_assert_uint_eq(__atomic_load_n(&q.overflow, __ATOMIC_RELAXED), refused);
-	ck_assert_uint_eq(__atomic_load_n(&q.enqueued, __ATOMIC_RELAXED), (uint64_t)PRODUCERS * PER);
+	ck_assert_uint_eq(__atomic_load_n(&q.enqueued, __ATOMIC_RELAXED),
+			  (uint64_t)PRODUCERS * PER);
 	rq_fini(&q);
 	close(efd);
 }
