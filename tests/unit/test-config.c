@@ -9,7 +9,6 @@
  * Each rejected value is also checked to leave the field as it was: a
  * half-applied override would be worse than a refused one.
  */
-#include <check.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/conf.h"
+#include "unit.h"
 
 static char err[512];
 
@@ -972,13 +972,8 @@ START_TEST(test_print_round_trip)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("config");
-	TCase *tc = tcase_create("config");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_key_table);
 	tcase_add_test(tc, test_parse_size);
@@ -998,11 +993,9 @@ int main(void)
 	tcase_add_test(tc, test_load_errors);
 	tcase_add_test(tc, test_validate);
 	tcase_add_test(tc, test_print_round_trip);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "config",
+	.add_tests = add_tests,
+};

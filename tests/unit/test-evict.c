@@ -21,7 +21,6 @@
  *     through growth, ring wraparound and 32-bit number wraparound;
  *   - s3fifo_fini() frees the ghost (allocator byte counts).
  */
-#include <check.h>
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,6 +41,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 #include "store/evict.h"
+#include "unit.h"
 
 #define N 128
 
@@ -873,14 +873,8 @@ START_TEST(test_fini)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("evict");
-	TCase *tc = tcase_create("s3fifo");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_test(tc, test_empty);
 	tcase_add_test(tc, test_insert_small);
 	tcase_add_test(tc, test_unused_evicted_in_order);
@@ -900,11 +894,10 @@ int main(void)
 	tcase_add_test(tc, test_ghost_stale);
 	tcase_add_test(tc, test_ghost_model);
 	tcase_add_test(tc, test_fini);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "evict",
+	.teardown = teardown,
+	.add_tests = add_tests,
+};

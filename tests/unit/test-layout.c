@@ -9,13 +9,13 @@
  * Bounds are probed at the exact edge: a view ending on the allocation's
  * last byte is fine, one byte further is not.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "wire/layout.h"
+#include "unit.h"
 
 #define MAX_L 8
 
@@ -559,13 +559,8 @@ START_TEST(test_fingerprint)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("layout");
-	TCase *tc = tcase_create("layout");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_page_first);
 	tcase_add_test(tc, test_layer_first_split);
 	tcase_add_test(tc, test_layer_first_blockwise);
@@ -579,11 +574,9 @@ int main(void)
 	tcase_add_test(tc, test_overlap_strides);
 	tcase_add_test(tc, test_overlap_far_pair);
 	tcase_add_test(tc, test_fingerprint);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "layout",
+	.add_tests = add_tests,
+};

@@ -9,7 +9,6 @@
  * The regions are 8 MiB with 256 KiB extents (32 of them), NUMA off, no
  * hugepages: small enough for any test machine to map and pre-fault.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "base/conf.h"
 #include "store/pool.h"
+#include "unit.h"
 
 #define MiB (1ull << 20)
 #define KiB (1ull << 10)
@@ -503,13 +503,8 @@ START_TEST(test_pick_respects_share)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("pool");
-	TCase *tc = tcase_create("pool");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_create);
 	tcase_add_test(tc, test_create_sizes);
 	tcase_add_test(tc, test_classes);
@@ -522,11 +517,9 @@ int main(void)
 	tcase_add_test(tc, test_under_share);
 	tcase_add_test(tc, test_pick_extent);
 	tcase_add_test(tc, test_pick_respects_share);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "pool",
+	.add_tests = add_tests,
+};

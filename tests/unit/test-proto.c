@@ -8,7 +8,6 @@
  * the length passed, so the sanitizers catch a parser reading past what it
  * was given.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <kvstash/wire.h>
 
 #include "wire/proto.h"
+#include "unit.h"
 
 static char why[256];
 
@@ -762,13 +762,8 @@ START_TEST(test_make_reply)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("proto");
-	TCase *tc = tcase_create("proto");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_header);
 	tcase_add_test(tc, test_header_max);
 	tcase_add_test(tc, test_empty);
@@ -790,11 +785,9 @@ int main(void)
 	tcase_add_test(tc, test_register_mem_use);
 	tcase_add_test(tc, test_register_layer_names);
 	tcase_add_test(tc, test_make_reply);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "proto",
+	.add_tests = add_tests,
+};

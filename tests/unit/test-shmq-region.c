@@ -8,7 +8,6 @@
  * seals, and attach.  Each test changes one thing only, so each errno is
  * pinned to one check.
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +18,8 @@
 #include <unistd.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC   0x4b565354u /* "TSVK" */
 #define APP_VERSION 7u
@@ -544,13 +545,8 @@ START_TEST(test_attach_bad_ring_geometry)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("shmq-region");
-	TCase *tc = tcase_create("region");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_lookup_errors);
 	tcase_add_test(tc, test_null);
@@ -569,11 +565,9 @@ int main(void)
 	tcase_add_test(tc, test_attach_past_end);
 	tcase_add_test(tc, test_attach_misaligned);
 	tcase_add_test(tc, test_attach_bad_ring_geometry);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "shmq-region",
+	.add_tests = add_tests,
+};

@@ -4,12 +4,13 @@
  * ends share one region; the shared indices are poked directly through
  * the views' pointers to stage wraparound and impossible indices.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC 0x52494e47u
 #define CAP	  16u
@@ -347,14 +348,8 @@ START_TEST(test_head_back_within_capacity)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("shmq-ring");
-	TCase *tc = tcase_create("ring");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_single);
 	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_cancel);
@@ -366,11 +361,11 @@ int main(void)
 	tcase_add_test(tc, test_tail_eproto);
 	tcase_add_test(tc, test_head_eproto);
 	tcase_add_test(tc, test_head_back_within_capacity);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "shmq-ring",
+	.setup = setup,
+	.teardown = teardown,
+	.add_tests = add_tests,
+};

@@ -9,7 +9,6 @@
  * waits until it SEES the parent's NEED_WAKEUP flag before producing, so
  * the parent is known to be asleep (or about to be) when the wake comes.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +27,8 @@
 #include <sys/syscall.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC 0x57414954u
 #define MS	  1000000LL
@@ -466,15 +467,8 @@ START_TEST(test_wait_many_seccomp_eperm)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("shmq-wait");
-	TCase *tc = tcase_create("wait");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_timeout);
 	tcase_add_test(tc, test_ready_returns_at_once);
 	tcase_add_test(tc, test_wake_across_processes);
@@ -487,11 +481,12 @@ int main(void)
 	tcase_add_test(tc, test_wait_many_poll);
 	tcase_add_test(tc, test_wait_many_enosys);
 	tcase_add_test(tc, test_wait_many_seccomp_eperm);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "shmq-wait",
+	.setup = setup,
+	.teardown = teardown,
+	.timeout_s = 60,
+	.add_tests = add_tests,
+};

@@ -5,7 +5,6 @@
  * own, and the copy discipline: decoded arguments live in the private
  * copy, so an engine rewriting the shared area afterwards changes nothing.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,6 +15,7 @@
 #include <kvstash/wire.h>
 
 #include "wire/sqe.h"
+#include "unit.h"
 
 #define AREA 4096u
 #define MAX_KEYS 64u
@@ -565,13 +565,8 @@ START_TEST(test_precedence)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("sqe");
-	TCase *tc = tcase_create("sqe");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_nop);
 	tcase_add_test(tc, test_save);
 	tcase_add_test(tc, test_query);
@@ -591,11 +586,9 @@ int main(void)
 	tcase_add_test(tc, test_lease_zero);
 	tcase_add_test(tc, test_copy_isolation);
 	tcase_add_test(tc, test_precedence);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct unit_suite unit_suite = {
+	.name = "sqe",
+	.add_tests = add_tests,
+};
