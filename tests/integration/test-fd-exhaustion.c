@@ -22,8 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define NOBODY 65534
 
@@ -115,14 +114,14 @@ static void soft_limit_raised(void)
 	}
 	low = (struct rlimit){ 512, old.rlim_max };
 	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
-	dp_start(&d, NULL); /* inherits the low soft limit */
+	it_start(&d, NULL); /* inherits the low soft limit */
 	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0, "setrlimit");
 	fd_limits(d.pid, &soft, &hard);
 	CHECK(soft == hard && hard == (unsigned long long)old.rlim_max,
 	      "kvstashd runs with RLIMIT_NOFILE %llu (soft), %llu (hard)", soft, hard);
 	CHECK(kvsd_log_contains(&d, "RLIMIT_NOFILE raised from 512"), "the log does not say so");
-	dp_stop(&d);
-	dp_ok("started with a soft RLIMIT_NOFILE of 512: kvstashd raised it to the hard %llu",
+	it_stop(&d);
+	it_ok("started with a soft RLIMIT_NOFILE of 512: kvstashd raised it to the hard %llu",
 	      hard);
 }
 
@@ -141,7 +140,7 @@ static void exhausted(void)
 	double share;
 	struct kvsd d;
 
-	dp_start(&d, NULL);
+	it_start(&d, NULL);
 	CHECK_RES(test_connect(&d, KVS_ROLE_WORKER, "fd-engine", "fd/pf", 0, 1, &e), 0, "engine");
 	CHECK_RES(kvs_nop_sync(e, OP_TIMEOUT_MS), 0, "NOP");
 	/*
@@ -186,8 +185,8 @@ static void exhausted(void)
 	kvs_close(e2);
 	kvs_close(e);
 	CHECK(prlimit(d.pid, RLIMIT_NOFILE, &old, NULL) == 0, "prlimit");
-	dp_stop(&d);
-	dp_ok("out of fds with %d connections pending: %.1f %% of a CPU and %lld log bytes in %d "
+	it_stop(&d);
+	it_ok("out of fds with %d connections pending: %.1f %% of a CPU and %lld log bytes in %d "
 	      "s, the engine served; new sessions once fds are free",
 	      CONNS - HEADROOM, share * 100, l1 - l0, WINDOW_S);
 }
@@ -237,7 +236,7 @@ static void per_uid(void)
 	struct kvsd d;
 	uint64_t t0;
 
-	dp_start(&d, "[server]\nmax_fds_per_uid = 8\nsocket_mode = 0666\ndir_mode = 0755\n");
+	it_start(&d, "[server]\nmax_fds_per_uid = 8\nsocket_mode = 0666\ndir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	CHECK_RES(test_connect(&d, KVS_ROLE_WORKER, "fd-a", "fd/kv", 0, 1, &a), 0, "HELLO (2 fds)");
 	CHECK_RES(test_kv_alloc(&kv7, LAYOUT_SPLIT_KV, 7, 4, 4096), 0, "memory");
@@ -266,15 +265,15 @@ static void per_uid(void)
 	kvs_close(b);
 	test_kv_free(&kv7);
 	test_kv_free(&kv6);
-	dp_stop(&d);
-	dp_ok("max_fds_per_uid = 8: REGISTER past it and HELLO past it -EMFILE%s; fds given back "
+	it_stop(&d);
+	it_ok("max_fds_per_uid = 8: REGISTER past it and HELLO past it -EMFILE%s; fds given back "
 	      "on close",
 	      geteuid() == 0 ? ", another uid served" : "");
 }
 
 int main(void)
 {
-	dp_watchdog(120);
+	it_watchdog(120);
 	soft_limit_raised();
 	exhausted();
 	per_uid();

@@ -26,8 +26,7 @@
 
 #include <shmq/shmq.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define NOBODY	65534
 #define SQ_MAX	1024u
@@ -94,7 +93,7 @@ static void rings(void)
 	};
 	struct kvsd d;
 
-	dp_start(&d, "[session]\nsq_entries_max = 1024\narg_bytes_max = 8M\n");
+	it_start(&d, "[session]\nsq_entries_max = 1024\narg_bytes_max = 8M\n");
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct kvs_msg_hello_reply rep = ask(&d, cases[i].sq, cases[i].cq, cases[i].arg);
 
@@ -105,8 +104,8 @@ static void rings(void)
 		      rep.cq_entries, (unsigned long long)rep.arg_bytes, cases[i].want_sq,
 		      cases[i].want_cq, (unsigned long long)cases[i].want_arg);
 	}
-	dp_stop(&d);
-	dp_ok("%zu HELLOs, up to 2^32-1 entries and 2^64-1 bytes: sizes clamped to "
+	it_stop(&d);
+	it_ok("%zu HELLOs, up to 2^32-1 entries and 2^64-1 bytes: sizes clamped to "
 	      "sq_entries_max and arg_bytes_max, the region as the reply says",
 	      sizeof(cases) / sizeof(cases[0]));
 }
@@ -150,7 +149,7 @@ static void per_uid(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[server]\nmax_sessions_per_uid = 2\nsocket_mode = 0666\ndir_mode = 0755\n");
+	it_start(&d, "[server]\nmax_sessions_per_uid = 2\nsocket_mode = 0666\ndir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	CHECK(test_connect(&d, KVS_ROLE_WORKER, "uid-a", "limits/pf", 0, 1, &a) == 0, "first");
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "uid-b", "limits/pf", 0, 1, &b) == 0, "second");
@@ -172,8 +171,8 @@ static void per_uid(void)
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
 	kvs_close(c);
 	kvs_close(a);
-	dp_stop(&d);
-	dp_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
+	it_stop(&d);
+	it_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
 	      "makes room",
 	      geteuid() == 0 ? ", another uid's is served" : "");
 }
@@ -188,8 +187,8 @@ static void namespaces(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[session]\nmax_namespaces = 2\n");
-	a = dp_worker(&d, "ns-a", "ns-a/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, 2, 8, 4096);
+	it_start(&d, "[session]\nmax_namespaces = 2\n");
+	a = it_worker(&d, "ns-a", "ns-a/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, 2, 8, 4096);
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-b", "ns-b/pf", 0, 1, &b) == 0, "ns-b");
 	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c), -EUSERS,
 		  "a third namespace");
@@ -200,9 +199,9 @@ static void namespaces(void)
 	kvs_close(c);
 
 	/* ns-a keeps blocks but no session: a new namespace takes its slot. */
-	dp_keys(keys, 4, 1);
-	dp_ids(ids, 4, 0);
-	CHECK_RES(dp_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
+	it_keys(keys, 4, 1);
+	it_ids(ids, 4, 0);
+	CHECK_RES(it_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
 	kvs_close(a);
 	test_kv_free(&kv);
 	t0 = test_now_ns();
@@ -223,14 +222,14 @@ static void namespaces(void)
 	CHECK_RES(kvs_nop_sync(b, OP_TIMEOUT_MS), 0, "NOP");
 	kvs_close(b);
 	kvs_close(c);
-	dp_stop(&d);
-	dp_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions, known ones join, "
+	it_stop(&d);
+	it_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions, known ones join, "
 	      "an idle one gives its slot");
 }
 
 int main(void)
 {
-	dp_watchdog(120);
+	it_watchdog(120);
 	rings();
 	per_uid();
 	namespaces();

@@ -25,8 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #ifndef SYS_clone3
 #define SYS_clone3 435
@@ -106,7 +105,7 @@ static void groups_at_connect(void)
 		  "nobody, in the allowed group only after connect()");
 	CHECK_RES(groups_change(ALLOWED_GID, -1), 0,
 		  "nobody, out of the allowed group only after connect()");
-	dp_ok("groups joined after connect() do not admit, groups left after it still do");
+	it_ok("groups joined after connect() do not admit, groups left after it still do");
 }
 
 /* Linux's struct clone_args up to set_tid_size (CLONE_ARGS_SIZE_VER1). */
@@ -228,7 +227,7 @@ static void pid_reuse(void)
 		      "the pid's new process: status 0x%x", st);
 		close(fd);
 		close(ready[0]), close(ready[1]), close(hold[0]), close(hold[1]);
-		dp_ok("pid %d reused by a process of the allowed group: the connection its "
+		it_ok("pid %d reused by a process of the allowed group: the connection its "
 		      "creator opened is still refused",
 		      (int)a);
 		return;
@@ -242,12 +241,12 @@ int main(void)
 		printf("needs root (to become nobody and change groups): skipped\n");
 		return SKIP;
 	}
-	dp_watchdog(60);
-	dp_start(&d, "[server]\nallow_uids = root\nallow_gids = 4242\nsocket_mode = 0666\n"
+	it_watchdog(60);
+	it_start(&d, "[server]\nallow_uids = root\nallow_gids = 4242\nsocket_mode = 0666\n"
 		     "dir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	groups_at_connect();
 	pid_reuse();
-	dp_stop(&d);
+	it_stop(&d);
 	return 0;
 }
