@@ -301,7 +301,8 @@ struct hdr_edit {
 #define SET(f, v) { EDIT_SET, HDR_FIELD(f), (uint64_t)(v), 0 }
 #define ADD(f, v) { EDIT_ADD, HDR_FIELD(f), (uint64_t)(v), 0 }
 #define XOR(f, v) { EDIT_XOR, HDR_FIELD(f), (uint64_t)(v), 0 }
-#define COPY(f, g, v) { EDIT_COPY, HDR_FIELD(f), (uint64_t)(v), offsetof(struct shmq_region_hdr, g) }
+#define COPY(f, g, v) \
+	{ EDIT_COPY, HDR_FIELD(f), (uint64_t)(v), offsetof(struct shmq_region_hdr, g) }
 /* clang-format on */
 
 struct forge_case {
