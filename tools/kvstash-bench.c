@@ -2085,24 +2085,6 @@ static void default_kvstashd(void)
 	snprintf(O.kvstashd, sizeof(O.kvstashd), "%.*s/../sidecar/kvstashd", PATH_MAX - 32, self);
 }
 
-static void parse_names(const char *s, bool *out, const char *const *names, unsigned n,
-			const char *what)
-{
-	char buf[256], *save = NULL, *tok;
-
-	memset(out, 0, n * sizeof(*out));
-	snprintf(buf, sizeof(buf), "%s", s);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned i;
-
-		for (i = 0; i < n && strcmp(tok, names[i]); i++)
-			;
-		if (i == n)
-			die("unknown %s '%s'", what, tok);
-		out[i] = true;
-	}
-}
-
 static void parse_args(int argc, char **argv)
 {
 	enum {
@@ -2308,11 +2290,8 @@ static void parse_args(int argc, char **argv)
 			O.interference = false;
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(2);
+			usage_exit(usage, c);
 		}
 	}
 	if (optind < argc)

@@ -933,19 +933,7 @@ static void parse_args(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_W:
-			memset(O.workloads, 0, sizeof(O.workloads));
-			snprintf(buf, sizeof(buf), "%s", optarg);
-			save = NULL;
-			for (tok = strtok_r(buf, ",", &save); tok;
-			     tok = strtok_r(NULL, ",", &save)) {
-				unsigned i;
-
-				for (i = 0; i < 3 && strcmp(tok, WORKLOADS[i]); i++)
-					;
-				if (i == 3)
-					die("unknown workload '%s'", tok);
-				O.workloads[i] = true;
-			}
+			parse_names(optarg, O.workloads, WORKLOADS, 3, "workload");
 			break;
 		case OPT_REQ:
 			O.requests = strtoull(optarg, NULL, 0);
@@ -995,11 +983,8 @@ static void parse_args(int argc, char **argv)
 			O.json = true;
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(2);
+			usage_exit(usage, c);
 		}
 	}
 	if (optind < argc)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the benchmark and simulator programs of tools/ share: a clock, a
- * fatal error, an allocation that cannot fail, a seeded random stream.
+ * fatal error, an allocation that cannot fail, a seeded random stream and
+ * the common parts of their command lines.
  * Tools are single files that exit on error; define TOOL_NAME (the prefix
  * of error messages) before including this.  Not for the installed admin
  * CLI, which reports errors per command.
@@ -10,9 +11,11 @@
 #define KVS_TOOLS_TOOL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #ifndef TOOL_NAME
@@ -59,6 +62,35 @@ static inline uint64_t splitmix64(uint64_t *s)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
+}
+
+/* A comma-separated list of @n @names ("page,mla") into @out[i] = named; dies on others. */
+static inline void parse_names(const char *s, bool *out, const char *const *names, unsigned n,
+			       const char *what)
+{
+	char buf[256], *save = NULL, *tok;
+
+	memset(out, 0, n * sizeof(*out));
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+
+		for (i = 0; i < n && strcmp(tok, names[i]); i++)
+			;
+		if (i == n)
+			die("unknown %s '%s'", what, tok);
+		out[i] = true;
+	}
+}
+
+/*
+ * The end of a tool's option switch: -h (@opt 'h') prints the usage to
+ * stdout and exits 0, any other option to stderr and exits 2.
+ */
+static inline __attribute__((noreturn)) void usage_exit(void (*usage)(FILE *f), int opt)
+{
+	usage(opt == 'h' ? stdout : stderr);
+	exit(opt == 'h' ? 0 : 2);
 }
 
 #endif /* KVS_TOOLS_TOOL_H */

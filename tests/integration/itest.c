@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -157,6 +158,41 @@ void it_wait_all(void)
 		}
 	}
 	nr_children = 0;
+}
+
+void it_in_child(int (*fn)(void *arg, void *ret), void *arg, void *ret, size_t size)
+{
+	int p[2], st;
+	pid_t pid;
+
+	CHECK(pipe(p) == 0, "pipe: %s", strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int r;
+
+		in_child = true;
+		nr_children = 0;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(0);
+		close(p[0]);
+		r = fn(arg, ret);
+		_exit(write(p[1], ret, size) == (ssize_t)size ? r : 1);
+	}
+	close(p[1]);
+	CHECK(read(p[0], ret, size) == (ssize_t)size, "no result from the child");
+	close(p[0]);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "child status 0x%x", st);
+}
+
+void it_become_nobody(void)
+{
+	if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+		_exit(SKIP);
+	/* After setuid(), which clears it: never outlive a failed test. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
 void *it_shared(size_t size)

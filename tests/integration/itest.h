@@ -48,19 +48,14 @@
  * strings (strcmp); on failure both values are printed.  Each operand is
  * evaluated once.
  */
-#define CHECK_INT(a, op, b)                                                      \
-	do {                                                                     \
-		intmax_t _ci_a = (intmax_t)(a), _ci_b = (intmax_t)(b);           \
-		if (!(_ci_a op _ci_b))                                           \
-			it_fail(__FILE__, __LINE__, #a " " #op " " #b,           \
-				"%" PRIdMAX " " #op " %" PRIdMAX, _ci_a, _ci_b); \
-	} while (0)
-#define CHECK_UINT(a, op, b)                                                     \
-	do {                                                                     \
-		uintmax_t _cu_a = (uintmax_t)(a), _cu_b = (uintmax_t)(b);        \
-		if (!(_cu_a op _cu_b))                                           \
-			it_fail(__FILE__, __LINE__, #a " " #op " " #b,           \
-				"%" PRIuMAX " " #op " %" PRIuMAX, _cu_a, _cu_b); \
+#define CHECK_INT(a, op, b)  CHECK_CMP_(intmax_t, "%" PRIdMAX, a, op, b)
+#define CHECK_UINT(a, op, b) CHECK_CMP_(uintmax_t, "%" PRIuMAX, a, op, b)
+#define CHECK_CMP_(T, fmt, a, op, b)                                                               \
+	do {                                                                                       \
+		T _cc_a = (T)(a), _cc_b = (T)(b);                                                  \
+		if (!(_cc_a op _cc_b))                                                             \
+			it_fail(__FILE__, __LINE__, #a " " #op " " #b, fmt " " #op " " fmt, _cc_a, \
+				_cc_b);                                                            \
 	} while (0)
 #define CHECK_STR(a, op, b)                                                                     \
 	do {                                                                                    \
@@ -107,6 +102,18 @@ void it_watchdog(unsigned seconds);
 typedef int (*it_child_fn)(void *arg, unsigned i);
 pid_t it_spawn(it_child_fn fn, void *arg, unsigned i);
 void it_wait_all(void);
+
+/*
+ * One child for one result: it runs @fn(@arg, @ret) with no watchdog and
+ * dies with the test, and exits with @fn's value; what @fn left in @ret
+ * (@size bytes) comes back into the caller's @ret.  Fails the test unless
+ * the child sent it and exited 0.
+ */
+void it_in_child(int (*fn)(void *arg, void *ret), void *arg, void *ret, size_t size);
+
+/* In a child: become nobody (uid and gid 65534, no other group), or exit SKIP. */
+#define NOBODY 65534
+void it_become_nobody(void);
 
 /* A barrier for the parent's children, in shared memory. */
 struct it_barrier;

@@ -29,7 +29,6 @@
 
 #include "itest.h"
 
-#define NOBODY	  65534
 #define FLOOD	  100
 #define OPEN_INI  "socket_mode = 0666\ndir_mode = 0755\n"
 #define ADMIN_UID 8  /* max_admin_sessions_per_uid, default */
@@ -76,14 +75,6 @@ static void served(const struct kvsd *d, const char *inst)
 	kvs_close(c);
 }
 
-static void become_nobody(void)
-{
-	if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-		_exit(SKIP);
-	/* After setuid(), which clears it: never outlive a failed test. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
 /* A child as nobody that runs @fn(@d, @go) and exits with its result. */
 static pid_t spawn_nobody(int (*fn)(const struct kvsd *, int), const struct kvsd *d, int go)
 {
@@ -94,7 +85,7 @@ static pid_t spawn_nobody(int (*fn)(const struct kvsd *, int), const struct kvsd
 	CHECK(pid >= 0, "fork");
 	if (pid == 0) {
 		alarm(0);
-		become_nobody();
+		it_become_nobody();
 		_exit(fn(d, go));
 	}
 	return pid;

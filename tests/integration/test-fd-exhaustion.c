@@ -24,7 +24,6 @@
 
 #include "itest.h"
 
-#define NOBODY 65534
 
 /* Soft and hard "Max open files" of @pid, from /proc/PID/limits. */
 static void fd_limits(pid_t pid, unsigned long long *soft, unsigned long long *hard)
@@ -191,39 +190,29 @@ static void exhausted(void)
 	      CONNS - HEADROOM, share * 100, l1 - l0, WINDOW_S);
 }
 
+static int nobody_engine_main(void *arg, void *ret)
+{
+	const struct kvsd *d = arg;
+	struct kvs_client *c = NULL;
+	struct test_kv kv;
+	int *res = ret; /* HELLO, REGISTER; the layer count comes in res[1] */
+	unsigned layers = (unsigned)res[1];
+
+	res[1] = -ENOSYS;
+	it_become_nobody();
+	res[0] = test_connect(d, KVS_ROLE_WORKER, "fd-nobody", "fd/nobody", 0, 1, &c);
+	if (res[0] == 0 && test_kv_alloc(&kv, LAYOUT_SPLIT_KV, layers, 4, 4096) == 0)
+		res[1] = test_kv_register(c, &kv);
+	kvs_close(c);
+	return 0;
+}
+
 /* Connect as nobody in a child and register @layers allocations: the results. */
 static void nobody_engine(const struct kvsd *d, unsigned layers, int *ret_hello, int *ret_reg)
 {
-	int p[2], res[2] = { -ENOSYS, -ENOSYS }, st;
-	pid_t pid;
+	int res[2] = { -ENOSYS, (int)layers };
 
-	CHECK(pipe(p) == 0, "pipe");
-	fflush(NULL);
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		struct test_kv kv;
-		ssize_t w;
-
-		alarm(0);
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after setuid(), which clears it */
-		res[0] = test_connect(d, KVS_ROLE_WORKER, "fd-nobody", "fd/nobody", 0, 1, &c);
-		if (res[0] == 0 && test_kv_alloc(&kv, LAYOUT_SPLIT_KV, layers, 4, 4096) == 0)
-			res[1] = test_kv_register(c, &kv);
-		w = write(p[1], res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK(read(p[0], res, sizeof(res)) == sizeof(res), "no result from the child");
-	close(p[0]);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "child status 0x%x", st);
+	it_in_child(nobody_engine_main, (void *)d, res, sizeof(res));
 	*ret_hello = res[0];
 	*ret_reg = res[1];
 }

@@ -19,7 +19,6 @@
 #include "itest.h"
 
 #define NS "qwen3-8b/bf16/pf16"
-#define NOBODY 65534
 
 static struct kvsd d;
 
@@ -203,39 +202,29 @@ struct as_nobody {
 	uint64_t session_id;
 };
 
+static int as_nobody_main(void *arg, void *ret)
+{
+	struct as_nobody *res = ret;
+	struct kvs_client *c = NULL;
+	struct kvs_session_info info;
+
+	(void)arg;
+	it_become_nobody();
+	res->connect = test_connect(&d, KVS_ROLE_WORKER, "hs-nobody", NS, 0, 1, &c);
+	if (res->connect == 0) {
+		res->nop = kvs_nop_sync(c, 5000);
+		kvs_session_info(c, &info);
+		res->session_id = info.session_id;
+	}
+	kvs_close(c);
+	return 0;
+}
+
 static struct as_nobody connect_as_nobody(void)
 {
 	struct as_nobody res = { -ENOSYS, -ENOSYS, 0 };
-	int p[2], st;
-	pid_t pid;
 
-	CHECK_INT(pipe(p), ==, 0);
-	pid = fork();
-	CHECK_INT(pid, >=, 0);
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		struct kvs_session_info info;
-		ssize_t w;
-
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		res.connect = test_connect(&d, KVS_ROLE_WORKER, "hs-nobody", NS, 0, 1, &c);
-		if (res.connect == 0) {
-			res.nop = kvs_nop_sync(c, 5000);
-			kvs_session_info(c, &info);
-			res.session_id = info.session_id;
-		}
-		w = write(p[1], &res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK_INT(read(p[0], &res, sizeof(res)), ==, sizeof(res));
-	close(p[0]);
-	CHECK_INT(waitpid(pid, &st, 0), ==, pid);
-	CHECK_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	it_in_child(as_nobody_main, NULL, &res, sizeof(res));
 	return res;
 }
 

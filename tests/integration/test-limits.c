@@ -28,7 +28,6 @@
 
 #include "itest.h"
 
-#define NOBODY	65534
 #define SQ_MAX	1024u
 #define ARG_MAX (8u << 20)
 
@@ -110,35 +109,32 @@ static void rings(void)
 	      sizeof(cases) / sizeof(cases[0]));
 }
 
-/* Connect as nobody in a child: its kvs_connect() result. */
+struct nobody_conn {
+	const struct kvsd *d;
+	const char *inst;
+};
+
+static int nobody_conn_main(void *arg, void *ret)
+{
+	const struct nobody_conn *a = arg;
+	struct kvs_client *c = NULL;
+	int *res = ret;
+
+	it_become_nobody();
+	*res = test_connect(a->d, KVS_ROLE_WORKER, a->inst, "limits/pf", 0, 1, &c);
+	if (*res == 0)
+		*res = kvs_nop_sync(c, OP_TIMEOUT_MS);
+	kvs_close(c);
+	return 0;
+}
+
+/* Connect as nobody in a child: its kvs_connect() result (then its NOP's). */
 static int connect_as_nobody(const struct kvsd *d, const char *inst)
 {
-	int p[2], st, res = -ENOSYS;
-	pid_t pid;
+	struct nobody_conn a = { d, inst };
+	int res = -ENOSYS;
 
-	CHECK(pipe(p) == 0, "pipe");
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		ssize_t w;
-
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		res = test_connect(d, KVS_ROLE_WORKER, inst, "limits/pf", 0, 1, &c);
-		if (res == 0)
-			res = kvs_nop_sync(c, OP_TIMEOUT_MS);
-		w = write(p[1], &res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK(read(p[0], &res, sizeof(res)) == sizeof(res), "no result from the child");
-	close(p[0]);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "child status 0x%x", st);
+	it_in_child(nobody_conn_main, &a, &res, sizeof(res));
 	return res;
 }
 
