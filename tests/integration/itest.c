@@ -315,18 +315,6 @@ void it_flush(struct kvs_client *c)
 	CHECK_RES(cqe.res, 0, "FLUSH");
 }
 
-bool it_layer_is_poison(struct test_kv *kv, unsigned l, unsigned b, uint8_t v)
-{
-	for (unsigned s = 0; s < test_kv_segments(kv); s++) {
-		const uint8_t *p = test_kv_seg(kv, l, b, s);
-
-		for (uint64_t i = 0; i < kv->seg; i++)
-			if (p[i] != v)
-				return false;
-	}
-	return true;
-}
-
 bool it_all_poison(struct test_kv *kv, uint8_t v)
 {
 	/* Whole allocations: catches a write anywhere, not only inside block views. */
@@ -337,29 +325,20 @@ bool it_all_poison(struct test_kv *kv, uint8_t v)
 	return true;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 void it_keys(uint8_t *keys, unsigned n, uint64_t seed)
 {
 	uint64_t s = seed ^ 0x6b76737461736831ull;
-	uint64_t parent[2] = { splitmix(&s), splitmix(&s) };
+	uint64_t parent[2] = { test_splitmix64(&s), test_splitmix64(&s) };
 
 	for (unsigned i = 0; i < n; i++) {
 		/* Both words of the parent, and the position, through the mixer. */
 		uint64_t t = parent[0] + 0x632be59bd9b4e019ull * (i + 1);
 		uint64_t k[2];
 
-		k[0] = splitmix(&t) ^ parent[1];
-		k[1] = splitmix(&t);
+		k[0] = test_splitmix64(&t) ^ parent[1];
+		k[1] = test_splitmix64(&t);
 		t ^= k[0];
-		k[0] = splitmix(&t);
+		k[0] = test_splitmix64(&t);
 		memcpy(keys + 16 * (size_t)i, k, 16);
 		parent[0] = k[0];
 		parent[1] = k[1];

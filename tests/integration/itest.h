@@ -141,8 +141,7 @@ struct kvs_cqe it_release(struct kvs_client *c, uint64_t lease);
 /* FLUSH that must succeed. */
 void it_flush(struct kvs_client *c);
 
-/* Is layer @l of block @b all @v?  Are all blocks of @kv all @v? */
-bool it_layer_is_poison(struct test_kv *kv, unsigned l, unsigned b, uint8_t v);
+/* Are all blocks of @kv all @v (whole allocations, not only the views)? */
 bool it_all_poison(struct test_kv *kv, uint8_t v);
 
 /*

@@ -87,7 +87,7 @@ static void check_load(struct test_kv *kv, unsigned proc, uint64_t seed, const u
 		      (unsigned long long)seed, i, dst[i], l0, lc);
 		for (unsigned l = 0; l < kv->layers; l++)
 			if (l < l0 || l >= l0 + lc)
-				CHECK(it_layer_is_poison(kv, l, dst[i], POISON),
+				CHECK(test_kv_layer_is_poison(kv, l, dst[i], POISON),
 				      "proc %u: layer %u of block %u outside %u+%u written",
 				      proc, l, dst[i], l0, lc);
 	}

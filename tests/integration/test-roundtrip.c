@@ -108,7 +108,7 @@ static void roundtrip(const struct kvsd *d, const struct kind_case *k, unsigned 
 		      "%s: block %u layers %u+%u differ", k->name, part[i], k->l0, k->lc);
 		for (unsigned l = 0; l < k->layers; l++)
 			if (l < k->l0 || l >= k->l0 + k->lc)
-				CHECK(it_layer_is_poison(&kv, l, part[i], POISON),
+				CHECK(test_kv_layer_is_poison(&kv, l, part[i], POISON),
 				      "%s: block %u layer %u outside the range was written",
 				      k->name, part[i], l);
 		CHECK(test_kv_check(&kv, dst[i], it_seed(prompt, i)),
