@@ -381,20 +381,9 @@ START_TEST(test_wire_constants)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_host_is_little_endian);
-	tcase_add_test(tc, test_sqe_layout);
-	tcase_add_test(tc, test_sqe_encoding);
-	tcase_add_test(tc, test_cqe_layout);
-	tcase_add_test(tc, test_abi_constants);
-	tcase_add_test(tc, test_wire_header);
-	tcase_add_test(tc, test_wire_frozen_prefix);
-	tcase_add_test(tc, test_wire_hello);
-	tcase_add_test(tc, test_wire_register);
-	tcase_add_test(tc, test_wire_admin);
-	tcase_add_test(tc, test_wire_constants);
-}
+UNIT_TESTS(test_host_is_little_endian, test_sqe_layout, test_sqe_encoding, test_cqe_layout,
+	   test_abi_constants, test_wire_header, test_wire_frozen_prefix, test_wire_hello,
+	   test_wire_register, test_wire_admin, test_wire_constants)
 
 const struct unit_suite unit_suite = {
 	.name = "abi",

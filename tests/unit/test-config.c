@@ -1036,28 +1036,11 @@ START_TEST(test_print_round_trip)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_defaults);
-	tcase_add_test(tc, test_key_table);
-	tcase_add_test(tc, test_parse_size);
-	tcase_add_test(tc, test_parse_duration);
-	tcase_add_test(tc, test_set_u32);
-	tcase_add_test(tc, test_set_size);
-	tcase_add_test(tc, test_set_duration);
-	tcase_add_test(tc, test_set_mode);
-	tcase_add_test(tc, test_set_bool);
-	tcase_add_test(tc, test_set_ids);
-	tcase_add_test(tc, test_set_level_target_numa);
-	tcase_add_test(tc, test_set_strings);
-	tcase_add_test(tc, test_set_unknown);
-	tcase_add_test(tc, test_set_assignment);
-	tcase_add_test(tc, test_load_valid);
-	tcase_add_test(tc, test_load_missing);
-	tcase_add_test(tc, test_load_errors);
-	tcase_add_test(tc, test_validate);
-	tcase_add_test(tc, test_print_round_trip);
-}
+UNIT_TESTS(test_defaults, test_key_table, test_parse_size, test_parse_duration, test_set_u32,
+	   test_set_size, test_set_duration, test_set_mode, test_set_bool, test_set_ids,
+	   test_set_level_target_numa, test_set_strings, test_set_unknown, test_set_assignment,
+	   test_load_valid, test_load_missing, test_load_errors, test_validate,
+	   test_print_round_trip)
 
 const struct unit_suite unit_suite = {
 	.name = "config",

@@ -873,28 +873,11 @@ START_TEST(test_fini)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_empty);
-	tcase_add_test(tc, test_insert_small);
-	tcase_add_test(tc, test_unused_evicted_in_order);
-	tcase_add_test(tc, test_promote_at_old_end);
-	tcase_add_test(tc, test_ghost_readmit);
-	tcase_add_test(tc, test_main_counts);
-	tcase_add_test(tc, test_saturation);
-	tcase_add_test(tc, test_small_share);
-	tcase_add_test(tc, test_refused_small);
-	tcase_add_test(tc, test_refused_main);
-	tcase_add_test(tc, test_all_refused);
-	tcase_add_test(tc, test_refused_promotions);
-	tcase_add_test(tc, test_max_scan);
-	tcase_add_test(tc, test_remove);
-	tcase_add_test(tc, test_ghost_bound);
-	tcase_add_test(tc, test_ghost_max);
-	tcase_add_test(tc, test_ghost_stale);
-	tcase_add_test(tc, test_ghost_model);
-	tcase_add_test(tc, test_fini);
-}
+UNIT_TESTS(test_empty, test_insert_small, test_unused_evicted_in_order, test_promote_at_old_end,
+	   test_ghost_readmit, test_main_counts, test_saturation, test_small_share,
+	   test_refused_small, test_refused_main, test_all_refused, test_refused_promotions,
+	   test_max_scan, test_remove, test_ghost_bound, test_ghost_max, test_ghost_stale,
+	   test_ghost_model, test_fini)
 
 const struct unit_suite unit_suite = {
 	.name = "evict",

@@ -586,22 +586,10 @@ START_TEST(test_fingerprint)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_page_first);
-	tcase_add_test(tc, test_layer_first_split);
-	tcase_add_test(tc, test_layer_first_blockwise);
-	tcase_add_test(tc, test_past_allocation);
-	tcase_add_test(tc, test_overflow);
-	tcase_add_test(tc, test_bad_counts);
-	tcase_add_test(tc, test_overlap_same_offset);
-	tcase_add_test(tc, test_overlap_interleaved);
-	tcase_add_test(tc, test_overlap_kv);
-	tcase_add_test(tc, test_overlap_self);
-	tcase_add_test(tc, test_overlap_strides);
-	tcase_add_test(tc, test_overlap_far_pair);
-	tcase_add_test(tc, test_fingerprint);
-}
+UNIT_TESTS(test_page_first, test_layer_first_split, test_layer_first_blockwise,
+	   test_past_allocation, test_overflow, test_bad_counts, test_overlap_same_offset,
+	   test_overlap_interleaved, test_overlap_kv, test_overlap_self, test_overlap_strides,
+	   test_overlap_far_pair, test_fingerprint)
 
 const struct unit_suite unit_suite = {
 	.name = "layout",

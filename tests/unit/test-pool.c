@@ -503,21 +503,9 @@ START_TEST(test_pick_respects_share)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_create);
-	tcase_add_test(tc, test_create_sizes);
-	tcase_add_test(tc, test_classes);
-	tcase_add_test(tc, test_class_limit);
-	tcase_add_test(tc, test_alloc_until_full);
-	tcase_add_test(tc, test_alloc_odd_size);
-	tcase_add_test(tc, test_free_returns_extents);
-	tcase_add_test(tc, test_class_outlives_users);
-	tcase_add_test(tc, test_mixed_sizes);
-	tcase_add_test(tc, test_under_share);
-	tcase_add_test(tc, test_pick_extent);
-	tcase_add_test(tc, test_pick_respects_share);
-}
+UNIT_TESTS(test_create, test_create_sizes, test_classes, test_class_limit, test_alloc_until_full,
+	   test_alloc_odd_size, test_free_returns_extents, test_class_outlives_users,
+	   test_mixed_sizes, test_under_share, test_pick_extent, test_pick_respects_share)
 
 const struct unit_suite unit_suite = {
 	.name = "pool",

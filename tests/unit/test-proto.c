@@ -762,30 +762,12 @@ START_TEST(test_make_reply)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_header);
-	tcase_add_test(tc, test_header_max);
-	tcase_add_test(tc, test_empty);
-	tcase_add_test(tc, test_check_name);
-	tcase_add_test(tc, test_hello_good);
-	tcase_add_test(tc, test_hello_revision);
-	tcase_add_test(tc, test_hello_size);
-	tcase_add_test(tc, test_hello_reserved);
-	tcase_add_test(tc, test_hello_role);
-	tcase_add_test(tc, test_hello_names);
-	tcase_add_test(tc, test_hello_ranks);
-	tcase_add_test(tc, test_hello_device);
-	tcase_add_test(tc, test_register_good);
-	tcase_add_test(tc, test_register_counts);
-	tcase_add_test(tc, test_register_max_layers);
-	tcase_add_test(tc, test_register_flags);
-	tcase_add_test(tc, test_register_mem_kinds);
-	tcase_add_test(tc, test_register_fds);
-	tcase_add_test(tc, test_register_mem_use);
-	tcase_add_test(tc, test_register_layer_names);
-	tcase_add_test(tc, test_make_reply);
-}
+UNIT_TESTS(test_header, test_header_max, test_empty, test_check_name, test_hello_good,
+	   test_hello_revision, test_hello_size, test_hello_reserved, test_hello_role,
+	   test_hello_names, test_hello_ranks, test_hello_device, test_register_good,
+	   test_register_counts, test_register_max_layers, test_register_flags,
+	   test_register_mem_kinds, test_register_fds, test_register_mem_use,
+	   test_register_layer_names, test_make_reply)
 
 const struct unit_suite unit_suite = {
 	.name = "proto",

@@ -307,12 +307,7 @@ START_TEST(test_benign_corruption)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_hostile_indices);
-	tcase_add_test(tc, test_header_after_attach);
-	tcase_add_test(tc, test_benign_corruption);
-}
+UNIT_TESTS(test_hostile_indices, test_header_after_attach, test_benign_corruption)
 
 const struct unit_suite unit_suite = {
 	.name = "shmq-hostile",

@@ -633,27 +633,12 @@ START_TEST(test_attach_bad_ring_geometry)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_roundtrip);
-	tcase_add_test(tc, test_lookup_errors);
-	tcase_add_test(tc, test_null);
-	tcase_add_test(tc, test_create_invalid);
-	tcase_add_test(tc, test_attach_good_forged);
-	tcase_add_test(tc, test_attach_bad_fd);
-	tcase_add_test(tc, test_attach_unsealed);
-	tcase_add_test(tc, test_attach_unsealable);
-	tcase_add_test(tc, test_attach_readonly);
-	tcase_add_test(tc, test_attach_size_mismatch);
-	tcase_add_test(tc, test_attach_bad_magic);
-	tcase_add_test(tc, test_attach_bad_abi);
-	tcase_add_test(tc, test_attach_bad_hdr_fields);
-	tcase_add_test(tc, test_attach_absurd_sizes);
-	tcase_add_test(tc, test_attach_overlap);
-	tcase_add_test(tc, test_attach_past_end);
-	tcase_add_test(tc, test_attach_misaligned);
-	tcase_add_test(tc, test_attach_bad_ring_geometry);
-}
+UNIT_TESTS(test_roundtrip, test_lookup_errors, test_null, test_create_invalid,
+	   test_attach_good_forged, test_attach_bad_fd, test_attach_unsealed,
+	   test_attach_unsealable, test_attach_readonly, test_attach_size_mismatch,
+	   test_attach_bad_magic, test_attach_bad_abi, test_attach_bad_hdr_fields,
+	   test_attach_absurd_sizes, test_attach_overlap, test_attach_past_end,
+	   test_attach_misaligned, test_attach_bad_ring_geometry)
 
 const struct unit_suite unit_suite = {
 	.name = "shmq-region",

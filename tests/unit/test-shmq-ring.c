@@ -348,20 +348,9 @@ START_TEST(test_head_back_within_capacity)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_single);
-	tcase_add_test(tc, test_batch);
-	tcase_add_test(tc, test_cancel);
-	tcase_add_test(tc, test_full);
-	tcase_add_test(tc, test_release_clamped);
-	tcase_add_test(tc, test_entry_mask);
-	tcase_add_test(tc, test_wraparound);
-	tcase_add_test(tc, test_init_eproto);
-	tcase_add_test(tc, test_tail_eproto);
-	tcase_add_test(tc, test_head_eproto);
-	tcase_add_test(tc, test_head_back_within_capacity);
-}
+UNIT_TESTS(test_single, test_batch, test_cancel, test_full, test_release_clamped, test_entry_mask,
+	   test_wraparound, test_init_eproto, test_tail_eproto, test_head_eproto,
+	   test_head_back_within_capacity)
 
 const struct unit_suite unit_suite = {
 	.name = "shmq-ring",

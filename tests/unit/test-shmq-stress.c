@@ -323,12 +323,7 @@ START_TEST(test_stress_threads)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_stress_busy);
-	tcase_add_test(tc, test_stress_sleep);
-	tcase_add_test(tc, test_stress_threads);
-}
+UNIT_TESTS(test_stress_busy, test_stress_sleep, test_stress_threads)
 
 const struct unit_suite unit_suite = {
 	.name = "shmq-stress",

@@ -467,21 +467,10 @@ START_TEST(test_wait_many_seccomp_eperm)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_timeout);
-	tcase_add_test(tc, test_ready_returns_at_once);
-	tcase_add_test(tc, test_wake_across_processes);
-	tcase_add_test(tc, test_wake_only_when_asked);
-	tcase_add_test(tc, test_eintr);
-	tcase_add_test(tc, test_wait_many_ring);
-	tcase_add_test(tc, test_wait_many_extra);
-	tcase_add_test(tc, test_wait_many_timeout);
-	tcase_add_test(tc, test_wait_many_errors);
-	tcase_add_test(tc, test_wait_many_poll);
-	tcase_add_test(tc, test_wait_many_enosys);
-	tcase_add_test(tc, test_wait_many_seccomp_eperm);
-}
+UNIT_TESTS(test_timeout, test_ready_returns_at_once, test_wake_across_processes,
+	   test_wake_only_when_asked, test_eintr, test_wait_many_ring, test_wait_many_extra,
+	   test_wait_many_timeout, test_wait_many_errors, test_wait_many_poll,
+	   test_wait_many_enosys, test_wait_many_seccomp_eperm)
 
 const struct unit_suite unit_suite = {
 	.name = "shmq-wait",

@@ -647,28 +647,10 @@ START_TEST(test_precedence)
 }
 END_TEST
 
-static void add_tests(TCase *tc)
-{
-	tcase_add_test(tc, test_nop);
-	tcase_add_test(tc, test_save);
-	tcase_add_test(tc, test_query);
-	tcase_add_test(tc, test_load);
-	tcase_add_test(tc, test_release_flush);
-	tcase_add_test(tc, test_opcode);
-	tcase_add_test(tc, test_scheduler_role);
-	tcase_add_test(tc, test_flags);
-	tcase_add_test(tc, test_reserved);
-	tcase_add_test(tc, test_unused_fields);
-	tcase_add_test(tc, test_count);
-	tcase_add_test(tc, test_arg_len);
-	tcase_add_test(tc, test_arg_window);
-	tcase_add_test(tc, test_unsealed);
-	tcase_add_test(tc, test_block_ids);
-	tcase_add_test(tc, test_layer_range);
-	tcase_add_test(tc, test_lease_zero);
-	tcase_add_test(tc, test_copy_isolation);
-	tcase_add_test(tc, test_precedence);
-}
+UNIT_TESTS(test_nop, test_save, test_query, test_load, test_release_flush, test_opcode,
+	   test_scheduler_role, test_flags, test_reserved, test_unused_fields, test_count,
+	   test_arg_len, test_arg_window, test_unsealed, test_block_ids, test_layer_range,
+	   test_lease_zero, test_copy_isolation, test_precedence)
 
 const struct unit_suite unit_suite = {
 	.name = "sqe",

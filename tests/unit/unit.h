@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The Check unit tests share one main() (tests/unit/unit-main.c, linked
- * from libunit.la): a test program defines its START_TEST functions and
- * one `unit_suite` that names them, and the main runs them as one test
+ * from libunit.la): a test program defines its START_TEST functions, lists
+ * them with UNIT_TESTS() and defines one `unit_suite`, and the main runs
+ * them as one test
  * case, each test in a child process of its own (unless CK_FORK=no), with
  * the output Check's CK_VERBOSITY asks for.  The exit status is that of
  * an automake test: 0 when every test passed, 1 otherwise.
@@ -11,6 +12,7 @@
 #define KVS_TEST_UNIT_H
 
 #include <check.h>
+#include <stddef.h>
 
 struct unit_suite {
 	const char *name;	      /* of the suite and of its test case */
@@ -22,5 +24,17 @@ struct unit_suite {
 
 /* Defined once by every unit test program. */
 extern const struct unit_suite unit_suite;
+
+/*
+ * Defines add_tests() for a unit_suite: tcase_add_test() for each test
+ * named, in order, e.g. UNIT_TESTS(test_a, test_b).
+ */
+#define UNIT_TESTS(...)                                                            \
+	static void add_tests(TCase *tc)                                           \
+	{                                                                          \
+		const TTest *const tests_[] = { __VA_ARGS__ };                     \
+		for (size_t i_ = 0; i_ < sizeof(tests_) / sizeof(tests_[0]); i_++) \
+			tcase_add_test(tc, tests_[i_]);                            \
+	}
 
 #endif /* KVS_TEST_UNIT_H */
