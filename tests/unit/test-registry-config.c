@@ -6,7 +6,6 @@
  * and the namespace digest (a different name or any geometry field gives
  * another digest; the same description the same one).
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "base/conf.h"
 #include "cluster/addr.h"
 #include "cluster/registry.h"
+#include "unit.h"
 
 static char dir[64];
 
@@ -240,22 +240,11 @@ START_TEST(test_digest)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("registry-config");
-	TCase *tc = tcase_create("config");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_secret_file, test_config_check, test_config_from, test_digest)
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_secret_file);
-	tcase_add_test(tc, test_config_check);
-	tcase_add_test(tc, test_config_from);
-	tcase_add_test(tc, test_digest);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct unit_suite unit_suite = {
+	.name = "registry-config",
+	.setup = setup,
+	.teardown = teardown,
+	.add_tests = add_tests,
+};

@@ -11,7 +11,6 @@
  *     consumer asleep with entries queued: the test's generous poll would
  *     time out and fail).
  */
-#include <check.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 
 #include "cluster/queue.h"
+#include "unit.h"
 
 #define PRODUCERS 4
 #define PER	  50000u
@@ -137,20 +137,10 @@ START_TEST(test_full_refuses_and_counts)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("registry-queue");
-	TCase *tc = tcase_create("queue");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_mpsc_order_and_wake, test_full_refuses_and_counts)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_mpsc_order_and_wake);
-	tcase_add_test(tc, test_full_refuses_and_counts);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct unit_suite unit_suite = {
+	.name = "registry-queue",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};
