@@ -9,7 +9,6 @@
 #include "control/registration.h"
 #include "io/mem.h"
 #include "movers/cuda/cuda.h"
-#include "store/store.h"
 #include "wire/layout.h"
 #include "wire/proto.h"
 
@@ -19,8 +18,8 @@ void registration_free(struct registration *reg)
 		return;
 	for (uint32_t i = 0; i < reg->nr_mems; i++)
 		mem_release(&reg->mems[i]);
-	if (reg->class_id != POOL_NO_CLASS)
-		store_class_put(reg->class_id);
+	if (reg->place.class_id != POOL_NO_CLASS)
+		store_class_put(reg->store, reg->place.class_id);
 	free(reg->mems);
 	free(reg->layout);
 	free(reg);
@@ -41,7 +40,8 @@ int registration_build(const struct registration_spec *spec, struct registration
 		snprintf(why, wl, "out of memory");
 		return -ENOMEM;
 	}
-	reg->class_id = POOL_NO_CLASS;
+	reg->store = spec->store;
+	reg->place.class_id = POOL_NO_CLASS;
 	for (uint32_t i = 0; i < req->nr_mems; i++) {
 		reg->mems[i].fd = -1;
 		sizes[i] = req->mems[i].size;
@@ -96,7 +96,8 @@ int registration_build(const struct registration_spec *spec, struct registration
 		reg->nr_fds += reg->mems[i].fd >= 0;
 		reg->mapped_bytes += host ? reg->mems[i].map_len : reg->mems[i].size;
 	}
-	if (!r && (r = store_class_get(reg->layout->slot_bytes, &reg->class_id)) < 0) {
+	if (!r &&
+	    (r = store_class_get(spec->store, reg->layout->slot_bytes, &reg->place.class_id)) < 0) {
 		if (r == -E2BIG)
 			snprintf(why, wl,
 				 "a block of %" PRIu64
@@ -104,7 +105,7 @@ int registration_build(const struct registration_spec *spec, struct registration
 				 reg->layout->slot_bytes);
 		else
 			snprintf(why, wl, "too many distinct block sizes in the pool");
-		reg->class_id = POOL_NO_CLASS;
+		reg->place.class_id = POOL_NO_CLASS;
 	}
 	if (!r)
 		r = nspace_adopt(spec->ns, reg->layout, spec->tp_size, why, wl, &first);
@@ -112,9 +113,9 @@ int registration_build(const struct registration_spec *spec, struct registration
 		registration_free(reg);
 		return r;
 	}
-	reg->region = pool_region_for_node(store_pool(), spec->node);
-	reg->nshards = reg->layout->replicated ? 1 : spec->tp_size;
-	reg->shard = reg->layout->replicated ? 0 : spec->tp_rank;
+	reg->place.region = pool_region_for_node(store_pool(spec->store), spec->node);
+	reg->place.nshards = reg->layout->replicated ? 1 : spec->tp_size;
+	reg->place.shard = reg->layout->replicated ? 0 : spec->tp_rank;
 	*ret = reg;
 	return 0;
 }

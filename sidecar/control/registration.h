@@ -3,10 +3,10 @@
  * A registration: what a worker session's REGISTER built, the engine's
  * memory as kvstashd uses it.  The layout (wire/layout.h) says where each
  * layer of each block lies; the imports (io/mem.h) make those bytes
- * reachable by the session's mover; the rest says where the session's
- * shards go in the store: a slot class, held for as long as the
- * registration lives, the pool region of the session's worker, and its
- * shard of each block.
+ * reachable by the session's mover; the place (store/store.h) says where
+ * the session's shards go in the store: a slot class, held for as long
+ * as the registration lives, the pool region of the session's worker,
+ * and its shard of each block.
  *
  * Immutable once published to the worker (session_publish_reg()); freed
  * by the control thread after the worker handed it back (UNREGISTER) or
@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/store.h"
+
 struct layout;
 struct mem_import;
 struct nspace;
@@ -28,12 +30,10 @@ struct registration {
 	struct layout *layout;
 	uint32_t nr_mems;
 	struct mem_import *mems;
-	uint32_t class_id; /* pool class of this layout's slots */
-	unsigned region;   /* pool region (NUMA node) slots come from */
-	uint32_t shard;	   /* this rank's shard: tp_rank, or 0 if replicated */
-	uint32_t nshards;
-	uint64_t mapped_bytes; /* host: the pages mapped; GPU: the allocations' sizes */
-	uint32_t nr_fds; /* imports that keep an fd (counted in the uid's fds) */
+	struct store *store;	  /* whose class place.class_id is held */
+	struct store_place place; /* class, region, shard: where its blocks go */
+	uint64_t mapped_bytes;	  /* host: the pages mapped; GPU: the allocations' sizes */
+	uint32_t nr_fds;	  /* imports that keep an fd (counted in the uid's fds) */
 };
 
 /* What a registration is built from: a parsed REGISTER and its session's facts. */
@@ -45,7 +45,8 @@ struct registration_spec {
 	int node;	      /* the worker's NUMA node: the pool region */
 	uint32_t tp_rank;
 	uint32_t tp_size;
-	struct nspace *ns; /* checked against, or given, the layout's geometry */
+	struct nspace *ns;   /* checked against, or given, the layout's geometry */
+	struct store *store; /* the class comes from its pool */
 	/*
 	 * May the session map @want more bytes of host memory?  0, or -errno
 	 * with @why set.  Asked before anything is mapped.

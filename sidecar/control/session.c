@@ -218,10 +218,10 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
 			 s->hello.device_uuid[3],
 			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
-	} else if ((r = nspace_get(s->hello.ns, &s->ns)) < 0) {
+	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
 		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
-	} else if ((r = instance_join(s, why, sizeof(why), &s->inst)) < 0) {
+	} else if ((r = instance_join(d->instances, s, why, sizeof(why), &s->inst)) < 0) {
 		/* why set */
 	} else {
 		r = create_region(s, why, sizeof(why));
@@ -353,6 +353,7 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		.tp_rank = s->hello.tp_rank,
 		.tp_size = s->hello.tp_size,
 		.ns = s->ns,
+		.store = s->d->store,
 		.may_map = check_mapped,
 		.may_map_arg = s,
 	};
@@ -591,7 +592,7 @@ static void session_free(struct session *s)
 	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
 	if (s->worker)
 		STAT_ADD(d, sessions_closed, 1);
-	lease_drop_creator(s->id);
+	lease_drop_creator(d->leases, s->id);
 	if (s->reg) {
 		instance_unregister(s->inst);
 		registration_free(s->reg);
