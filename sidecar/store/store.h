@@ -101,9 +101,10 @@ struct store_tenant {
 	struct cds_list_head node; /* in the store's list while unsealed > 0 */
 	bool gone;		   /* store_tenant_put() was called */
 	/*
-	 * The instance's leases, revoked from others for its SAVEs: read
-	 * only by store_save_begin(), whose caller holds the instance (so
-	 * never after store_tenant_put()).  NULL: its SAVEs revoke nothing.
+	 * The instance's lease holder: what it pins itself, when its SAVEs
+	 * revoke the leases of those pinning more (store_params.revoke).
+	 * Read only by store_save_begin(), whose caller holds the instance,
+	 * so never after store_tenant_put().  NULL: its SAVEs revoke nothing.
 	 */
 	struct lease_holder *leases;
 	char name[KVS_NAME_MAX]; /* the instance's, for logs */
