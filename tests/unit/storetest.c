@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <urcu/compiler.h>
@@ -16,6 +17,25 @@ void st_setup(void)
 void st_teardown(void)
 {
 	urcu_memb_unregister_thread();
+}
+
+int st_main(const char *name, void (*setup)(void), void (*teardown)(void),
+	    void (*add)(struct TCase *tc))
+{
+	Suite *s = suite_create(name);
+	TCase *tc = tcase_create(name);
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	add(tc);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 struct pool *st_pool_new(void)

@@ -29,6 +29,18 @@
 void st_setup(void);
 void st_teardown(void);
 
+/* Entries of a table of cases, for tcase_add_loop_test(). */
+#define ST_CASES(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+struct TCase;
+/*
+ * Run the tests @add adds to one case of suite @name, each in a child
+ * (CK_FORK) with the checked fixture @setup/@teardown and a 30 s limit:
+ * main()'s exit status.
+ */
+int st_main(const char *name, void (*setup)(void), void (*teardown)(void),
+	    void (*add)(struct TCase *tc));
+
 struct pool *st_pool_new(void);
 
 /*

@@ -310,26 +310,17 @@ START_TEST(test_save_marks)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("instance");
-	TCase *tc = tcase_create("instance");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_loop_test(tc, test_join_refused, 0,
-			    (int)(sizeof(refusals) / sizeof(refusals[0])));
+	tcase_add_loop_test(tc, test_join_refused, 0, ST_CASES(refusals));
 	tcase_add_test(tc, test_join_leave);
 	tcase_add_test(tc, test_seal);
 	tcase_add_test(tc, test_tenant_and_holder);
 	tcase_add_test(tc, test_lease_keeps_instance);
 	tcase_add_test(tc, test_save_marks);
-	suite_add_tcase(s, tc);
+}
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+int main(void)
+{
+	return st_main("instance", setup, teardown, add_tests);
 }

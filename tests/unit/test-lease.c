@@ -448,31 +448,19 @@ START_TEST(test_revoke_for_save)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("lease");
-	TCase *tc = tcase_create("lease");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_create_take_put);
-	tcase_add_loop_test(tc, test_take_refused, 0,
-			    (int)(sizeof(take_cases) / sizeof(take_cases[0])));
+	tcase_add_loop_test(tc, test_take_refused, 0, ST_CASES(take_cases));
 	tcase_add_test(tc, test_release);
 	tcase_add_test(tc, test_sweep);
 	tcase_add_test(tc, test_drop_creator);
-	tcase_add_loop_test(tc, test_bounds, 0,
-			    (int)(sizeof(bound_cases) / sizeof(bound_cases[0])));
-	tcase_add_loop_test(tc, test_revoke, 0,
-			    (int)(sizeof(revoke_cases) / sizeof(revoke_cases[0])));
+	tcase_add_loop_test(tc, test_bounds, 0, ST_CASES(bound_cases));
+	tcase_add_loop_test(tc, test_revoke, 0, ST_CASES(revoke_cases));
 	tcase_add_test(tc, test_revoke_for_save);
-	suite_add_tcase(s, tc);
+}
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+int main(void)
+{
+	return st_main("lease", setup, teardown, add_tests);
 }

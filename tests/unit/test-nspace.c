@@ -193,22 +193,14 @@ START_TEST(test_slot_reclaim)
 }
 END_TEST
 
+static void add_tests(TCase *tc)
+{
+	tcase_add_test(tc, test_get_put_sweep);
+	tcase_add_loop_test(tc, test_adopt, 0, ST_CASES(geom_cases));
+	tcase_add_test(tc, test_slot_reclaim);
+}
+
 int main(void)
 {
-	Suite *s = suite_create("nspace");
-	TCase *tc = tcase_create("nspace");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_get_put_sweep);
-	tcase_add_loop_test(tc, test_adopt, 0, (int)(sizeof(geom_cases) / sizeof(geom_cases[0])));
-	tcase_add_test(tc, test_slot_reclaim);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return st_main("nspace", setup, teardown, add_tests);
 }

@@ -493,33 +493,22 @@ START_TEST(test_region_stats)
 }
 END_TEST
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("store");
-	TCase *tc = tcase_create("store");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_save_query);
 	tcase_add_test(tc, test_save_failed);
-	tcase_add_loop_test(tc, test_seal_across_shards, 0,
-			    (int)(sizeof(seal_cases) / sizeof(seal_cases[0])));
+	tcase_add_loop_test(tc, test_seal_across_shards, 0, ST_CASES(seal_cases));
 	tcase_add_test(tc, test_evict_with_pins);
 	tcase_add_test(tc, test_reclaim_partial);
-	tcase_add_loop_test(tc, test_tenant_share, 0,
-			    (int)(sizeof(share_cases) / sizeof(share_cases[0])));
+	tcase_add_loop_test(tc, test_tenant_share, 0, ST_CASES(share_cases));
 	tcase_add_test(tc, test_reclaim_for_room);
 	tcase_add_test(tc, test_drop_nspace);
 	tcase_add_test(tc, test_class_reclaim);
 	tcase_add_test(tc, test_two_stores);
 	tcase_add_test(tc, test_region_stats);
-	suite_add_tcase(s, tc);
+}
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+int main(void)
+{
+	return st_main("store", setup, teardown, add_tests);
 }
