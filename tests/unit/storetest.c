@@ -40,20 +40,24 @@ int st_main(const char *name, void (*setup)(void), void (*teardown)(void),
 
 struct pool *st_pool_new(void)
 {
+	/* What ST_POOL and ST_EXTENT say, unbound and without hugepages. */
+	static const char *const pool_keys[][2] = {
+		{ "numa", "off" }, { "hugepages", "no" },     { "prefault_threads", "1" },
+		{ "size", "8M" },  { "extent_size", "256K" },
+	};
 	struct kvs_config c;
 	struct pool *p = NULL;
 	const int node = -1;
-	char err[256], v[64];
+	char err[256];
 
 	ck_assert_int_eq(config_init(&c), 0);
-	ck_assert_int_eq(config_set(&c, "pool", "numa", "off", err, sizeof(err)), 0);
-	ck_assert_int_eq(config_set(&c, "pool", "hugepages", "no", err, sizeof(err)), 0);
-	ck_assert_int_eq(config_set(&c, "pool", "prefault_threads", "1", err, sizeof(err)), 0);
-	snprintf(v, sizeof(v), "%llu", (unsigned long long)ST_POOL);
-	ck_assert_int_eq(config_set(&c, "pool", "size", v, err, sizeof(err)), 0);
-	snprintf(v, sizeof(v), "%llu", (unsigned long long)ST_EXTENT);
-	ck_assert_int_eq(config_set(&c, "pool", "extent_size", v, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < ST_CASES(pool_keys); i++)
+		ck_assert_msg(config_set(&c, "pool", pool_keys[i][0], pool_keys[i][1], err,
+					 sizeof(err)) == 0,
+			      "[pool] %s: %s", pool_keys[i][0], err);
 	ck_assert_int_eq(pool_create(&c, &node, 1, &p), 0);
+	ck_assert_uint_eq(p->capacity_bytes, ST_POOL);
+	ck_assert_uint_eq(p->extent_size, ST_EXTENT);
 	config_free(&c);
 	return p;
 }
