@@ -20,6 +20,12 @@
 
 #define MAX_WORKERS 64
 
+struct instance_table;
+struct lease_table;
+struct nspace_table;
+struct pool;
+struct store;
+
 /* Process-wide counters (relaxed atomics), read by `kvstash stats`. */
 struct daemon_stats {
 	uint64_t query_ops;
@@ -84,6 +90,16 @@ struct daemon {
 	/* accept() failed for want of fds: the listening socket rests until the next tick. */
 	bool accept_paused;
 	struct log_ratelimit accept_rl;
+
+	/*
+	 * The block store and the tables around it, as handles (a second
+	 * tier stands beside the store): workers reach them as s->d->...
+	 */
+	struct pool *pool;		  /* the host pool, the store's slots */
+	struct store *store;		  /* the DRAM tier of the block store */
+	struct lease_table *leases;	  /* QUERY's leases over the store's blocks */
+	struct nspace_table *nspaces;	  /* namespaces (their blocks in the store) */
+	struct instance_table *instances; /* instances (tenants of the store) */
 
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;
