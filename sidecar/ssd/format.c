@@ -9,7 +9,7 @@
 int ssd_geom_init(uint64_t file_bytes, uint64_t region_bytes, struct ssd_geom *ret)
 {
 	struct ssd_geom g;
-	uint64_t n;
+	uint64_t n, entries;
 
 	if (region_bytes % SSD_UNIT || region_bytes < 4 * SSD_UNIT || region_bytes > (1ull << 40))
 		return -EINVAL;
@@ -20,10 +20,20 @@ int ssd_geom_init(uint64_t file_bytes, uint64_t region_bytes, struct ssd_geom *r
 		return -ENOSPC;
 	if (n > UINT32_MAX / 2) /* serial arithmetic orders fewer than 2^31 */
 		n = UINT32_MAX / 2;
+	/* A header entry per 64 KiB: blocks smaller than that fill the zone first. */
+	entries = region_bytes / SSD_ZONE_BYTES_PER_ENTRY;
+	if (entries < SSD_HDRS_PER_UNIT)
+		entries = SSD_HDRS_PER_UNIT;
+	memset(&g, 0, sizeof(g));
 	g.file_bytes = file_bytes;
 	g.region_bytes = region_bytes;
 	g.data_off = SSD_DATA_ALIGN;
 	g.nr_regions = (uint32_t)n;
+	g.zone_entries = (uint32_t)entries;
+	g.zone_bytes = ssd_tail_bytes(g.zone_entries) - SSD_UNIT;
+	if (g.zone_bytes + 2 * SSD_UNIT > region_bytes)
+		return -EINVAL;
+	g.payload_bytes = region_bytes - SSD_UNIT - g.zone_bytes;
 	*ret = g;
 	return 0;
 }
@@ -53,6 +63,7 @@ void ssd_super_encode(const struct ssd_super *sb, void *buf)
 	d.nr_regions = htole32(sb->geom.nr_regions);
 	d.unit = htole32(SSD_UNIT);
 	d.io_align = htole32(sb->io_align);
+	d.zone_entries = htole32(sb->geom.zone_entries);
 	d.dev = htole64(sb->dev);
 	d.ino = htole64(sb->ino);
 	d.format_time = htole64(sb->format_time);
@@ -92,8 +103,10 @@ int ssd_super_decode(const void *buf, struct ssd_super *ret)
 	sb.open_time = le64toh(d.open_time);
 	/* The geometry must be one ssd_geom_init() could have made. */
 	if (ssd_geom_init(sb.geom.file_bytes, sb.geom.region_bytes, &g) < 0 ||
-	    g.data_off != sb.geom.data_off || g.nr_regions != sb.geom.nr_regions)
+	    g.data_off != sb.geom.data_off || g.nr_regions != sb.geom.nr_regions ||
+	    g.zone_entries != le32toh(d.zone_entries))
 		return -ERANGE;
+	sb.geom = g;
 	*ret = sb;
 	return 0;
 }
@@ -144,7 +157,7 @@ void ssd_block_hdr_encode(const struct ssd_block_hdr *h, void *buf)
 }
 
 int ssd_block_hdr_decode(const void *buf, const uint8_t file_id[16], const struct ssd_geom *g,
-			 uint64_t expect_off, struct ssd_block_hdr *ret)
+			 uint32_t expect_region, uint32_t expect_entry, struct ssd_block_hdr *ret)
 {
 	struct ssd_block_hdr_disk d;
 	struct ssd_block_hdr h;
@@ -175,12 +188,14 @@ int ssd_block_hdr_decode(const void *buf, const uint8_t file_id[16], const struc
 	if (le32toh(d.ns_digest) != ssd_ns_digest(d.ns, h.ns_len))
 		return -EBADMSG;
 	rstart = ssd_region_off(g, h.region);
-	rend = rstart + g->region_bytes;
-	/* Header and payload inside the region, leaving room for a trailer. */
+	rend = rstart + g->payload_bytes;
+	/* The payload inside its region's payload area, the entry inside the zone. */
 	if (h.offset % SSD_UNIT || h.offset < rstart || h.payload_len == 0 ||
-	    h.offset + ssd_block_bytes(h.payload_len) > rend - SSD_UNIT)
+	    h.payload_len > g->payload_bytes || h.offset + ssd_block_bytes(h.payload_len) > rend ||
+	    h.block_seq >= g->zone_entries)
 		return -ERANGE;
-	if (expect_off && h.offset != expect_off)
+	if ((expect_region != UINT32_MAX && h.region != expect_region) ||
+	    (expect_entry != UINT32_MAX && h.block_seq != expect_entry))
 		return -ERANGE;
 	memcpy(h.ns, d.ns, h.ns_len);
 	*ret = h;
@@ -233,10 +248,9 @@ int ssd_trailer_decode(const void *buf, const uint8_t file_id[16], const struct 
 	t.used_bytes = le64toh(d.used_bytes);
 	if (t.region != expect_region || t.region >= g->nr_regions)
 		return -ERANGE;
-	/* Blocks, then the summary, then this unit: in that order, in the region. */
-	if (t.summary_off % SSD_UNIT || t.used_bytes % SSD_UNIT || t.used_bytes > t.summary_off ||
-	    t.nr_blocks > g->region_bytes / (2 * SSD_UNIT) ||
-	    t.summary_off + ssd_summary_bytes(t.nr_blocks) != g->region_bytes - SSD_UNIT)
+	/* Payloads, then the zone, then this unit: in that order, in the region. */
+	if (t.summary_off != g->payload_bytes || t.used_bytes % SSD_UNIT ||
+	    t.used_bytes > g->payload_bytes || t.nr_blocks > g->zone_entries)
 		return -ERANGE;
 	*ret = t;
 	return 0;

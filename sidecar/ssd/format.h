@@ -21,20 +21,28 @@
  * drive sees sequential overwrites), each reuse under a new region
  * sequence number.  Inside a region:
  *
- *   [hdr unit][payload, padded to a unit] [hdr unit][payload] ...
- *   ... free ... [summary: a copy of every block header][trailer unit]
+ *   [payload 0][payload 1] ...  free  ... [header zone][trailer unit]
  *
- * A block header (512 bytes in a 4 KiB unit of its own) says which
- * region cycle it belongs to (region index and sequence, block sequence),
- * where it is (its own byte offset), what it is (the namespace identity:
- * model name and geometry as exact bytes, plus its digest; the 16-byte
- * key; the shard), and the payload's length and CRC-32C; its own CRC
- * closes it.  When a region is full (or at a clean stop) the drive thread
- * writes the summary of the blocks whose writes completed and then the
- * trailer (region, sequence, count, summary CRC): recovery of a sealed
- * region reads its first header unit and its tail, never its payloads.
- * Only a region that was open when the process died has no trailer; it
- * is walked header by header.
+ * Payloads are placed back to back from the region's start, each padded
+ * to a 4 KiB unit, so blocks of a power-of-two size stay aligned to their
+ * size (regions start on 2 MiB boundaries): drives and virtual disks are
+ * fastest that way.  Their headers are not inline but in the header zone
+ * at the region's end, 512 bytes each, entry i at 512 * (i + 1) bytes
+ * before the trailer, so the entries in use always sit right before it.
+ * A block header says which region cycle it belongs to (region index and
+ * sequence, block sequence = its entry), where its payload is (byte
+ * offset), what it is (the namespace identity: model name and geometry as
+ * exact bytes, plus its digest; the 16-byte key; the shard), and the
+ * payload's length and CRC-32C; its own CRC closes it.  Header zone units
+ * (eight entries each) are rewritten as entries are added, never two
+ * writes of one unit at a time; a torn rewrite of a unit leaves each
+ * 512-byte entry old or new (sector atomicity), and the entries already
+ * there are the same bytes in both.  When a region is full (or at a clean
+ * stop) the drive thread writes the trailer (region, sequence, number of
+ * entries, their CRC).  Recovery of a region reads only its tail: the
+ * trailer and the entries in use, one I/O (the "summary"); a region
+ * without a valid trailer of its cycle (open when the process died) is
+ * taken up to its first invalid entry.
  *
  * What makes a block a miss rather than wrong bytes:
  *   - a header or summary entry whose CRC, magic, version, file_id,
@@ -57,13 +65,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SSD_UNIT	   4096u /* layout unit; the device's DIO alignment must divide it */
-#define SSD_SUPER_COPIES   2u
-#define SSD_DATA_ALIGN	   (1u << 20) /* first region at 1 MiB */
-#define SSD_FORMAT_VERSION 1u
-#define SSD_KEY_SIZE	   16u
-#define SSD_NS_MAX	   256u /* namespace identity bytes */
-#define SSD_HDR_SIZE	   512u
+#define SSD_UNIT		 4096u /* layout unit; the device's DIO alignment must divide it */
+#define SSD_SUPER_COPIES	 2u
+#define SSD_DATA_ALIGN		 (2u << 20)  /* first region at 2 MiB */
+#define SSD_ZONE_BYTES_PER_ENTRY (64u << 10) /* one header entry per 64 KiB of region */
+#define SSD_HDRS_PER_UNIT	 (SSD_UNIT / SSD_HDR_SIZE)
+#define SSD_FORMAT_VERSION	 1u
+#define SSD_KEY_SIZE		 16u
+#define SSD_NS_MAX		 256u /* namespace identity bytes */
+#define SSD_HDR_SIZE		 512u
 
 #define SSD_SUPER_MAGIC	  0x5353564bu /* "KVSS" */
 #define SSD_BLOCK_MAGIC	  0x4253564bu /* "KVSB" */
@@ -87,7 +97,7 @@ struct ssd_super_disk {
 	uint32_t nr_regions;
 	uint32_t unit;
 	uint32_t io_align;
-	uint32_t resv0;
+	uint32_t zone_entries;
 	uint64_t dev;
 	uint64_t ino;
 	uint64_t format_time;
@@ -107,7 +117,7 @@ struct ssd_block_hdr_disk {
 	uint32_t region_seq;
 	uint32_t block_seq;
 	uint32_t flags;
-	uint64_t offset; /* this header's byte offset in the file */
+	uint64_t offset; /* the payload's byte offset in the file */
 	uint32_t payload_len;
 	uint32_t payload_crc;
 	uint8_t key[SSD_KEY_SIZE];
@@ -131,10 +141,10 @@ struct ssd_trailer_disk {
 	uint8_t file_id[16];
 	uint32_t region;
 	uint32_t region_seq;
-	uint32_t nr_blocks;
-	uint32_t summary_crc; /* CRC-32C of nr_blocks * SSD_HDR_SIZE bytes */
-	uint64_t summary_off; /* from the region's start */
-	uint64_t used_bytes;  /* end of the last block, from the region's start */
+	uint32_t nr_blocks;   /* header zone entries in use */
+	uint32_t summary_crc; /* CRC-32C of those entries, as they lie on disk */
+	uint64_t summary_off; /* the header zone's start, from the region's start */
+	uint64_t used_bytes;  /* end of the last payload, from the region's start */
 	uint32_t resv[5];
 	uint32_t crc;
 };
@@ -148,6 +158,9 @@ struct ssd_geom {
 	uint64_t region_bytes;
 	uint64_t data_off;
 	uint32_t nr_regions;
+	uint32_t zone_entries;	/* header entries per region */
+	uint64_t zone_bytes;	/* their units */
+	uint64_t payload_bytes; /* payload area of a region: before the zone */
 };
 
 struct ssd_super {
@@ -189,8 +202,9 @@ struct ssd_trailer {
 
 /*
  * Regions of @region_bytes (a multiple of SSD_UNIT, at least 4 units) in
- * a file of @file_bytes.  -EINVAL for a bad region size, -ENOSPC when not
- * even two regions fit (FIFO reuse needs one to fill while one drains).
+ * a file of @file_bytes, each with a header entry per 64 KiB (at least 8).
+ * -EINVAL for a bad region size, -ENOSPC when not even two regions fit
+ * (FIFO reuse needs one to fill while one drains).
  */
 int ssd_geom_init(uint64_t file_bytes, uint64_t region_bytes, struct ssd_geom *ret);
 
@@ -199,16 +213,34 @@ static inline uint64_t ssd_region_off(const struct ssd_geom *g, uint32_t region)
 	return g->data_off + (uint64_t)region * g->region_bytes;
 }
 
-/* Bytes a block of @payload_len takes in a region: header unit + payload. */
+/* Bytes a payload of @payload_len takes in a region: padded to a unit. */
 static inline uint64_t ssd_block_bytes(uint64_t payload_len)
 {
-	return SSD_UNIT + (payload_len + SSD_UNIT - 1) / SSD_UNIT * SSD_UNIT;
+	return (payload_len + SSD_UNIT - 1) / SSD_UNIT * SSD_UNIT;
 }
 
-/* Units the summary of @n blocks takes. */
-static inline uint64_t ssd_summary_bytes(uint32_t n)
+/* Offset of header entry @i from its region's start. */
+static inline uint64_t ssd_entry_off(const struct ssd_geom *g, uint32_t i)
 {
-	return ((uint64_t)n * SSD_HDR_SIZE + SSD_UNIT - 1) / SSD_UNIT * SSD_UNIT;
+	return g->region_bytes - SSD_UNIT - (uint64_t)(i + 1) * SSD_HDR_SIZE;
+}
+
+/* The unit holding entry @i, counted back from the trailer (0: next to it). */
+static inline uint32_t ssd_entry_unit(uint32_t i)
+{
+	return i / SSD_HDRS_PER_UNIT;
+}
+
+/* Offset of zone unit @u (ssd_entry_unit()) from its region's start. */
+static inline uint64_t ssd_zone_unit_off(const struct ssd_geom *g, uint32_t u)
+{
+	return g->region_bytes - SSD_UNIT - (uint64_t)(u + 1) * SSD_UNIT;
+}
+
+/* Bytes of the tail (entries 0..n-1 and the trailer), rounded to units. */
+static inline uint64_t ssd_tail_bytes(uint32_t n)
+{
+	return SSD_UNIT + ((uint64_t)n * SSD_HDR_SIZE + SSD_UNIT - 1) / SSD_UNIT * SSD_UNIT;
 }
 
 /* ---- serial numbers (RFC 1982) ---------------------------------------- */
@@ -239,12 +271,13 @@ int ssd_super_pick(const void *a, const void *b, struct ssd_super *ret);
 
 void ssd_block_hdr_encode(const struct ssd_block_hdr *h, void *buf);
 /*
- * Beyond the checks of every decoder: the header must belong to @file_id
- * and lie where @g puts a header (region in range, @expect_off if not 0,
- * payload inside its region).
+ * Beyond the checks of every decoder: the header must belong to @file_id,
+ * its region be in range and its payload inside that region's payload
+ * area, its entry inside the zone; and @expect_region / @expect_entry
+ * when not UINT32_MAX.
  */
 int ssd_block_hdr_decode(const void *buf, const uint8_t file_id[16], const struct ssd_geom *g,
-			 uint64_t expect_off, struct ssd_block_hdr *ret);
+			 uint32_t expect_region, uint32_t expect_entry, struct ssd_block_hdr *ret);
 
 void ssd_trailer_encode(const struct ssd_trailer *t, void *buf);
 int ssd_trailer_decode(const void *buf, const uint8_t file_id[16], const struct ssd_geom *g,

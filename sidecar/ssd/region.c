@@ -7,8 +7,7 @@
 
 uint64_t ssd_region_max_payload(const struct ssd_geom *g)
 {
-	/* One block: its header unit, one summary unit, the trailer unit. */
-	uint64_t max = g->region_bytes - 3 * SSD_UNIT;
+	uint64_t max = g->payload_bytes;
 
 	return max > UINT32_MAX ? UINT32_MAX / SSD_UNIT * SSD_UNIT : max;
 }
@@ -20,7 +19,7 @@ int ssd_region_place(struct ssd_region *r, const struct ssd_geom *g, uint32_t pa
 
 	if (payload_len == 0 || payload_len > ssd_region_max_payload(g))
 		return -E2BIG;
-	if (r->used + need + ssd_summary_bytes(r->nblocks + 1) + SSD_UNIT > g->region_bytes)
+	if (r->used + need > g->payload_bytes || r->nblocks >= g->zone_entries)
 		return -ENOSPC;
 	*ret_off = r->used;
 	*ret_block_seq = r->nblocks;
@@ -29,36 +28,56 @@ int ssd_region_place(struct ssd_region *r, const struct ssd_geom *g, uint32_t pa
 	return 0;
 }
 
-void ssd_region_open(struct ssd_region *r, uint32_t seq)
+int ssd_region_open(struct ssd_region *r, const struct ssd_geom *g, uint32_t seq)
 {
+	uint32_t units = ssd_zone_units(g);
+
+	if (!r->zone) {
+		if (posix_memalign((void **)&r->zone, SSD_UNIT, g->zone_bytes))
+			r->zone = NULL;
+		r->units = calloc(units, 1);
+		r->covered = calloc(units, sizeof(*r->covered));
+		if (!r->zone || !r->units || !r->covered) {
+			ssd_region_close(r);
+			return -ENOMEM;
+		}
+	}
+	memset(r->zone, 0, g->zone_bytes);
+	memset(r->units, 0, units);
+	memset(r->covered, 0, units * sizeof(*r->covered));
 	r->seq = seq;
 	r->state = SSD_R_OPEN;
 	r->abandoned = false;
 	r->nblocks = 0;
 	r->used = 0;
 	r->inflight = 0;
-	r->nsummary = 0;
 	r->entries = SSD_NO_ENTRY;
+	return 0;
 }
 
-int ssd_region_add_summary(struct ssd_region *r, const struct ssd_geom *g, const void *hdr)
+void ssd_region_close(struct ssd_region *r)
 {
-	if (r->nsummary >= r->nblocks)
-		return -ENOSPC;
-	if (r->nsummary == r->summary_cap) {
-		uint32_t cap = r->summary_cap ? r->summary_cap * 2 : 64;
-		uint8_t *p;
+	free(r->zone);
+	free(r->units);
+	free(r->covered);
+	r->zone = NULL;
+	r->units = NULL;
+	r->covered = NULL;
+}
 
-		if (cap > g->region_bytes / (2 * SSD_UNIT) + 1)
-			cap = (uint32_t)(g->region_bytes / (2 * SSD_UNIT) + 1);
-		p = realloc(r->summary, (size_t)cap * SSD_HDR_SIZE);
-		if (!p)
-			return -ENOMEM;
-		r->summary = p;
-		r->summary_cap = cap;
-	}
-	memcpy(r->summary + (size_t)r->nsummary * SSD_HDR_SIZE, hdr, SSD_HDR_SIZE);
-	r->nsummary++;
+int ssd_region_set_entry(struct ssd_region *r, const struct ssd_geom *g, uint32_t i,
+			 const void *hdr)
+{
+	uint8_t *p;
+
+	if (!r->zone || i >= g->zone_entries)
+		return -ERANGE;
+	p = r->zone + g->zone_bytes - (uint64_t)(i + 1) * SSD_HDR_SIZE;
+	if (hdr)
+		memcpy(p, hdr, SSD_HDR_SIZE);
+	else
+		memset(p, 0, SSD_HDR_SIZE);
+	r->units[ssd_entry_unit(i)] |= SSD_UNIT_DIRTY;
 	return 0;
 }
 

@@ -10,9 +10,12 @@
  * the drive sees sequential writes.  Each opening takes the next region
  * sequence number (u32, serial arithmetic: format.h).
  *
- * Inside a region blocks are placed back to back from its start; a block
- * fits only if the summary (grown by its header) and the trailer still
- * fit behind it, so sealing a full region never needs more space.
+ * Inside a region payloads are placed back to back from its start, up to
+ * the header zone; a block fits if its payload does and a zone entry is
+ * left.  The zone's image is kept in memory while the region is open, and
+ * its units are written as entries are added: at most one write of a unit
+ * at a time (a second one could land first and lose an entry), a unit
+ * changed meanwhile is written again after it.
  */
 #ifndef KVS_SSD_REGION_H
 #define KVS_SSD_REGION_H
@@ -31,18 +34,21 @@ enum ssd_region_state {
 
 #define SSD_NO_ENTRY UINT32_MAX
 
+#define SSD_UNIT_DIRTY	  0x1u /* changed since its last write was started */
+#define SSD_UNIT_INFLIGHT 0x2u /* a write of it is in flight */
+
 struct ssd_region {
 	uint32_t seq;
 	uint8_t state;
-	bool abandoned;	   /* an error: closed without a trailer */
-	uint32_t nblocks;  /* placed this cycle: the next block_seq */
-	uint64_t used;	   /* bytes placed from the region's start */
-	uint32_t inflight; /* writes placed and not completed */
+	bool abandoned;	   /* an error: no more blocks go in */
+	uint32_t nblocks;  /* placed this cycle: the next entry (block_seq) */
+	uint64_t used;	   /* payload bytes placed from the region's start */
+	uint32_t inflight; /* block, zone unit and trailer writes not completed */
 	uint32_t reads;	   /* reads in flight: the region may not be reused */
-	uint32_t nsummary; /* completed blocks in summary */
-	uint32_t summary_cap;
-	uint8_t *summary; /* their headers, SSD_HDR_SIZE each (encoded) */
-	uint32_t entries; /* first index entry of this region (index.h list) */
+	uint8_t *zone;	   /* image of the header zone while open (aligned), or NULL */
+	uint8_t *units;	   /* per zone unit: SSD_UNIT_* */
+	uint32_t *covered; /* per zone unit: entries below this are in its write in flight */
+	uint32_t entries;  /* first index entry of this region (index.h list) */
 };
 
 /* The region after @i in FIFO order. */
@@ -63,14 +69,32 @@ int ssd_region_place(struct ssd_region *r, const struct ssd_geom *g, uint32_t pa
 /* Largest payload a region can hold. */
 uint64_t ssd_region_max_payload(const struct ssd_geom *g);
 
-/* Reset @r for a new cycle under @seq (its summary buffer is kept). */
-void ssd_region_open(struct ssd_region *r, uint32_t seq);
+/* Reset @r for a new cycle under @seq, with a zeroed zone image: -ENOMEM. */
+int ssd_region_open(struct ssd_region *r, const struct ssd_geom *g, uint32_t seq);
+
+/* Drop the zone image (the region is sealed: nothing more is written). */
+void ssd_region_close(struct ssd_region *r);
 
 /*
- * Append a completed block's encoded header to @r's summary.  -ENOMEM;
- * -ENOSPC past what ssd_region_place() reserved (a bug).
+ * Put entry @i (an encoded header, or NULL to clear it) into the zone
+ * image and mark its unit dirty.  -ERANGE past the zone or without an
+ * image.
  */
-int ssd_region_add_summary(struct ssd_region *r, const struct ssd_geom *g, const void *hdr);
+int ssd_region_set_entry(struct ssd_region *r, const struct ssd_geom *g, uint32_t i,
+			 const void *hdr);
+
+/* The image of zone unit @u (SSD_UNIT bytes). */
+static inline const uint8_t *ssd_region_unit(const struct ssd_region *r, const struct ssd_geom *g,
+					     uint32_t u)
+{
+	return r->zone + g->zone_bytes - (uint64_t)(u + 1) * SSD_UNIT;
+}
+
+/* Units of the zone. */
+static inline uint32_t ssd_zone_units(const struct ssd_geom *g)
+{
+	return (uint32_t)(g->zone_bytes / SSD_UNIT);
+}
 
 /*
  * Recovery: of the regions with @valid[i], the newest by serial order of

@@ -105,9 +105,9 @@ struct rreq {
 	uint64_t t0;
 };
 
-enum iop_kind { IOP_WAKE, IOP_WRITE, IOP_READ, IOP_RECOV, IOP_SEAL, IOP_PROBE };
+enum iop_kind { IOP_WAKE, IOP_WRITE, IOP_READ, IOP_RECOV, IOP_SEAL, IOP_PROBE, IOP_ZONE };
 
-enum recov_phase { RP_PROBE, RP_SUMMARY, RP_CHAIN };
+enum recov_phase { RP_PROBE, RP_SUMMARY };
 
 #define IOP_MAX_SQES 3
 
@@ -122,10 +122,14 @@ struct iop {
 	uint16_t bounce_idx;
 	struct iop *next_free;
 	enum ssd_fault fault;
-	/* write */
+	/* write; zone unit */
 	struct wreq *w;
 	uint32_t region;
-	uint64_t off;
+	uint64_t off; /* the payload's */
+	uint32_t entry, unit;
+	bool payload_done, hdr_done;
+	int hdr_err;
+	struct iop *next_wait; /* in the drive's list of writes waiting for their header */
 	uint8_t hdr[SSD_HDR_SIZE];
 	uint32_t crc;
 	uint8_t *tmp;
@@ -180,7 +184,10 @@ struct drive {
 	struct fixed_map fixed[MAX_FIXED];
 	unsigned nr_fixed_maps;
 	struct ssd_region *regions;
-	uint32_t cur; /* open region, or SSD_NO_ENTRY */
+	uint32_t zreg[8]; /* regions with a zone image: open or sealing */
+	unsigned nzreg;
+	struct iop *hwait; /* writes waiting for their header zone unit */
+	uint32_t cur;	   /* open region, or SSD_NO_ENTRY */
 	uint32_t next_open;
 	uint32_t next_seq;
 	struct rreq *rq_head, *rq_tail; /* reads taken from the queue, not started */
@@ -580,8 +587,18 @@ static int open_drive(struct ssd *ssd, struct drive *d, char *err, size_t errlen
 			snprintf(err, errlen, "%s: cannot open: %s", d->path, strerror(-r));
 		return r;
 	}
-	if (flock(d->fd, LOCK_EX | LOCK_NB) < 0) {
+	/*
+	 * A process that just died may still hold the lock for a moment: its
+	 * ring's registered file is released by the kernel after the exit.
+	 */
+	for (unsigned tries = 0; flock(d->fd, LOCK_EX | LOCK_NB) < 0; tries++) {
+		struct timespec ts = { 0, 10 * 1000000 };
+
 		r = -errno;
+		if (r == -EWOULDBLOCK && tries < 300) {
+			nanosleep(&ts, NULL);
+			continue;
+		}
 		snprintf(err, errlen, "%s: in use by another process (%s)", d->path, strerror(-r));
 		return r == -EWOULDBLOCK ? -EBUSY : r;
 	}
@@ -848,127 +865,96 @@ static int recov_read(struct drive *d, struct iop *op, uint64_t off, size_t len)
 	ADD(&d->st.recovery_bytes_read, len);
 	op->err = 0;
 	op->short_io = false;
+	op->main_len = (uint32_t)len;
 	return prep_io(d, op, false, op->rbuf, (uint32_t)len, off, (uint32_t)len);
 }
 
-static uint32_t tail_len(const struct drive *d)
+static bool all_zero(const uint8_t *p, size_t n)
 {
-	return (uint32_t)MIN_U64(RECOV_TAIL, d->geom.region_bytes - SSD_UNIT);
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
 }
 
-/* Walk on from op->roff; false when the chain ended (the op is done). */
-static bool chain_next(struct drive *d, struct iop *op)
+/* Read the last @len bytes of the op's region (its trailer and entries). */
+static int recov_read_tail(struct drive *d, struct iop *op, uint64_t len)
 {
 	uint64_t rend = ssd_region_off(&d->geom, op->region) + d->geom.region_bytes;
 
-	if (op->roff + 2 * SSD_UNIT + SSD_UNIT > rend)
-		return false;
-	op->phase = RP_CHAIN;
-	return recov_read(d, op, op->roff, SSD_UNIT) == 0;
+	return recov_read(d, op, rend - len, len);
 }
 
-static bool chain_start(struct drive *d, struct iop *op, const struct ssd_block_hdr *h0)
+static uint64_t probe_len(const struct drive *d)
 {
-	recover_block(d, op->region, h0);
-	op->rseq = h0->region_seq;
-	op->next_block = 1;
-	op->roff = h0->offset + ssd_block_bytes(h0->payload_len);
-	return chain_next(d, op);
+	return MIN_U64(RECOV_TAIL, SSD_UNIT + d->geom.zone_bytes);
 }
 
-/* The summary of a sealed region is in @sum: index it.  False if it does not check out. */
-static bool use_summary(struct drive *d, uint32_t region, const struct ssd_trailer *t,
-			const uint8_t *sum)
+/*
+ * The tail of a region is in op->rbuf (op->main_len bytes ending at the
+ * region's end): index its entries.  Sealed (a trailer of the entries'
+ * cycle): entries 0..n-1; open when the process died: every entry of the
+ * cycle of entry 0.  Each entry is checked on its own (CRC, file, region,
+ * entry number, sequence, bounds), so a garbled entry costs that block
+ * only.  Returns true when a longer tail must be read first.
+ */
+static bool scan_tail(struct drive *d, struct iop *op)
 {
+	uint32_t region = op->region;
+	const uint8_t *end = op->rbuf + op->main_len - SSD_UNIT; /* the trailer's start */
+	uint32_t avail = (op->main_len - SSD_UNIT) / SSD_HDR_SIZE;
 	uint64_t rstart = ssd_region_off(&d->geom, region);
+	struct ssd_block_hdr h0, h;
+	struct ssd_trailer t;
+	bool have0, sealed;
+	uint32_t seq, n;
+	uint64_t used;
 
-	if (crc32c(0, sum, (size_t)t->nr_blocks * SSD_HDR_SIZE) != t->summary_crc)
-		return false;
-	for (uint32_t j = 0; j < t->nr_blocks; j++) {
-		struct ssd_block_hdr h;
+	have0 = avail && ssd_block_hdr_decode(end - SSD_HDR_SIZE, d->sb.file_id, &d->geom, region,
+					      0, &h0) == 0;
+	sealed = ssd_trailer_decode(end, d->sb.file_id, &d->geom, region, &t) == 0 &&
+		 (!have0 || t.region_seq == h0.region_seq);
+	if (!sealed && !have0)
+		return false; /* empty, or its first block never completed */
+	seq = sealed ? t.region_seq : h0.region_seq;
+	n = sealed ? t.nr_blocks : d->geom.zone_entries;
+	used = sealed ? t.used_bytes : d->geom.payload_bytes;
+	if (n > avail && op->main_len < ssd_tail_bytes(n)) {
+		op->phase = RP_SUMMARY;
+		return recov_read_tail(d, op, ssd_tail_bytes(n)) == 0;
+	}
+	if (n > avail)
+		n = avail;
+	region_found(d, region, seq);
+	if (sealed &&
+	    crc32c(0, end - (size_t)n * SSD_HDR_SIZE, (size_t)n * SSD_HDR_SIZE) != t.summary_crc)
+		ADD(&d->st.recovery_bad, 1); /* some entry changed: each is checked below */
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *e = end - (size_t)(i + 1) * SSD_HDR_SIZE;
 
-		if (ssd_block_hdr_decode(sum + (size_t)j * SSD_HDR_SIZE, d->sb.file_id, &d->geom, 0,
-					 &h) < 0 ||
-		    h.region != region || h.region_seq != t->region_seq ||
-		    h.offset + ssd_block_bytes(h.payload_len) > rstart + t->used_bytes) {
-			ADD(&d->st.recovery_bad, 1);
+		if (ssd_block_hdr_decode(e, d->sb.file_id, &d->geom, region, i, &h) < 0 ||
+		    h.region_seq != seq ||
+		    h.offset + ssd_block_bytes(h.payload_len) > rstart + used) {
+			/* Sealed: a hole (a failed write) or damage.  Open: mostly not written. */
+			if (sealed && !all_zero(e, SSD_HDR_SIZE))
+				ADD(&d->st.recovery_bad, 1);
 			continue;
 		}
 		recover_block(d, region, &h);
 	}
-	return true;
+	return false;
 }
 
 /* A recovery read completed; returns true when the op has more to read. */
 static bool recov_done(struct drive *d, struct iop *op)
 {
-	uint32_t region = op->region;
-	uint64_t rstart = ssd_region_off(&d->geom, region);
-	struct ssd_block_hdr h;
-	struct ssd_trailer t;
-
 	if (op->err || op->short_io) {
 		/* An unreadable region is left out: its blocks are misses. */
 		ADD(&d->st.recovery_bad, 1);
 		note_error(d, op->err ? op->err : -EIO);
 		return false;
 	}
-	switch (op->phase) {
-	case RP_PROBE: {
-		uint32_t tl = tail_len(d);
-		const uint8_t *tail = op->rbuf + SSD_UNIT;
-
-		if (ssd_block_hdr_decode(op->rbuf, d->sb.file_id, &d->geom, rstart, &h) < 0 ||
-		    h.region != region)
-			return false; /* empty (or never completed its first block) */
-		region_found(d, region, h.region_seq);
-		if (ssd_trailer_decode(tail + tl - SSD_UNIT, d->sb.file_id, &d->geom, region, &t) ==
-			    0 &&
-		    t.region_seq == h.region_seq) {
-			uint64_t tail_start = d->geom.region_bytes - tl;
-
-			if (t.summary_off >= tail_start) {
-				if (use_summary(d, region, &t, tail + (t.summary_off - tail_start)))
-					return false;
-			} else {
-				/* Keep the header for a fallback; read the whole summary. */
-				memcpy(op->hdr, op->rbuf, SSD_HDR_SIZE);
-				op->rseq = t.region_seq;
-				op->phase = RP_SUMMARY;
-				op->next_block = t.nr_blocks;
-				op->roff = t.used_bytes;
-				op->main_len = (uint32_t)t.summary_off;
-				op->crc = t.summary_crc;
-				if (recov_read(d, op, rstart + t.summary_off,
-					       ssd_summary_bytes(t.nr_blocks)) == 0)
-					return true;
-			}
-		}
-		/* No trailer of this cycle: the region was open when the process died. */
-		return chain_start(d, op, &h);
-	}
-	case RP_SUMMARY:
-		t.region = region;
-		t.region_seq = op->rseq;
-		t.nr_blocks = op->next_block;
-		t.used_bytes = op->roff;
-		t.summary_off = op->main_len;
-		t.summary_crc = op->crc;
-		if (use_summary(d, region, &t, op->rbuf))
-			return false;
-		if (ssd_block_hdr_decode(op->hdr, d->sb.file_id, &d->geom, rstart, &h) < 0)
-			return false;
-		return chain_start(d, op, &h);
-	case RP_CHAIN:
-		if (ssd_block_hdr_decode(op->rbuf, d->sb.file_id, &d->geom, op->roff, &h) < 0 ||
-		    h.region != region || h.region_seq != op->rseq || h.block_seq != op->next_block)
-			return false; /* the end of what was written in this cycle */
-		recover_block(d, region, &h);
-		op->next_block++;
-		op->roff = h.offset + ssd_block_bytes(h.payload_len);
-		return chain_next(d, op);
-	}
-	return false;
+	return scan_tail(d, op);
 }
 
 static void recovery_finish(struct drive *d)
@@ -1005,27 +991,15 @@ static void recovery_pump(struct drive *d)
 {
 	while (d->recov_cursor < d->geom.nr_regions && d->recov_inflight < d->depth) {
 		struct iop *op = iop_get(d, IOP_RECOV);
-		uint64_t rstart;
 
 		if (!op)
 			break;
 		op->region = d->recov_cursor++;
 		op->phase = RP_PROBE;
-		rstart = ssd_region_off(&d->geom, op->region);
-		if (op->rcap < SSD_UNIT + RECOV_TAIL) {
-			free(op->rbuf);
-			op->rcap = 0;
-			if (posix_memalign((void **)&op->rbuf, SSD_UNIT, SSD_UNIT + RECOV_TAIL)) {
-				op->rbuf = NULL;
-				iop_put(d, op);
-				break;
-			}
-			op->rcap = SSD_UNIT + RECOV_TAIL;
+		if (recov_read_tail(d, op, probe_len(d)) < 0) {
+			iop_put(d, op);
+			break;
 		}
-		ADD(&d->st.recovery_bytes_read, SSD_UNIT + tail_len(d));
-		prep_io(d, op, false, op->rbuf, SSD_UNIT, rstart, SSD_UNIT);
-		prep_io(d, op, false, op->rbuf + SSD_UNIT, tail_len(d),
-			rstart + d->geom.region_bytes - tail_len(d), tail_len(d));
 		d->recov_inflight++;
 	}
 	if (d->recov_cursor == d->geom.nr_regions && d->recov_inflight == 0 &&
@@ -1033,7 +1007,22 @@ static void recovery_pump(struct drive *d)
 		recovery_finish(d);
 }
 
-/* ---- sealing (drive thread) -------------------------------------------- */
+/* ---- header zones and sealing (drive thread) ----------------------------- */
+
+/* Regions with a zone image (open or sealing): a few, so loops over them are cheap. */
+static void zreg_add(struct drive *d, uint32_t region)
+{
+	d->zreg[d->nzreg++] = region;
+}
+
+static void zreg_del(struct drive *d, uint32_t region)
+{
+	for (unsigned i = 0; i < d->nzreg; i++)
+		if (d->zreg[i] == region) {
+			d->zreg[i] = d->zreg[--d->nzreg];
+			return;
+		}
+}
 
 static void seal_begin(struct drive *d, uint32_t region)
 {
@@ -1042,40 +1031,115 @@ static void seal_begin(struct drive *d, uint32_t region)
 		d->cur = SSD_NO_ENTRY;
 }
 
-static void seal_pump(struct drive *d)
+/*
+ * Write the dirty zone units of @region that have no write in flight.
+ * The unit is copied, so later entries change only the image; covered[]
+ * remembers which entries this write carries.
+ */
+static void zone_kick(struct drive *d, uint32_t region)
 {
-	for (uint32_t i = 0; i < d->geom.nr_regions; i++) {
-		struct ssd_region *r = &d->regions[i];
-		struct ssd_trailer t;
-		uint64_t sbytes;
+	struct ssd_region *r = &d->regions[region];
+	uint32_t last;
+
+	if (!r->zone || !r->nblocks)
+		return;
+	last = ssd_entry_unit(r->nblocks - 1);
+	for (uint32_t u = 0; u <= last; u++) {
 		struct iop *op;
 
-		/* inflight: block writes not completed, or the seal's own write. */
-		if (r->state != SSD_R_SEALING || r->inflight)
+		if ((r->units[u] & (SSD_UNIT_DIRTY | SSD_UNIT_INFLIGHT)) != SSD_UNIT_DIRTY)
+			continue;
+		op = iop_get(d, IOP_ZONE);
+		if (!op)
+			return; /* again after a completion */
+		memcpy(op->bounce, ssd_region_unit(r, &d->geom, u), SSD_UNIT);
+		op->region = region;
+		op->unit = u;
+		r->units[u] = SSD_UNIT_INFLIGHT;
+		r->covered[u] = r->nblocks;
+		r->inflight++;
+		prep_io(d, op, true, op->bounce, SSD_UNIT,
+			ssd_region_off(&d->geom, region) + ssd_zone_unit_off(&d->geom, u),
+			SSD_UNIT);
+	}
+}
+
+static void write_finish(struct drive *d, struct iop *op);
+
+static void zone_done(struct drive *d, struct iop *zop)
+{
+	struct ssd_region *r = &d->regions[zop->region];
+	uint32_t u = zop->unit, lo = u * SSD_HDRS_PER_UNIT, hi = r->covered[u];
+	int err = zop->err ? zop->err : zop->short_io ? -EIO : 0;
+	struct iop **link = &d->hwait;
+
+	r->units[u] &= (uint8_t)~SSD_UNIT_INFLIGHT;
+	r->inflight--;
+	if (err) {
+		ADD(&d->st.write_errors, 1);
+		dlog_rl(d, LOG_WARNING, err, "region %u: header zone not written; region closed",
+			zop->region);
+		if (!r->abandoned) {
+			r->abandoned = true;
+			ADD(&d->st.regions_abandoned, 1);
+		}
+		if (r->state == SSD_R_OPEN)
+			seal_begin(d, zop->region);
+		note_error(d, err);
+	}
+	/* The writes whose entries this one carried have their headers on disk. */
+	while (*link) {
+		struct iop *w = *link;
+
+		if (w->region == zop->region && w->entry >= lo && w->entry < hi &&
+		    w->entry < lo + SSD_HDRS_PER_UNIT) {
+			*link = w->next_wait;
+			w->hdr_done = true;
+			if (err && !w->hdr_err)
+				w->hdr_err = err;
+			if (w->payload_done) {
+				write_finish(d, w);
+				iop_put(d, w);
+			}
+			continue;
+		}
+		link = &w->next_wait;
+	}
+}
+
+static void seal_pump(struct drive *d)
+{
+	for (unsigned k = 0; k < d->nzreg; k++) {
+		uint32_t i = d->zreg[k];
+		struct ssd_region *r = &d->regions[i];
+		uint64_t n = r->nblocks;
+		struct ssd_trailer t;
+		struct iop *op;
+
+		if (r->state != SSD_R_SEALING)
+			continue;
+		/* Entries cleared by failed writes are rewritten before the trailer. */
+		zone_kick(d, i);
+		/* inflight: block and zone writes not completed, or the trailer's own write. */
+		if (r->inflight)
 			continue;
 		op = iop_get(d, IOP_SEAL);
 		if (!op)
 			return;
-		sbytes = ssd_summary_bytes(r->nsummary);
-		if (posix_memalign((void **)&op->tmp, SSD_UNIT, sbytes + SSD_UNIT)) {
-			op->tmp = NULL;
-			iop_put(d, op);
-			return;
-		}
-		memset(op->tmp, 0, sbytes + SSD_UNIT);
-		memcpy(op->tmp, r->summary, (size_t)r->nsummary * SSD_HDR_SIZE);
+		memset(op->bounce, 0, SSD_UNIT);
 		memcpy(t.file_id, d->sb.file_id, 16);
 		t.region = i;
 		t.region_seq = r->seq;
-		t.nr_blocks = r->nsummary;
-		t.summary_crc = crc32c(0, op->tmp, (size_t)r->nsummary * SSD_HDR_SIZE);
-		t.summary_off = d->geom.region_bytes - SSD_UNIT - sbytes;
+		t.nr_blocks = (uint32_t)n;
+		t.summary_crc = crc32c(0, r->zone + d->geom.zone_bytes - n * SSD_HDR_SIZE,
+				       n * SSD_HDR_SIZE);
+		t.summary_off = d->geom.payload_bytes;
 		t.used_bytes = r->used;
-		ssd_trailer_encode(&t, op->tmp + sbytes);
+		ssd_trailer_encode(&t, op->bounce);
 		op->region = i;
-		r->inflight = 1; /* the seal write: nothing reuses the region meanwhile */
-		prep_io(d, op, true, op->tmp, (uint32_t)(sbytes + SSD_UNIT),
-			ssd_region_off(&d->geom, i) + t.summary_off, (uint32_t)(sbytes + SSD_UNIT));
+		r->inflight = 1; /* the trailer write: nothing reuses the region meanwhile */
+		prep_io(d, op, true, op->bounce, SSD_UNIT,
+			ssd_region_off(&d->geom, i) + d->geom.region_bytes - SSD_UNIT, SSD_UNIT);
 	}
 }
 
@@ -1085,10 +1149,12 @@ static void seal_done(struct drive *d, struct iop *op)
 
 	r->inflight = 0;
 	r->state = SSD_R_SEALED;
+	ssd_region_close(r);
+	zreg_del(d, op->region);
 	if (op->err || op->short_io) {
-		/* Its blocks stay valid; after a crash the region is walked instead. */
+		/* Its blocks stay valid; after a restart its entries are read one by one. */
 		ADD(&d->st.write_errors, 1);
-		dlog_rl(d, LOG_WARNING, op->err ? op->err : -EIO, "region %u: summary not written",
+		dlog_rl(d, LOG_WARNING, op->err ? op->err : -EIO, "region %u: trailer not written",
 			op->region);
 		note_error(d, op->err ? op->err : -EIO);
 	}
@@ -1162,7 +1228,7 @@ static void write_finish(struct drive *d, struct iop *op)
 	struct ssd *ssd = d->ssd;
 	struct ssd_region *r = &d->regions[op->region];
 	struct wreq *w = op->w;
-	bool ok = !op->err && !op->short_io;
+	bool ok = !op->err && !op->short_io && !op->hdr_err;
 	int res = 0;
 
 	if (ok) {
@@ -1176,17 +1242,19 @@ static void write_finish(struct drive *d, struct iop *op)
 			.crc = op->crc,
 		};
 
+		/* Payload and header both on disk at full length: visible from here. */
 		ssd_index_commit(&ssd->idx, w->ent, r, &loc);
-		ssd_region_add_summary(r, &d->geom, op->hdr);
 		ADD(&d->st.writes, 1);
 		ADD(&d->st.bytes_written, w->len);
 	} else {
-		res = op->err ? op->err : -EIO;
+		res = op->err ? op->err : op->hdr_err ? op->hdr_err : -EIO;
 		ssd_index_abort(&ssd->idx, w->ent);
 		ADD(&d->st.write_errors, 1);
 		dlog_rl(d, LOG_WARNING, res, "region %u: %s write; block abandoned, region closed",
-			op->region, op->err ? "failed" : "short");
-		/* Nothing more goes into a region with a hole: seal it with what completed. */
+			op->region, op->err || op->hdr_err ? "failed" : "short");
+		/* Its entry is cleared (rewritten before the trailer); nothing more goes in. */
+		if (op->entry != UINT32_MAX)
+			ssd_region_set_entry(r, &d->geom, op->entry, NULL);
 		if (!r->abandoned) {
 			r->abandoned = true;
 			ADD(&d->st.regions_abandoned, 1);
@@ -1209,16 +1277,22 @@ static bool open_next_region(struct drive *d)
 {
 	struct ssd_region *r = &d->regions[d->next_open];
 
-	if (r->state == SSD_R_OPEN || r->state == SSD_R_SEALING || r->reads)
+	if (r->state == SSD_R_OPEN || r->state == SSD_R_SEALING || r->reads ||
+	    d->nzreg == sizeof(d->zreg) / sizeof(d->zreg[0]))
 		return false;
 	if (r->state == SSD_R_SEALED) {
+		/* The old cycle's blocks leave the index before anything overwrites them. */
 		uint32_t n = ssd_index_drop_region(&d->ssd->idx, r);
 
+		r->state = SSD_R_EMPTY;
 		ADD(&d->st.regions_reclaimed, 1);
 		ADD(&d->st.blocks_evicted, n);
 	}
-	ssd_region_open(r, d->next_seq++);
+	if (ssd_region_open(r, &d->geom, d->next_seq) < 0)
+		return false;
+	d->next_seq++;
 	d->cur = d->next_open;
+	zreg_add(d, d->cur);
 	d->next_open = ssd_ring_next(&d->geom, d->next_open);
 	return true;
 }
@@ -1237,23 +1311,10 @@ static void start_write(struct drive *d, struct wreq *w, uint64_t roff, uint32_t
 	op->w = w;
 	op->region = d->cur;
 	op->off = ssd_region_off(&d->geom, d->cur) + roff;
+	op->entry = UINT32_MAX;
+	op->payload_done = op->hdr_done = false;
+	op->hdr_err = 0;
 	op->crc = crc32c(0, w->buf, w->len);
-	memset(&h, 0, sizeof(h));
-	memcpy(h.file_id, d->sb.file_id, 16);
-	h.region = d->cur;
-	h.region_seq = r->seq;
-	h.block_seq = bseq;
-	h.offset = op->off;
-	h.payload_len = w->len;
-	h.payload_crc = op->crc;
-	memcpy(h.key, w->key, SSD_KEY_SIZE);
-	h.shard = w->shard;
-	h.ns_len = ident ? ns_len : 0;
-	if (ident)
-		memcpy(h.ns, ident, ns_len);
-	memset(op->bounce, 0, SSD_UNIT);
-	ssd_block_hdr_encode(&h, op->bounce);
-	memcpy(op->hdr, op->bounce, SSD_HDR_SIZE);
 	r->inflight++;
 	d->inflight_blocks++;
 	STORE(&d->st.inflight, d->inflight_blocks);
@@ -1265,7 +1326,24 @@ static void start_write(struct drive *d, struct wreq *w, uint64_t roff, uint32_t
 		iop_put(d, op);
 		return;
 	}
-	prep_io(d, op, true, op->bounce, SSD_UNIT, op->off, SSD_UNIT);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.file_id, d->sb.file_id, 16);
+	h.region = d->cur;
+	h.region_seq = r->seq;
+	h.block_seq = bseq;
+	h.offset = op->off;
+	h.payload_len = w->len;
+	h.payload_crc = op->crc;
+	memcpy(h.key, w->key, SSD_KEY_SIZE);
+	h.shard = w->shard;
+	h.ns_len = ns_len;
+	memcpy(h.ns, ident, ns_len);
+	ssd_block_hdr_encode(&h, op->hdr);
+	/* The header goes into the zone image; zone_kick() writes its unit. */
+	op->entry = bseq;
+	ssd_region_set_entry(r, &d->geom, bseq, op->hdr);
+	op->next_wait = d->hwait;
+	d->hwait = op;
 
 	main_len = w->len / d->io_align * d->io_align;
 	tail = w->len - main_len;
@@ -1285,7 +1363,7 @@ static void start_write(struct drive *d, struct wreq *w, uint64_t roff, uint32_t
 			tail = 0;
 		}
 	}
-	if (main_len) {
+	if (main_len && !op->err) {
 		plen = pexp = main_len;
 		if (op->fault == SSD_FAULT_SHORT || op->fault == SSD_FAULT_TEAR) {
 			plen = main_len / 2 / d->io_align * d->io_align;
@@ -1293,17 +1371,19 @@ static void start_write(struct drive *d, struct wreq *w, uint64_t roff, uint32_t
 				pexp = plen;
 		}
 		if (plen)
-			prep_io(d, op, true, (void *)src, plen, op->off + SSD_UNIT, pexp);
+			prep_io(d, op, true, (void *)src, plen, op->off, pexp);
 		else if (op->fault == SSD_FAULT_SHORT)
 			op->short_io = true;
 	}
-	if (tail) {
-		uint8_t *tb = op->bounce + SSD_UNIT;
+	if (tail && !op->err) {
+		uint8_t *tb = op->bounce;
 
 		memset(tb, 0, d->io_align);
 		memcpy(tb, src + main_len, tail);
-		prep_io(d, op, true, tb, d->io_align, op->off + SSD_UNIT + main_len, d->io_align);
+		prep_io(d, op, true, tb, d->io_align, op->off + main_len, d->io_align);
 	}
+	if (op->pending == 0)
+		op->payload_done = true; /* nothing submitted: waits for its header alone */
 }
 
 static bool rate_ok(struct drive *d, uint32_t len)
@@ -1449,8 +1529,7 @@ static void start_read(struct drive *d, struct rreq *rr)
 	r->reads++;
 	d->inflight_blocks++;
 	STORE(&d->st.inflight, d->inflight_blocks);
-	off = ssd_region_off(&d->geom, loc->region) + (uint64_t)loc->off_units * SSD_UNIT +
-	      SSD_UNIT;
+	off = ssd_region_off(&d->geom, loc->region) + (uint64_t)loc->off_units * SSD_UNIT;
 	op->fault = ssd_fault_next(d->ssd->faults, d->id, false);
 	if (op->fault == SSD_FAULT_EIO || op->fault == SSD_FAULT_ENODEV) {
 		op->err = op->fault == SSD_FAULT_EIO ? -EIO : -ENODEV;
@@ -1626,7 +1705,13 @@ static void complete(struct drive *d, struct io_uring_cqe *cqe)
 		arm_wake(d);
 		return;
 	case IOP_WRITE:
+		op->payload_done = true;
+		if (!op->hdr_done)
+			return; /* zone_done() finishes it */
 		write_finish(d, op);
+		break;
+	case IOP_ZONE:
+		zone_done(d, op);
 		break;
 	case IOP_READ:
 		read_finish(d, op);
@@ -1658,8 +1743,8 @@ static void complete(struct drive *d, struct io_uring_cqe *cqe)
 
 static bool any_sealing(const struct drive *d)
 {
-	for (uint32_t i = 0; i < d->geom.nr_regions; i++)
-		if (d->regions[i].state == SSD_R_SEALING)
+	for (unsigned k = 0; k < d->nzreg; k++)
+		if (d->regions[d->zreg[k]].state == SSD_R_SEALING)
 			return true;
 	return false;
 }
@@ -1738,6 +1823,9 @@ static void drive_loop(struct drive *d)
 			dispatch_reads(d);
 			if (drive_state(d) == SSD_DRIVE_ONLINE)
 				dispatch_writes(d);
+			/* The headers of what was just placed: one write per zone unit. */
+			for (unsigned k = 0; k < d->nzreg; k++)
+				zone_kick(d, d->zreg[k]);
 			seal_pump(d);
 			if (stop == 1 && close_step(d, now))
 				break;
@@ -1797,7 +1885,7 @@ static void drive_free(struct drive *d)
 		return;
 	if (d->regions) {
 		for (uint32_t i = 0; i < d->geom.nr_regions; i++)
-			free(d->regions[i].summary);
+			ssd_region_close(&d->regions[i]);
 		free(d->regions);
 	}
 	if (d->iops)
@@ -1818,8 +1906,11 @@ static void drive_free(struct drive *d)
 	}
 	if (d->efd >= 0)
 		close(d->efd);
-	if (d->fd >= 0)
+	if (d->fd >= 0) {
+		/* Now, not when the kernel drops the ring's reference to the file. */
+		flock(d->fd, LOCK_UN);
 		close(d->fd);
+	}
 	pthread_mutex_destroy(&d->qlock);
 	pthread_mutex_destroy(&d->log_lock);
 	free(d->path);
@@ -2208,7 +2299,7 @@ int ssd_read(struct ssd *ssd, const struct ssd_loc *loc, void *dst, size_t cap, 
 		return -EINVAL;
 	d = ssd->drives[loc->drive];
 	if (loc->region >= d->geom.nr_regions ||
-	    (uint64_t)loc->off_units * SSD_UNIT + ssd_block_bytes(loc->len) > d->geom.region_bytes)
+	    (uint64_t)loc->off_units * SSD_UNIT + ssd_block_bytes(loc->len) > d->geom.payload_bytes)
 		return -EINVAL;
 	if (!drive_serves(d))
 		return -ENODEV;

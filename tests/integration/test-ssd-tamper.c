@@ -3,10 +3,11 @@
  * Garbage written into the SSD tier's files with dd (from /dev/urandom,
  * conv=notrunc, while kvstash is stopped) is only ever a miss: a garbled
  * payload fails its CRC-32C on read and leaves the index; a garbled
- * header of a sealed region is not needed (its summary is), and with the
- * summary garbled too recovery walks the headers and stops at the bad
- * one; a garbled superblock copy is replaced by the other, both garbled
- * formats the drive; random garbage anywhere serves no wrong byte.
+ * header entry costs that block only; a garbled trailer leaves the region
+ * to be read as an open one (every entry of its cycle still found); with
+ * its first entry garbled too the region is empty; a garbled superblock
+ * copy is replaced by the other, both garbled formats the drive; random
+ * garbage anywhere serves no wrong byte.
  */
 #include <check.h>
 #include <errno.h>
@@ -67,9 +68,25 @@ static struct ssd_loc where(struct st *t, uint32_t ns, unsigned i)
 	return loc;
 }
 
-static uint64_t hdr_off(const struct ssd_loc *l)
+static uint64_t region_off(uint32_t region)
 {
-	return (1 * MiB) + (uint64_t)l->region * REGION + (uint64_t)l->off_units * 4096;
+	return (2 * MiB) + (uint64_t)region * REGION;
+}
+
+static uint64_t payload_off(const struct ssd_loc *l)
+{
+	return region_off(l->region) + (uint64_t)l->off_units * 4096;
+}
+
+/* Entry @i of @region: 512 bytes, (i + 1) * 512 before the trailer unit. */
+static uint64_t entry_off(uint32_t region, uint32_t i)
+{
+	return region_off(region) + REGION - 4096 - (uint64_t)(i + 1) * 512;
+}
+
+static uint64_t trailer_off(uint32_t region)
+{
+	return region_off(region) + REGION - 4096;
 }
 
 /* Every key: byte-exact or a miss (st_get fails the test on a wrong byte). */
@@ -98,7 +115,7 @@ START_TEST(test_payload_garbage)
 	reopen(&t, &ns);
 	l = where(&t, ns, 7);
 	st_close(&t);
-	dd_garbage(t.paths[0], hdr_off(&l) + 4096 + 4096, 4096); /* inside block 7's payload */
+	dd_garbage(t.paths[0], payload_off(&l) + 4096, 4096); /* inside block 7's payload */
 	reopen(&t, &ns);
 	ck_assert_int_eq(st_get(&t, ns, 7, len_of(7)), -EBADMSG);
 	st_key(7, key);
@@ -110,43 +127,62 @@ START_TEST(test_payload_garbage)
 }
 END_TEST
 
-START_TEST(test_header_and_summary_garbage)
+/* Keys of the region key 0 is in, in write order (= entry order), and that region. */
+static unsigned region_keys(struct st *t, uint32_t ns, unsigned *keys, uint32_t *ret_region)
+{
+	struct ssd_loc l0 = where(t, ns, 0);
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < N; i++) {
+		struct ssd_loc l = where(t, ns, i);
+
+		if (l.region == l0.region)
+			keys[n++] = i;
+	}
+	*ret_region = l0.region;
+	return n;
+}
+
+START_TEST(test_entry_garbage)
 {
 	struct st t = { 0 };
-	struct ssd_loc l0, l;
-	unsigned in_region = 0, bad_at = 0;
-	uint32_t ns;
+	unsigned keys[N], n;
+	uint32_t ns, region;
 
 	populate(&t);
 	reopen(&t, &ns);
-	l0 = where(&t, ns, 0);
-	/* The third block of block 0's region gets a garbage header. */
-	for (unsigned i = 0; i < N; i++) {
-		l = where(&t, ns, i);
-		if (l.region == l0.region && ++in_region == 3)
-			bad_at = i;
-	}
-	ck_assert_uint_gt(bad_at, 0);
-	l = where(&t, ns, bad_at);
+	n = region_keys(&t, ns, keys, &region);
+	ck_assert_uint_ge(n, 4);
 	st_close(&t);
-	dd_garbage(t.paths[0], hdr_off(&l), 4096);
-	/* The summary still knows the block and its payload is intact: served right. */
+	dd_garbage(t.paths[0], entry_off(region, 2), 512);
 	reopen(&t, &ns);
-	ck_assert_int_eq(st_get(&t, ns, bad_at, len_of(bad_at)), 0);
+	ck_assert_int_eq(st_get(&t, ns, keys[2], len_of(keys[2])), -ENOENT);
+	ck_assert_uint_eq(check_all(&t, ns), N - 1); /* that block only */
+	st_close(&t);
+}
+END_TEST
+
+START_TEST(test_trailer_garbage)
+{
+	struct st t = { 0 };
+	unsigned keys[N], n;
+	uint32_t ns, region;
+
+	populate(&t);
+	reopen(&t, &ns);
+	n = region_keys(&t, ns, keys, &region);
+	st_close(&t);
+	dd_garbage(t.paths[0], trailer_off(region), 4096);
+	/* Read like a region open at a crash: every entry of its cycle. */
+	reopen(&t, &ns);
 	ck_assert_uint_eq(check_all(&t, ns), N);
 	st_close(&t);
-	/* Now the region's tail (summary and trailer) too: headers are walked, up to the bad one. */
-	dd_garbage(t.paths[0], (1 * MiB) + (uint64_t)(l.region + 1) * REGION - 64 * 1024,
-		   64 * 1024);
+	/* Its first entry too: nothing says which cycle it is in, so it is empty. */
+	dd_garbage(t.paths[0], entry_off(region, 0), 512);
 	reopen(&t, &ns);
-	ck_assert_int_eq(st_get(&t, ns, bad_at, len_of(bad_at)), -ENOENT);
-	ck_assert_int_eq(st_get(&t, ns, 0, len_of(0)), 0); /* before it in the chain */
-	{
-		unsigned found = check_all(&t, ns);
-
-		ck_assert_uint_lt(found, N);
-		ck_assert_uint_ge(found, N - in_region + 2);
-	}
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(st_get(&t, ns, keys[i], len_of(keys[i])), -ENOENT);
+	ck_assert_uint_eq(check_all(&t, ns), N - n);
 	st_close(&t);
 }
 END_TEST
@@ -184,7 +220,7 @@ START_TEST(test_random_garbage)
 		uint64_t off;
 
 		seed = seed * 1103515245u + 12345u;
-		off = (1 * MiB + (uint64_t)(seed >> 4) % (10 * MiB)) / 512 * 512;
+		off = (2 * MiB + (uint64_t)(seed >> 4) % (10 * MiB)) / 512 * 512;
 		dd_garbage(t.paths[0], off, 512 * (1 + seed % 64));
 	}
 	reopen(&t, &ns);
@@ -208,7 +244,8 @@ int main(void)
 
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_payload_garbage);
-	tcase_add_test(tc, test_header_and_summary_garbage);
+	tcase_add_test(tc, test_entry_garbage);
+	tcase_add_test(tc, test_trailer_garbage);
 	tcase_add_test(tc, test_superblock_garbage);
 	tcase_add_test(tc, test_random_garbage);
 	suite_add_tcase(s, tc);

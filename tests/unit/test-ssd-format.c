@@ -67,13 +67,21 @@ START_TEST(test_geometry)
 {
 	struct ssd_geom g;
 
-	ck_assert_int_eq(geom.data_off, SSD_DATA_ALIGN);
-	ck_assert_uint_eq(geom.nr_regions, (64 - 1) / 4);
+	ck_assert_int_eq(geom.data_off, 2u << 20); /* regions on 2 MiB boundaries */
+	ck_assert_uint_eq(geom.nr_regions, (64 - 2) / 4);
+	ck_assert_uint_eq(geom.zone_entries, (4u << 20) / (64u << 10));
+	ck_assert_uint_eq(geom.zone_bytes, geom.zone_entries * SSD_HDR_SIZE);
+	ck_assert_uint_eq(geom.payload_bytes, geom.region_bytes - SSD_UNIT - geom.zone_bytes);
 	ck_assert_int_eq(ssd_geom_init(64ull << 20, 4097, &g), -EINVAL);
-	ck_assert_int_eq(ssd_geom_init(64ull << 20, 8192, &g), -EINVAL);	    /* < 4 units */
-	ck_assert_int_eq(ssd_geom_init((9ull << 20) - 1, 4ull << 20, &g), -ENOSPC); /* one region */
-	ck_assert_int_eq(ssd_geom_init(9ull << 20, 4ull << 20, &g), 0);
+	ck_assert_int_eq(ssd_geom_init(64ull << 20, 8192, &g), -EINVAL); /* < 4 units */
+	ck_assert_int_eq(ssd_geom_init((10ull << 20) - 1, 4ull << 20, &g),
+			 -ENOSPC); /* one region */
+	ck_assert_int_eq(ssd_geom_init(10ull << 20, 4ull << 20, &g), 0);
 	ck_assert_uint_eq(g.nr_regions, 2);
+	/* Small regions still get a unit of entries. */
+	ck_assert_int_eq(ssd_geom_init(64ull << 20, 16384, &g), 0);
+	ck_assert_uint_eq(g.zone_entries, SSD_HDRS_PER_UNIT);
+	ck_assert_uint_eq(g.payload_bytes, 8192);
 }
 END_TEST
 
@@ -205,8 +213,10 @@ START_TEST(test_hdr_round_trip)
 	struct ssd_block_hdr h = make_hdr(2, 8 * SSD_UNIT, 100000), out;
 
 	ssd_block_hdr_encode(&h, buf);
-	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, h.offset, &out), 0);
-	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, 0, &out), 0);
+	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, 2, 3, &out), 0);
+	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, UINT32_MAX, UINT32_MAX, &out), 0);
+	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, 1, 3, &out), -ERANGE);
+	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, 2, 4, &out), -ERANGE);
 	ck_assert_uint_eq(out.region, 2);
 	ck_assert_uint_eq(out.region_seq, 77);
 	ck_assert_uint_eq(out.block_seq, 3);
@@ -229,7 +239,8 @@ START_TEST(test_hdr_every_byte)
 	for (size_t i = 0; i < SSD_HDR_SIZE; i++) {
 		memcpy(bad, buf, sizeof(bad));
 		bad[i] ^= 0x80;
-		ck_assert_msg(ssd_block_hdr_decode(bad, fid, &geom, 0, &out) < 0,
+		ck_assert_msg(ssd_block_hdr_decode(bad, fid, &geom, UINT32_MAX, UINT32_MAX, &out) <
+				      0,
 			      "byte %zu flipped and accepted", i);
 	}
 }
@@ -243,24 +254,25 @@ START_TEST(test_hdr_bounds)
 
 	memcpy(other, fid, 16);
 	other[15] ^= 0xff;
-#define REFUSED(expr, off)                                                            \
-	do {                                                                          \
-		memset(buf, 0, sizeof(buf));                                          \
-		h = make_hdr(1, 0, 4096);                                             \
-		expr;                                                                 \
-		ssd_block_hdr_encode(&h, buf);                                        \
-		ck_assert_msg(ssd_block_hdr_decode(buf, fid, &geom, (off), &out) < 0, \
-			      "accepted: " #expr);                                    \
+#define REFUSED(expr, off)                                                                        \
+	do {                                                                                      \
+		memset(buf, 0, sizeof(buf));                                                      \
+		h = make_hdr(1, 0, 4096);                                                         \
+		expr;                                                                             \
+		ssd_block_hdr_encode(&h, buf);                                                    \
+		ck_assert_msg(ssd_block_hdr_decode(buf, fid, &geom, UINT32_MAX, (off), &out) < 0, \
+			      "accepted: " #expr);                                                \
 	} while (0)
-	REFUSED(h.region = geom.nr_regions, 0);
-	REFUSED(h.offset += 512, 0);			 /* not on a unit */
-	REFUSED(h.offset = ssd_region_off(&geom, 0), 0); /* not in its region */
-	REFUSED(h.payload_len = 0, 0);
-	REFUSED(h.payload_len = (uint32_t)geom.region_bytes, 0);  /* past the region */
-	REFUSED(h.offset += geom.region_bytes - 2 * SSD_UNIT, 0); /* no room for the trailer */
-	REFUSED(h.ns_len = 0, 0);
-	REFUSED(memcpy(h.file_id, other, 16), 0);	       /* another format */
-	REFUSED((void)0, ssd_region_off(&geom, 1) + SSD_UNIT); /* not where expected */
+	REFUSED(h.region = geom.nr_regions, UINT32_MAX);
+	REFUSED(h.offset += 512, UINT32_MAX);			  /* not on a unit */
+	REFUSED(h.offset = ssd_region_off(&geom, 0), UINT32_MAX); /* not in its region */
+	REFUSED(h.payload_len = 0, UINT32_MAX);
+	REFUSED(h.payload_len = (uint32_t)geom.region_bytes, UINT32_MAX); /* past the region */
+	REFUSED(h.offset += geom.payload_bytes, UINT32_MAX);		  /* over the header zone */
+	REFUSED(h.block_seq = geom.zone_entries, UINT32_MAX);		  /* no such entry */
+	REFUSED(h.ns_len = 0, UINT32_MAX);
+	REFUSED(memcpy(h.file_id, other, 16), UINT32_MAX); /* another format */
+	REFUSED((void)0, 4);				   /* another entry */
 #undef REFUSED
 	/* ns_len past the field: the encoder clamps it, the decoder checks the digest. */
 	memset(buf, 0, sizeof(buf));
@@ -269,7 +281,8 @@ START_TEST(test_hdr_bounds)
 	((struct ssd_block_hdr_disk *)buf)->ns_len = htole16(SSD_NS_MAX + 1);
 	((struct ssd_block_hdr_disk *)buf)->crc =
 		htole32(crc32c(0, buf, offsetof(struct ssd_block_hdr_disk, crc)));
-	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, 0, &out), -ERANGE);
+	ck_assert_int_eq(ssd_block_hdr_decode(buf, fid, &geom, UINT32_MAX, UINT32_MAX, &out),
+			 -ERANGE);
 }
 END_TEST
 
@@ -284,7 +297,7 @@ START_TEST(test_trailer)
 	t.region_seq = 99;
 	t.nr_blocks = 9;
 	t.summary_crc = 0x1234;
-	t.summary_off = geom.region_bytes - SSD_UNIT - ssd_summary_bytes(9);
+	t.summary_off = geom.payload_bytes;
 	t.used_bytes = 9 * 2 * SSD_UNIT;
 	ssd_trailer_encode(&t, buf);
 	ck_assert_int_eq(ssd_trailer_decode(buf, fid, &geom, 4, &out), 0);
@@ -299,14 +312,21 @@ START_TEST(test_trailer)
 		bad[i] ^= 0x04;
 		ck_assert_msg(ssd_trailer_decode(bad, fid, &geom, 4, &out) < 0, "byte %zu", i);
 	}
-	/* A summary that does not end at the trailer, blocks over the summary. */
+	/* A zone elsewhere, payloads over the zone, more entries than the zone has. */
 	t.summary_off -= SSD_UNIT;
 	ssd_trailer_encode(&t, buf);
 	ck_assert_int_eq(ssd_trailer_decode(buf, fid, &geom, 4, &out), -ERANGE);
 	t.summary_off += SSD_UNIT;
-	t.used_bytes = t.summary_off + SSD_UNIT;
+	t.used_bytes = geom.payload_bytes + SSD_UNIT;
 	ssd_trailer_encode(&t, buf);
 	ck_assert_int_eq(ssd_trailer_decode(buf, fid, &geom, 4, &out), -ERANGE);
+	t.used_bytes = geom.payload_bytes;
+	t.nr_blocks = geom.zone_entries + 1;
+	ssd_trailer_encode(&t, buf);
+	ck_assert_int_eq(ssd_trailer_decode(buf, fid, &geom, 4, &out), -ERANGE);
+	t.nr_blocks = geom.zone_entries;
+	ssd_trailer_encode(&t, buf);
+	ck_assert_int_eq(ssd_trailer_decode(buf, fid, &geom, 4, &out), 0);
 }
 END_TEST
 
