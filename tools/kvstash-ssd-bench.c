@@ -2,27 +2,37 @@
 /*
  * kvstash-ssd-bench: the SSD tier (sidecar/ssd/) against fio on the same
  * file in the same run, with the same block size and queue depth, both
- * through io_uring with O_DIRECT.
+ * through io_uring with O_DIRECT and registered buffers.
  *
- *   write      kvstash: blocks appended to the log (ssd_write, headers and
- *              checksums included); fio: rw=write
+ * The file's first half is the tier's drive, the second half fio's (fio
+ * writes would otherwise destroy the tier's blocks); the two halves lie
+ * on the same device.  Each test alternates kvstash and fio --rounds
+ * times for --seconds each and reports the medians, so that load from
+ * other processes hits both alike.
+ *
+ *   write      kvstash: blocks appended to the log (ssd_write: checksum,
+ *              header entry, payload); fio: rw=write
  *   read       kvstash: random blocks read into registered memory and
  *              checked (ssd_read, CRC-32C); fio: rw=randread
  *   mix 70/30  kvstash: reads of random blocks and writes of new ones in a
  *              70:30 ratio of operations; fio: rw=randrw rwmixread=70
- *   recovery   the file filled to the end, then the index rebuilt from it
+ *   recovery   the tier's half filled to the end, then the index rebuilt
  *              after a clean stop and after an unclean one (no seal, no
  *              sync): the drive thread's scan time, extrapolated to 1 TB
  *              and 10 TB by the larger of the region and block ratios (an
  *              upper bound: per region it reads one tail, per block it
  *              checks and indexes a 512-byte entry)
  *
- * fio overwrites the file, so it runs after kvstash's own runs.
+ * kvstash keeps depth I/Os at the drive and as many again queued for it
+ * (as the daemon's evictions and QUERYs do), fio keeps depth in flight;
+ * latencies are from ssd_write()/ssd_read() to the callback, queueing
+ * included.
  *
- *   kvstash-ssd-bench --file PATH [--size 4G] [--bs 2M] [--depth 32]
- *                     [--region 64M] [--seconds 10] [--no-fio]
+ *   kvstash-ssd-bench --file PATH [--size 8G] [--bs 2M] [--depth 32]
+ *                     [--region 64M] [--seconds 5] [--rounds 3] [--no-fio]
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -38,7 +48,8 @@
 struct bench {
 	const char *file;
 	uint64_t size, bs, region;
-	unsigned depth, seconds;
+	unsigned depth, seconds, rounds;
+	uint64_t half; /* the tier's bytes: the first half of the file */
 	bool fio;
 	struct ssd *ssd;
 	struct ssd_config cfg;
@@ -121,7 +132,7 @@ static int open_tier(struct bench *b)
 	b->paths[0] = b->file;
 	b->cfg.paths = b->paths;
 	b->cfg.nr_paths = 1;
-	b->cfg.size = b->size;
+	b->cfg.size = b->half;
 	b->cfg.region_size = b->region;
 	b->cfg.queue_depth = b->depth;
 	b->cfg.write_queue = b->depth;
@@ -225,11 +236,19 @@ static int submit_read(struct bench *b, uint64_t *seed)
 	unsigned i;
 	int r;
 
+	uint64_t live = b->half / (b->bs + 4096) * 7 / 10; /* surely not reclaimed yet */
+
+	if (live > b->next_key)
+		live = b->next_key;
 	*seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-	key_of((*seed >> 17) % b->next_key, key);
+	key_of(b->next_key - 1 - (*seed >> 17) % live, key);
 	if (ssd_lookup(b->ssd, b->ns, key, 0, &loc) < 0)
 		return -ENOENT;
-	i = take_buf(b, b->depth);
+	/*
+	 * Up to depth more reads wait in the drive's queue, as a QUERY's
+	 * reads do: the drive never idles waiting for this thread.
+	 */
+	i = take_buf(b, b->depth * 2);
 	r = ssd_read(b->ssd, &loc, b->arena + (uint64_t)i * b->bs, b->bs, (void *)(uintptr_t)i);
 	if (r < 0)
 		give_back(b, i);
@@ -265,11 +284,9 @@ static struct result finish(struct bench *b, uint64_t t0)
 static struct result run_write(struct bench *b)
 {
 	uint64_t t0 = now_ns(), end = t0 + (uint64_t)b->seconds * 1000000000ull;
-	/* Stop before the log wraps: reads must find what was written. */
-	uint64_t max = b->size / (b->bs + 8192) * 8 / 10;
 
 	reset(b);
-	while (now_ns() < end && b->next_key < max)
+	while (now_ns() < end)
 		if (submit_write(b) < 0)
 			break;
 	return finish(b, t0);
@@ -301,19 +318,20 @@ static struct result run_mix(struct bench *b)
 }
 
 /* fio on the same file: terse v3, read bandwidth field 7, write field 48 (KiB/s). */
-static double run_fio(struct bench *b, const char *rw)
+static double run_fio(struct bench *b, const char *rw, unsigned seconds)
 {
 	char cmd[2048], line[65536];
 	double kib = 0;
 	FILE *p;
 
 	snprintf(cmd, sizeof(cmd),
-		 "fio --name=kvstash --filename='%s' --size=%" PRIu64
+		 "fio --name=kvstash --filename='%s' --offset=%" PRIu64 " --size=%" PRIu64
 		 " --ioengine=io_uring --direct=1 --bs=%" PRIu64
-		 " --iodepth=%u --rw=%s --rwmixread=70"
-		 " --runtime=%u --time_based --registerfiles=1 --fixedbufs=1 --randrepeat=0"
+		 " --iodepth=%u --rw=%s --rwmixread=70 %s%u"
+		 " --registerfiles=1 --fixedbufs=1 --randrepeat=0"
 		 " --output-format=terse --terse-version=3 2>/dev/null",
-		 b->file, b->size / b->bs * b->bs, b->bs, b->depth, rw, b->seconds);
+		 b->file, b->half, b->half / b->bs * b->bs, b->bs, b->depth, rw,
+		 seconds ? "--time_based --runtime=" : "--runtime=", seconds ? seconds : 600);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -332,6 +350,116 @@ static double run_fio(struct bench *b, const char *rw)
 	return kib * 1024 / 1e6;
 }
 
+/* fio: seconds to make @n random reads of @bs bytes at this depth (terse field 9: ms). */
+static double fio_reads_time(struct bench *b, uint64_t bs, uint64_t n)
+{
+	char cmd[2048], line[65536];
+	double ms = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+		 "fio --name=kvstash --filename='%s' --offset=0 --size=%" PRIu64
+		 " --ioengine=io_uring --direct=1 --bs=%" PRIu64 " --iodepth=%u --rw=randread"
+		 " --number_ios=%" PRIu64 " --randrepeat=0 --output-format=terse --terse-version=3"
+		 " 2>/dev/null",
+		 b->file, b->half / bs * bs, bs, b->depth, n);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p)) {
+		char *save = NULL, *tok;
+		unsigned field = 0;
+
+		for (tok = strtok_r(line, ";", &save); tok; tok = strtok_r(NULL, ";", &save))
+			if (++field == 9)
+				ms = atof(tok);
+	}
+	pclose(p);
+	return ms / 1000;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_d(const double *v, unsigned n)
+{
+	double t[16] = { 0 };
+
+	memcpy(t, v, n * sizeof(double));
+	qsort(t, n, sizeof(double), cmp_d);
+	return t[n / 2];
+}
+
+/* The round of median throughput, with its latencies. */
+static struct result median(const struct result *v, unsigned n)
+{
+	double t[16] = { 0 };
+	double mid;
+
+	for (unsigned i = 0; i < n; i++)
+		t[i] = v[i].mbps;
+	mid = median_d(t, n);
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].mbps == mid)
+			return v[i];
+	return v[0];
+}
+
+/*
+ * The CPU side of rebuilding the index of 1 TB of @bs blocks: per block,
+ * decode and check a 512-byte header, intern its namespace, insert it.
+ * (Encoding each header first is counted too: an upper bound.)
+ */
+static double index_cpu_per_tb(uint64_t bs)
+{
+	uint64_t n = (uint64_t)(1e12 / (double)bs);
+	struct ssd_index idx;
+	struct ssd_region reg;
+	struct ssd_geom g;
+	uint8_t buf[SSD_HDR_SIZE], fid[16] = { 1 };
+	uint64_t t0;
+	int nslen;
+
+	if (ssd_geom_init(1ull << 40, 256u << 20, &g) < 0 ||
+	    ssd_index_init(&idx, n, n + SSD_CHUNK_ENTRIES) < 0)
+		return -1;
+	memset(&reg, 0, sizeof(reg));
+	reg.entries = SSD_NO_ENTRY;
+	t0 = now_ns();
+	for (uint64_t i = 0; i < n; i++) {
+		struct ssd_block_hdr h = { .region = (uint32_t)(i / 126),
+					   .region_seq = 1,
+					   .block_seq = (uint32_t)(i % 126),
+					   .payload_len = (uint32_t)bs,
+					   .payload_crc = 7 };
+		struct ssd_loc loc = { 0 };
+		uint32_t ns;
+
+		memcpy(h.file_id, fid, 16);
+		h.offset = ssd_region_off(&g, h.region) + (i % 126) * bs;
+		key_of(i, h.key);
+		nslen = ssd_ns_ident("bench-model/bf16/tp1", 42, bs, 1, false, h.ns);
+		h.ns_len = (uint16_t)nslen;
+		ssd_block_hdr_encode(&h, buf);
+		if (ssd_block_hdr_decode(buf, fid, &g, h.region, h.block_seq, &h) < 0 ||
+		    ssd_index_ns(&idx, h.ns, h.ns_len, &ns) < 0)
+			return -1;
+		loc.region = h.region;
+		loc.region_seq = h.region_seq;
+		loc.len = h.payload_len;
+		ssd_index_recover(&idx, ns, h.key, 0, &reg, &loc);
+	}
+	t0 = now_ns() - t0;
+	fprintf(stderr, "index of %" PRIu64 " blocks: %" PRIu64 " MiB of DRAM\n", n,
+		ssd_index_bytes(&idx) >> 20);
+	ssd_index_fini(&idx);
+	return (double)t0 / 1e9;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvstash-ssd-bench --file PATH [--size 8G] [--bs 2M] [--depth 32] "
@@ -348,16 +476,19 @@ int main(int argc, char **argv)
 		{ "depth", required_argument, NULL, 'd' },
 		{ "region", required_argument, NULL, 'r' },
 		{ "seconds", required_argument, NULL, 't' },
+		{ "rounds", required_argument, NULL, 'R' },
 		{ "no-fio", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct bench b = { .size = 4ull << 30,
+	struct bench b = { .size = 8ull << 30,
+			   .rounds = 3,
 			   .bs = 2u << 20,
 			   .region = 64u << 20,
 			   .depth = 32,
-			   .seconds = 10,
+			   .seconds = 5,
 			   .fio = true };
-	struct result w, r, m;
+	struct result w, r, m, wr[16], rr[16], mr[16];
+	double fwr[16], frr[16], fmr[16];
 	struct ssd_stats st;
 	double rec_clean, rec_crash, rec_clean_wall, rec_crash_wall, fw = 0, fr = 0, fm = 0;
 	double blocks, regions, scale;
@@ -390,11 +521,15 @@ int main(int argc, char **argv)
 		case 'n':
 			b.fio = false;
 			break;
+		case 'R':
+			b.rounds = (unsigned)atoi(optarg);
+			break;
 		default:
 			usage();
 		}
 	}
-	if (!b.file || !b.depth || !b.seconds || b.bs < 4096 || b.bs % 4096)
+	if (!b.file || !b.depth || !b.seconds || b.bs < 4096 || b.bs % 4096 || !b.rounds ||
+	    b.rounds > 16)
 		usage();
 	b.nbufs = b.depth * 2;
 	if (posix_memalign((void **)&b.arena, 1u << 21, (size_t)b.nbufs * b.bs))
@@ -406,16 +541,56 @@ int main(int argc, char **argv)
 	b.lat_ns = calloc(b.cap_lat, sizeof(uint64_t));
 	pthread_mutex_init(&b.lock, NULL);
 	pthread_cond_init(&b.cond, NULL);
-	unlink(b.file); /* a fresh format, like fio's fresh file */
+	b.half = b.size / 2 / (2u << 20) * (2u << 20);
+	unlink(b.file); /* a fresh format */
+	{
+		/* The whole file, so fio never lays it out (over the tier's half). */
+		int fd = open(b.file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		if (fd < 0 || fallocate(fd, 0, 0, (off_t)(2 * b.half)) < 0) {
+			fprintf(stderr, "kvstash-ssd-bench: %s: %s\n", b.file, strerror(errno));
+			return 1;
+		}
+		close(fd);
+	}
 	if (open_tier(&b) < 0)
 		return 1;
 	ssd_wait_recovered(b.ssd, 600000);
+	/* fio's half written once, so its reads read data, not holes. */
+	if (b.fio && run_fio(&b, "write", 0) < 0) {
+		fprintf(stderr,
+			"kvstash-ssd-bench: fio failed (apt-get install fio, or --no-fio)\n");
+		return 1;
+	}
+	/* Enough of the tier's log written for the first read round. */
+	{
+		unsigned s0 = b.seconds;
 
-	w = run_write(&b);
-	ssd_wait_idle(b.ssd, 600000);
-	r = run_read(&b);
-	m = run_mix(&b);
-	ssd_wait_idle(b.ssd, 600000);
+		b.seconds = s0 > 2 ? 2 : s0;
+		run_write(&b);
+		b.seconds = s0;
+		ssd_wait_idle(b.ssd, 600000);
+	}
+	for (unsigned k = 0; k < b.rounds; k++) {
+		wr[k] = run_write(&b);
+		ssd_wait_idle(b.ssd, 600000);
+		fwr[k] = b.fio ? run_fio(&b, "write", b.seconds) : 0;
+	}
+	for (unsigned k = 0; k < b.rounds; k++) {
+		rr[k] = run_read(&b);
+		frr[k] = b.fio ? run_fio(&b, "randread", b.seconds) : 0;
+	}
+	for (unsigned k = 0; k < b.rounds; k++) {
+		mr[k] = run_mix(&b);
+		ssd_wait_idle(b.ssd, 600000);
+		fmr[k] = b.fio ? run_fio(&b, "randrw", b.seconds) : 0;
+	}
+	w = median(wr, b.rounds);
+	r = median(rr, b.rounds);
+	m = median(mr, b.rounds);
+	fw = median_d(fwr, b.rounds);
+	fr = median_d(frr, b.rounds);
+	fm = median_d(fmr, b.rounds);
 	ssd_get_stats(b.ssd, &st);
 	if (st.drive[0].crc_errors || b.errors)
 		fprintf(stderr, "kvstash-ssd-bench: %" PRIu64 " checksum errors, %d I/O errors\n",
@@ -423,7 +598,7 @@ int main(int argc, char **argv)
 
 	/* Fill the log to its end (the FIFO wraps once), then recover it twice. */
 	{
-		uint64_t cap = b.size / b.bs;
+		uint64_t cap = b.half / b.bs;
 
 		reset(&b);
 		while (b.next_key < 2 * cap) {
@@ -457,11 +632,6 @@ int main(int argc, char **argv)
 	rec_crash = (double)st.drive[0].recovery_ns / 1e9;
 	ssd_close(b.ssd);
 
-	if (b.fio) {
-		fr = run_fio(&b, "randread");
-		fw = run_fio(&b, "write");
-		fm = run_fio(&b, "randrw");
-	}
 	/* Per TB of blocks of this size in the default 256 MiB regions. */
 	{
 		double tb_blocks = 1e12 / (double)b.bs, tb_regions = 1e12 / (256.0 * 1048576);
@@ -470,9 +640,10 @@ int main(int argc, char **argv)
 		if (regions > 0 && tb_regions / regions > scale)
 			scale = tb_regions / regions;
 	}
-	printf("kvstash-ssd-bench: %s, %" PRIu64 " MiB, blocks of %" PRIu64 " KiB, depth %u, "
-	       "regions of %" PRIu64 " MiB, %u s per run\n",
-	       b.file, b.size >> 20, b.bs >> 10, b.depth, b.region >> 20, b.seconds);
+	printf("kvstash-ssd-bench: %s (%" PRIu64
+	       " MiB each for kvstash and fio), blocks of %" PRIu64
+	       " KiB, depth %u, regions of %" PRIu64 " MiB, medians of %u rounds of %u s\n",
+	       b.file, b.half >> 20, b.bs >> 10, b.depth, b.region >> 20, b.rounds, b.seconds);
 	printf("%-10s %12s %10s %8s %10s %10s\n", "test", "kvstash MB/s", "fio MB/s", "ratio",
 	       "p50 ms", "p99 ms");
 	printf("%-10s %12.0f %10.0f %8.2f %10.2f %10.2f\n", "write", w.mbps, fw,
@@ -487,9 +658,24 @@ int main(int argc, char **argv)
 	       blocks, regions, rec_bytes >> 10, rec_clean, rec_crash, rec_clean_wall,
 	       rec_crash_wall);
 	if (blocks > 0)
-		printf("recovery per TB of %" PRIu64 " KiB blocks: clean %.2f s, unclean %.2f s; "
-		       "10 TB: %.1f s, %.1f s (one drive; drives scan in parallel)\n",
+		printf("recovery per TB of %" PRIu64
+		       " KiB blocks, scaled from this scan: clean %.2f s, "
+		       "unclean %.2f s; 10 TB: %.1f s, %.1f s (one drive; drives scan in parallel)\n",
 		       b.bs >> 10, rec_clean * scale, rec_crash * scale, rec_clean * scale * 10,
 		       rec_crash * scale * 10);
+	{
+		double cpu = index_cpu_per_tb(b.bs), io = -1;
+		uint64_t tails = (uint64_t)(1e12 / (256.0 * 1048576) + 1);
+		uint64_t tail = (4096 + ((256ull << 20) / b.bs) * 512 + 4095) / 4096 * 4096;
+
+		if (b.fio)
+			io = fio_reads_time(&b, tail, tails);
+		printf("recovery per TB of %" PRIu64 " KiB blocks in 256 MiB regions: %" PRIu64
+		       " tail reads of %" PRIu64
+		       " KiB (fio on this disk, same depth: %.2f s) + index "
+		       "rebuild on the CPU %.2f s = %.2f s at most; 10 TB: %.1f s\n",
+		       b.bs >> 10, tails, tail >> 10, io, cpu, (io > 0 ? io : 0) + cpu,
+		       ((io > 0 ? io : 0) + cpu) * 10);
+	}
 	return 0;
 }

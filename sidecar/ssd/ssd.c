@@ -731,11 +731,18 @@ static int open_drive(struct ssd *ssd, struct drive *d, char *err, size_t errlen
 
 static int setup_ring(struct drive *d)
 {
+	/*
+	 * SINGLE_ISSUER (one thread owns the ring) and SUBMIT_ALL, where the
+	 * kernel has them; not COOP_TASKRUN or DEFER_TASKRUN, which hold each
+	 * completion until this thread enters the kernel again: on this
+	 * project's shared 2-core machine they were never faster, and once
+	 * half as fast (docs/PERFORMANCE.md).  Tried in order; a flag the
+	 * kernel lacks fails with EINVAL and the next set is tried.
+	 * $KVSTASH_SSD_SETUP=N starts at set N (benchmarks).
+	 */
 	static const unsigned flag_sets[] = {
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER |
-			IORING_SETUP_DEFER_TASKRUN,
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER,
-		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
+		IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER,
+		IORING_SETUP_SUBMIT_ALL,
 		0,
 	};
 	const struct ssd_config *cfg = &d->ssd->cfg;
@@ -744,7 +751,9 @@ static int setup_ring(struct drive *d)
 	int r = -EINVAL;
 
 	d->ring_entries = next_pow2(d->depth * IOP_MAX_SQES + 16);
-	for (unsigned i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
+	for (unsigned i = getenv("KVSTASH_SSD_SETUP") ? (unsigned)atoi(getenv("KVSTASH_SSD_SETUP"))
+						      : 0;
+	     i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
 		struct io_uring_params p = { .flags = flag_sets[i] | IORING_SETUP_CQSIZE };
 
 		p.cq_entries = d->ring_entries * 2;
