@@ -18,10 +18,12 @@
  *              70:30 ratio of operations; fio: rw=randrw rwmixread=70
  *   recovery   the tier's half filled to the end, then the index rebuilt
  *              after a clean stop and after an unclean one (no seal, no
- *              sync): the drive thread's scan time, extrapolated to 1 TB
- *              and 10 TB by the larger of the region and block ratios (an
- *              upper bound: per region it reads one tail, per block it
- *              checks and indexes a 512-byte entry)
+ *              sync): the drive thread's scan time.  Per TB (256 MiB
+ *              regions): the tail reads recovery makes (one per region,
+ *              trailer and header entries), timed with fio on this disk at
+ *              the same depth, plus the CPU time of checking and indexing
+ *              that many headers, measured here; their sum bounds it (the
+ *              drive thread indexes while reads are in flight)
  *
  * kvstash keeps depth I/Os at the drive and as many again queued for it
  * (as the daemon's evictions and QUERYs do), fio keeps depth in flight;
@@ -491,7 +493,7 @@ int main(int argc, char **argv)
 	double fwr[16], frr[16], fmr[16];
 	struct ssd_stats st;
 	double rec_clean, rec_crash, rec_clean_wall, rec_crash_wall, fw = 0, fr = 0, fm = 0;
-	double blocks, regions, scale;
+	double blocks, regions;
 	uint64_t rec_bytes, t0;
 	int c;
 
@@ -632,14 +634,6 @@ int main(int argc, char **argv)
 	rec_crash = (double)st.drive[0].recovery_ns / 1e9;
 	ssd_close(b.ssd);
 
-	/* Per TB of blocks of this size in the default 256 MiB regions. */
-	{
-		double tb_blocks = 1e12 / (double)b.bs, tb_regions = 1e12 / (256.0 * 1048576);
-
-		scale = blocks > 0 ? tb_blocks / blocks : 0;
-		if (regions > 0 && tb_regions / regions > scale)
-			scale = tb_regions / regions;
-	}
 	printf("kvstash-ssd-bench: %s (%" PRIu64
 	       " MiB each for kvstash and fio), blocks of %" PRIu64
 	       " KiB, depth %u, regions of %" PRIu64 " MiB, medians of %u rounds of %u s\n",
@@ -657,12 +651,6 @@ int main(int argc, char **argv)
 	       "recovered: %.3f s, %.3f s)\n",
 	       blocks, regions, rec_bytes >> 10, rec_clean, rec_crash, rec_clean_wall,
 	       rec_crash_wall);
-	if (blocks > 0)
-		printf("recovery per TB of %" PRIu64
-		       " KiB blocks, scaled from this scan: clean %.2f s, "
-		       "unclean %.2f s; 10 TB: %.1f s, %.1f s (one drive; drives scan in parallel)\n",
-		       b.bs >> 10, rec_clean * scale, rec_crash * scale, rec_clean * scale * 10,
-		       rec_crash * scale * 10);
 	{
 		double cpu = index_cpu_per_tb(b.bs), io = -1;
 		uint64_t tails = (uint64_t)(1e12 / (256.0 * 1048576) + 1);
