@@ -7,10 +7,11 @@
  * Pieces (one concept, one file):
  *   crc32c.c   CRC-32C, SSE4.2 (three streams) with a table fallback
  *   format.c   on-disk structures: superblock, block header, region trailer
+ *              (format.h draws the layout and says what makes a miss)
  *   region.c   the region allocator (FIFO over regions, placement, head pick)
  *   index.c    the in-memory index over all drives (52 bytes per block)
  *   fault.c    the fault-injection seam (tests only; inert unless configured)
- *   conf.c     [ssd] keys of kvstash.conf into a struct ssd_config
+ *   config.c   [ssd] keys of kvstash.conf into a struct ssd_config
  *   ssd.c      drives: one io_uring and one thread each; writes, reads,
  *              recovery, backpressure, faults, shutdown
  *   stub.c     the same API without liburing: ssd_open() says it is not
@@ -19,8 +20,9 @@
  * ---- Threads and locking -----------------------------------------------
  *
  * Each drive has one thread that owns its io_uring (created by that
- * thread: IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN where the kernel
- * has them), its regions and its in-flight I/O.  Every public function
+ * thread, with IORING_SETUP_SINGLE_ISSUER and SUBMIT_ALL where the kernel
+ * has them; fixed file; the bufs below as fixed buffers), its regions and
+ * its in-flight I/O.  Every public function
  * below except ssd_open() and ssd_close() may be called from any thread
  * at any time, concurrently; none of them waits for I/O.  They take only
  * short internal locks (an index stripe, a drive's queue lock), never
