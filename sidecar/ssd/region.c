@@ -48,6 +48,7 @@ int ssd_region_open(struct ssd_region *r, const struct ssd_geom *g, uint32_t seq
 	r->seq = seq;
 	r->state = SSD_R_OPEN;
 	r->abandoned = false;
+	r->opening = false;
 	r->nblocks = 0;
 	r->used = 0;
 	r->inflight = 0;

@@ -41,6 +41,7 @@ struct ssd_region {
 	uint32_t seq;
 	uint8_t state;
 	bool abandoned;	   /* an error: no more blocks go in */
+	bool opening;	   /* its old cycle's first entries and trailer are being erased */
 	uint32_t nblocks;  /* placed this cycle: the next entry (block_seq) */
 	uint64_t used;	   /* payload bytes placed from the region's start */
 	uint32_t inflight; /* block, zone unit and trailer writes not completed */

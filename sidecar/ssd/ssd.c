@@ -105,7 +105,7 @@ struct rreq {
 	uint64_t t0;
 };
 
-enum iop_kind { IOP_WAKE, IOP_WRITE, IOP_READ, IOP_RECOV, IOP_SEAL, IOP_PROBE, IOP_ZONE };
+enum iop_kind { IOP_WAKE, IOP_WRITE, IOP_READ, IOP_RECOV, IOP_SEAL, IOP_PROBE, IOP_ZONE, IOP_OPEN };
 
 enum recov_phase { RP_PROBE, RP_SUMMARY };
 
@@ -401,9 +401,12 @@ static int fixed_index(struct drive *d, const void *p, uint64_t len)
 	return -1;
 }
 
-/* Queue one data SQE of @op: @len bytes at file offset @off from/to @buf. */
-static int prep_io(struct drive *d, struct iop *op, bool write, void *buf, uint32_t len,
-		   uint64_t off, uint32_t expect)
+/*
+ * Queue one data SQE of @op: @len bytes at file offset @off from/to @buf,
+ * with RWF_* @rw_flags.
+ */
+static int prep_io_flags(struct drive *d, struct iop *op, bool write, void *buf, uint32_t len,
+			 uint64_t off, uint32_t expect, int rw_flags)
 {
 	struct io_uring_sqe *sqe = get_sqe(d);
 	int fidx = fixed_index(d, buf, len);
@@ -423,11 +426,18 @@ static int prep_io(struct drive *d, struct iop *op, bool write, void *buf, uint3
 	}
 	if (d->fixed_file)
 		sqe->flags |= IOSQE_FIXED_FILE;
+	sqe->rw_flags = rw_flags;
 	op->expect[op->pending] = expect;
 	/* The SQE's number in the low bits: iops are 8-byte aligned. */
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | (uint64_t)op->pending);
 	op->pending++;
 	return 0;
+}
+
+static int prep_io(struct drive *d, struct iop *op, bool write, void *buf, uint32_t len,
+		   uint64_t off, uint32_t expect)
+{
+	return prep_io_flags(d, op, write, buf, len, off, expect, 0);
 }
 
 static void arm_wake(struct drive *d)
@@ -1281,6 +1291,50 @@ static void write_finish(struct drive *d, struct iop *op)
 	wreq_free(d, w);
 }
 
+/*
+ * Before the first payload of a new cycle goes into a region, its old
+ * first zone unit (entries 0-7) and trailer are zeroed, durably (RWF_DSYNC:
+ * FUA where the drive has it): without entry 0 and the trailer recovery
+ * takes the region for empty, so no block of the old cycle can come back
+ * after a crash, even where the new payloads never overwrote it.  Writes
+ * into the region wait for it (dispatch_writes()); one 8 KiB write per
+ * region cycle.
+ */
+static void erase_old_cycle(struct drive *d, uint32_t region)
+{
+	struct ssd_region *r = &d->regions[region];
+	struct iop *op = iop_get(d, IOP_OPEN);
+
+	memset(op->bounce, 0, 2 * SSD_UNIT);
+	op->region = region;
+	r->opening = true;
+	r->inflight++;
+	prep_io_flags(d, op, true, op->bounce, 2 * SSD_UNIT,
+		      ssd_region_off(&d->geom, region) + d->geom.region_bytes - 2 * SSD_UNIT,
+		      2 * SSD_UNIT, RWF_DSYNC);
+}
+
+static void erase_done(struct drive *d, struct iop *op)
+{
+	struct ssd_region *r = &d->regions[op->region];
+	int err = op->err ? op->err : op->short_io ? -EIO : 0;
+
+	r->opening = false;
+	r->inflight--;
+	if (err) {
+		ADD(&d->st.write_errors, 1);
+		dlog_rl(d, LOG_WARNING, err, "region %u: old cycle not erased; region skipped",
+			op->region);
+		if (!r->abandoned) {
+			r->abandoned = true;
+			ADD(&d->st.regions_abandoned, 1);
+		}
+		if (r->state == SSD_R_OPEN)
+			seal_begin(d, op->region);
+		note_error(d, err);
+	}
+}
+
 /* The next region in FIFO order, reclaimed; false if it cannot be reused yet. */
 static bool open_next_region(struct drive *d)
 {
@@ -1297,12 +1351,13 @@ static bool open_next_region(struct drive *d)
 		ADD(&d->st.regions_reclaimed, 1);
 		ADD(&d->st.blocks_evicted, n);
 	}
-	if (ssd_region_open(r, &d->geom, d->next_seq) < 0)
+	if (!d->free_iops || ssd_region_open(r, &d->geom, d->next_seq) < 0)
 		return false;
 	d->next_seq++;
 	d->cur = d->next_open;
 	zreg_add(d, d->cur);
 	d->next_open = ssd_ring_next(&d->geom, d->next_open);
+	erase_old_cycle(d, d->cur);
 	return true;
 }
 
@@ -1437,6 +1492,8 @@ static void dispatch_writes(struct drive *d)
 		for (;;) {
 			if (d->cur == SSD_NO_ENTRY && !open_next_region(d))
 				goto stall;
+			if (d->regions[d->cur].opening)
+				goto stall; /* erase_old_cycle() first */
 			r = ssd_region_place(&d->regions[d->cur], &d->geom, w->len, &roff, &bseq);
 			if (r == 0)
 				break;
@@ -1721,6 +1778,9 @@ static void complete(struct drive *d, struct io_uring_cqe *cqe)
 		break;
 	case IOP_ZONE:
 		zone_done(d, op);
+		break;
+	case IOP_OPEN:
+		erase_done(d, op);
 		break;
 	case IOP_READ:
 		read_finish(d, op);
