@@ -3,7 +3,7 @@ dnl
 dnl KVS_CHECK_URING: --with-liburing: unset = detect (pkg-config liburing);
 dnl no = build without the SSD tier; yes = require it (fail if missing).
 dnl Debian 12: liburing-dev 2.3.  Sets have_uring, URING_CFLAGS,
-dnl URING_LIBS, HAVE_LIBURING (define and conditional).
+dnl URING_LIBS, uring_summary, HAVE_LIBURING (define and conditional).
 AC_DEFUN([KVS_CHECK_URING], [
 AC_ARG_WITH([liburing],
 	[AS_HELP_STRING([--with-liburing],
@@ -29,8 +29,12 @@ AS_IF([test "x$have_uring" = xyes], [
 		[AC_MSG_ERROR([liburing or kernel headers too old for the SSD tier (need liburing 2.3, Linux 6.1 headers)])])
 ])
 AS_IF([test "x$have_uring" = xyes], [
+	uring_summary="yes (liburing $($PKG_CONFIG --modversion liburing))"
 	AC_DEFINE([HAVE_LIBURING], [1], [Define to 1 if the SSD tier is built (liburing)])
 ], [
+	uring_summary="no: the SSD tier is not compiled in (needs liburing-dev >= 2.3)"
+	AS_IF([test "x$with_liburing" = xcheck],
+		[AC_MSG_WARN([liburing not found: building without the SSD tier (apt-get install liburing-dev)])])
 	URING_CFLAGS=""
 	URING_LIBS=""
 	AC_DEFINE([HAVE_LIBURING], [0], [Define to 1 if the SSD tier is built (liburing)])

@@ -4,7 +4,8 @@
  * without a path there is no SSD tier; paths are split on commas and must
  * be absolute, at most SSD_MAX_DRIVES; every key reaches struct
  * ssd_config; a write policy other than spill or filter and a region
- * size that is not a multiple of 4 KiB are refused by config_validate().
+ * size that is not a multiple of 4 KiB are refused by config_validate();
+ * built without liburing, ssd_open() says the tier is not compiled in.
  */
 #include <check.h>
 #include <errno.h>
@@ -100,6 +101,29 @@ START_TEST(test_refused)
 }
 END_TEST
 
+START_TEST(test_not_compiled_in)
+{
+	/* Without liburing the tier says so at start-up instead of vanishing. */
+	struct ssd_config sc = { 0 };
+	const char *p[1] = { "/nonexistent/ssd" };
+	struct ssd *ssd = NULL;
+	int r;
+
+	sc.paths = p;
+	sc.nr_paths = 1;
+	sc.size = 1u << 30;
+	err[0] = '\0';
+	r = ssd_open(&sc, &ssd, err, sizeof(err));
+	if (HAVE_LIBURING) {
+		ck_assert_int_eq(r, -ENOENT); /* compiled in: the path is the problem */
+	} else {
+		ck_assert_int_eq(r, -EOPNOTSUPP);
+		ck_assert_ptr_nonnull(strstr(err, "not compiled in"));
+	}
+	ck_assert_ptr_null(ssd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ssd-config");
@@ -110,6 +134,7 @@ int main(void)
 	tcase_add_test(tc, test_no_path_no_tier);
 	tcase_add_test(tc, test_keys_reach_the_module);
 	tcase_add_test(tc, test_refused);
+	tcase_add_test(tc, test_not_compiled_in);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_ENV);
