@@ -131,6 +131,12 @@
  *    the open regions, syncs and marks each superblock clean.  Call it
  *    before pool_destroy(): queued writes read from pool slots.
  *
+ * 9. The systemd unit (systemd/kvstashd.service.in) has ProtectSystem=strict
+ *    and a closed device policy: the drives' files need a ReadWritePaths=
+ *    entry (e.g. /var/lib/kvstash/ssd) and raw NVMe devices a
+ *    DeviceAllow=block-blkext rw; LimitMEMLOCK=infinity is already there
+ *    (registering the pool as fixed buffers pins it once more per drive).
+ *
  * ---- Return values -------------------------------------------------------
  *
  * 0 or a positive count on success, -errno on failure; ret_* outputs are
