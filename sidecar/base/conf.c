@@ -164,6 +164,20 @@ static const struct key keys[] = {
 	    "registrations waiting for Redis (power of two); beyond, they are dropped and counted"),
 	KEY("cluster", "entry_ttl", T_MS, cluster_entry_ttl_ms, "6h", 60000, 86400000,
 	    "block entries expire unless refreshed (a live node refreshes its own every half of it)"),
+	KEY("ssd", "path", T_STR, ssd_path, "", 0, 0,
+	    "files or block devices of the SSD tier, separated by commas (empty: no SSD tier)"),
+	KEY("ssd", "size", T_SIZE, ssd_size, "0", 0, 1ull << 50,
+	    "bytes of each file, preallocated at start-up (block devices: 0 = the whole device)"),
+	KEY("ssd", "region_size", T_SIZE, ssd_region_size, "256M", 16384, 1ull << 40,
+	    "log region, written and reused whole (a multiple of 4 KiB; a block must fit one)"),
+	KEY("ssd", "queue_depth", T_U32, ssd_queue_depth, "32", 1, 4096,
+	    "block reads and writes in flight per drive"),
+	KEY("ssd", "write_queue", T_U32, ssd_write_queue, "0", 0, 65536,
+	    "evicted blocks waiting per drive before the least used are not written (0: 4 x queue_depth)"),
+	KEY("ssd", "write_policy", T_STR, ssd_write_policy, "spill", 0, 0,
+	    "spill: write every block evicted from DRAM; filter: only blocks used or evicted before"),
+	KEY("ssd", "write_rate", T_SIZE, ssd_write_rate, "0", 0, 1ull << 40,
+	    "most bytes per second written to each drive (0: no cap)"),
 
 	KEY("metrics", "listen", T_STR, metrics_listen, "", 0, 0,
 	    "HOST:PORT of the Prometheus endpoint (/metrics, /health); empty: off"),
@@ -699,6 +713,14 @@ int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
 	}
 	if (strcmp(cfg->log_target, "file") == 0 && !cfg->log_file[0]) {
 		snprintf(err, errlen, "[log] target = file needs [log] file");
+		return -EINVAL;
+	}
+	if (strcmp(cfg->ssd_write_policy, "spill") && strcmp(cfg->ssd_write_policy, "filter")) {
+		snprintf(err, errlen, "[ssd] write_policy must be spill or filter");
+		return -EINVAL;
+	}
+	if (cfg->ssd_region_size % 4096) {
+		snprintf(err, errlen, "[ssd] region_size must be a multiple of 4 KiB");
 		return -EINVAL;
 	}
 	if (cfg->socket_path[0] != '/') {
