@@ -8,12 +8,12 @@
  * and reads back byte-exact.  With write_policy = filter a block never
  * used is written only the second time it is evicted.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 #define LEN 65536u
@@ -154,20 +154,10 @@ START_TEST(test_admission_filter)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-backpressure");
-	TCase *tc = tcase_create("backpressure");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_drops_and_displacement, test_admission_filter)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_drops_and_displacement);
-	tcase_add_test(tc, test_admission_filter);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-backpressure",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

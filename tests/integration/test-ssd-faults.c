@@ -11,7 +11,6 @@
  * work is refused.  Error lines are rate-limited.  And what cannot be
  * opened or preallocated is a clear start-up error.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 
@@ -273,27 +273,11 @@ START_TEST(test_startup_errors)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-faults");
-	TCase *tc = tcase_create("faults");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_write_eio, test_write_short, test_write_torn, test_read_flip, test_read_eio,
+	   test_read_short, test_enodev_offline, test_too_many_errors, test_startup_errors)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_write_eio);
-	tcase_add_test(tc, test_write_short);
-	tcase_add_test(tc, test_write_torn);
-	tcase_add_test(tc, test_read_flip);
-	tcase_add_test(tc, test_read_eio);
-	tcase_add_test(tc, test_read_short);
-	tcase_add_test(tc, test_enodev_offline);
-	tcase_add_test(tc, test_too_many_errors);
-	tcase_add_test(tc, test_startup_errors);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-faults",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

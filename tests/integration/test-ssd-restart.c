@@ -8,12 +8,12 @@
  * the restart stay gone; a changed drive geometry formats the drive
  * (all misses); a namespace whose geometry changed finds nothing.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 #define N   60
@@ -194,23 +194,11 @@ START_TEST(test_namespace_geometry_changed)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-restart");
-	TCase *tc = tcase_create("restart");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_clean_restart, test_abandoned_restart, test_reused_regions_stay_gone,
+	   test_drive_geometry_changed, test_namespace_geometry_changed)
 
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_clean_restart);
-	tcase_add_test(tc, test_abandoned_restart);
-	tcase_add_test(tc, test_reused_regions_stay_gone);
-	tcase_add_test(tc, test_drive_geometry_changed);
-	tcase_add_test(tc, test_namespace_geometry_changed);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-restart",
+	.timeout_s = 180,
+	.add_tests = add_tests,
+};

@@ -9,12 +9,12 @@
  * do not fit a region are refused; when the log wraps, the oldest region's
  * blocks become misses and the rest stay byte-exact.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 
@@ -243,24 +243,11 @@ START_TEST(test_two_drives)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-roundtrip");
-	TCase *tc = tcase_create("roundtrip");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_sizes_round_trip, test_unaligned_source, test_fixed_buffers,
+	   test_visibility_and_refusals, test_log_wraps, test_two_drives)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_sizes_round_trip);
-	tcase_add_test(tc, test_unaligned_source);
-	tcase_add_test(tc, test_fixed_buffers);
-	tcase_add_test(tc, test_visibility_and_refusals);
-	tcase_add_test(tc, test_log_wraps);
-	tcase_add_test(tc, test_two_drives);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-roundtrip",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};
