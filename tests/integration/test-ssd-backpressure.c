@@ -33,8 +33,7 @@ START_TEST(test_drops_and_displacement)
 	t.cfg.write_queue = 4;
 	t.cfg.queue_depth = 2;
 	t.cfg.write_rate = 256 * 1024; /* a burst of four blocks, then four a second */
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "bp", 1);
 	for (unsigned i = 0; i < NB; i++) {
 		bufs[i] = st_alloc(LEN);
@@ -121,8 +120,7 @@ START_TEST(test_admission_filter)
 
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
 	t.cfg.policy = SSD_POLICY_FILTER;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "adm", 1);
 	st_fill(1, buf, LEN);
 	/* Never used, first eviction: not written. */
@@ -143,8 +141,7 @@ START_TEST(test_admission_filter)
 
 	/* With policy = spill the first eviction is written. */
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "adm", 1);
 	st_fill(3, buf, LEN);
 	ck_assert_int_eq(st_write(&t, ns, 3, 3, buf, LEN, 0, 0, NULL), 0);

@@ -161,8 +161,7 @@ START_TEST(test_kill9_storm)
 		}
 		close(pfd[0]);
 
-		ck_assert_int_eq(st_open(&t), 0);
-		ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+		st_start(&t);
 		ns = st_ns(&t, "crash-model", 4096);
 		/* Every block of every round so far: byte-exact or a miss, nothing else. */
 		for (uint64_t i = 0; i < base + PER_CHILD; i++) {

@@ -34,8 +34,7 @@ static void open_with(struct st *t, const char *faults)
 	t->cfg.faults = faults;
 	t->cfg.max_errors = 100;
 	t->quiet = true;
-	ck_assert_int_eq(st_open(t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
+	st_start(t);
 }
 
 static void write_fault(const char *rule, int expect)
@@ -57,8 +56,7 @@ static void write_fault(const char *rule, int expect)
 	st_close(&t);
 	/* After a restart: the same, the abandoned region's good blocks included. */
 	t.cfg.faults = "";
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	for (unsigned i = 1; i <= 10; i++)
 		ck_assert_int_eq(st_get(&t, ns, i, len_of(i)), i == 4 ? -ENOENT : 0);
@@ -101,8 +99,7 @@ START_TEST(test_write_torn)
 	st_close(&t);
 	/* After a restart it is found again (its header is whole) and again a miss. */
 	t.cfg.faults = "";
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	ck_assert_int_eq(st_get(&t, ns, 2, len_of(2)), -EBADMSG);
 	st_close(&t);
@@ -167,8 +164,7 @@ START_TEST(test_enodev_offline)
 	st_close(&t);
 	/* The device is back (no fault rule): the blocks are there. */
 	t.cfg.faults = "";
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	for (unsigned i = 1; i <= 5; i++)
 		ck_assert_int_eq(st_get(&t, ns, i, len_of(i)), 0);
@@ -188,8 +184,7 @@ START_TEST(test_too_many_errors)
 	t.cfg.faults = "write%1=eio";
 	t.cfg.max_errors = 4;
 	t.quiet = true;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	for (unsigned i = 1; i <= 3; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, 4096), -EIO);
@@ -205,8 +200,7 @@ START_TEST(test_too_many_errors)
 	t.cfg.faults = "write%1=eio";
 	t.cfg.max_errors = 100000;
 	t.quiet = true;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	lines = __atomic_load_n(&t.log_lines, __ATOMIC_RELAXED);
 	for (unsigned i = 1; i <= 200; i++)

@@ -26,8 +26,7 @@ START_TEST(test_sizes_round_trip)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 8 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "model-a", 4096);
 	for (unsigned i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		ck_assert_int_eq(st_put(&t, ns, i, lens[i]), 0);
@@ -70,8 +69,7 @@ START_TEST(test_unaligned_source)
 	uint32_t ns;
 
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "m", 1);
 	st_fill(42, src, 60000);
 	st_key(42, key);
@@ -105,8 +103,7 @@ START_TEST(test_fixed_buffers)
 	st_config(&t, 1, 64 * MiB, 8 * MiB);
 	t.cfg.bufs = &b;
 	t.cfg.nr_bufs = 1;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ssd_get_stats(t.ssd, &s);
 	ck_assert_msg(s.drive[0].fixed_buffers, "buffers not registered (RLIMIT_MEMLOCK?)");
 	ns = st_ns(&t, "fixed", 1);
@@ -149,8 +146,7 @@ START_TEST(test_visibility_and_refusals)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "vis", 1);
 	st_fill(5, buf, 65536);
 	st_key(5, key);
@@ -196,8 +192,7 @@ START_TEST(test_log_wraps)
 	uint32_t ns;
 
 	st_config(&t, 1, 9 * MiB, 1 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "wrap", 1);
 	for (unsigned i = 0; i < n; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, st_len(i, 100000, 200000)), 0);
@@ -227,8 +222,7 @@ START_TEST(test_two_drives)
 	uint32_t ns;
 
 	st_config(&t, 2, 32 * MiB, 2 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "two", 1);
 	for (unsigned i = 0; i < 40; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, 50000 + i), 0);

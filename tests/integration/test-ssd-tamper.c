@@ -43,8 +43,7 @@ static void populate(struct st *t)
 	uint32_t ns;
 
 	st_config(t, 1, 32 * MiB, REGION);
-	ck_assert_int_eq(st_open(t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
+	st_start(t);
 	ns = st_ns(t, "tamper", 1);
 	for (unsigned i = 0; i < N; i++)
 		ck_assert_int_eq(st_put(t, ns, i, len_of(i)), 0);
@@ -53,8 +52,7 @@ static void populate(struct st *t)
 
 static void reopen(struct st *t, uint32_t *ret_ns)
 {
-	ck_assert_int_eq(st_open(t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
+	st_start(t);
 	*ret_ns = st_ns(t, "tamper", 1);
 }
 
