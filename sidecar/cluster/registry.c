@@ -528,44 +528,35 @@ static void ev_update(struct registry *r)
 		epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->ac_fd, &e);
 }
 
-static void ev_add_read(void *p)
+/* hiredis asks for one event at a time: epoll hears of a change only. */
+static void ev_want(struct registry *r, int event, bool on)
 {
-	struct registry *r = p;
+	int mask = on ? r->ev_mask | event : r->ev_mask & ~event;
 
-	if (!(r->ev_mask & EPOLLIN)) {
-		r->ev_mask |= EPOLLIN;
+	if (mask != r->ev_mask) {
+		r->ev_mask = mask;
 		ev_update(r);
 	}
+}
+
+static void ev_add_read(void *p)
+{
+	ev_want(p, EPOLLIN, true);
 }
 
 static void ev_del_read(void *p)
 {
-	struct registry *r = p;
-
-	if (r->ev_mask & EPOLLIN) {
-		r->ev_mask &= ~EPOLLIN;
-		ev_update(r);
-	}
+	ev_want(p, EPOLLIN, false);
 }
 
 static void ev_add_write(void *p)
 {
-	struct registry *r = p;
-
-	if (!(r->ev_mask & EPOLLOUT)) {
-		r->ev_mask |= EPOLLOUT;
-		ev_update(r);
-	}
+	ev_want(p, EPOLLOUT, true);
 }
 
 static void ev_del_write(void *p)
 {
-	struct registry *r = p;
-
-	if (r->ev_mask & EPOLLOUT) {
-		r->ev_mask &= ~EPOLLOUT;
-		ev_update(r);
-	}
+	ev_want(p, EPOLLOUT, false);
 }
 
 /* hiredis frees the context right after: forget its fd. */
