@@ -166,6 +166,18 @@ static void child_region(const struct bench *parent, struct bench *b)
 	b->ctl = base;
 }
 
+/* Every benchmark's peer process, on the second CPU: 0 in the child, as fork() says. */
+static pid_t fork_peer(const struct opts *o)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		die("fork", errno);
+	if (pid == 0)
+		pin(o->cpu[1]);
+	return pid;
+}
+
 static void reap(pid_t pid)
 {
 	int status;
@@ -246,12 +258,9 @@ static struct lat rtt_shmq(const struct opts *o, bool sleep)
 	if (!t)
 		die("calloc", ENOMEM);
 	bench_region(&b, RTT_CAPACITY);
-	pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	pid = fork_peer(o);
 	if (pid == 0) {
 		/* Echo every request until STOP. */
-		pin(o->cpu[1]);
 		child_region(&b, &c);
 		for (;;) {
 			get(&c.req, &m, sleep);
@@ -304,11 +313,8 @@ static struct lat rtt_unix(const struct opts *o)
 		die("calloc", ENOMEM);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		die("socketpair", errno);
-	pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	pid = fork_peer(o);
 	if (pid == 0) {
-		pin(o->cpu[1]);
 		close(sv[0]);
 		for (;;) {
 			xfer(sv[1], &m, false);
@@ -359,12 +365,9 @@ static double stream_shmq(const struct opts *o, uint32_t batch)
 	pid_t pid;
 
 	bench_region(&b, STREAM_CAPACITY);
-	pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	pid = fork_peer(o);
 	if (pid == 0) {
 		/* Producer of the reply ring: whole 64-byte entries, one commit per batch. */
-		pin(o->cpu[1]);
 		child_region(&b, &c);
 		wait_go(c.ctl);
 		while (seq < total) {
@@ -431,11 +434,8 @@ static double stream_unix(const struct opts *o, uint64_t total)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		die("socketpair", errno);
-	pid = fork();
-	if (pid < 0)
-		die("fork", errno);
+	pid = fork_peer(o);
 	if (pid == 0) {
-		pin(o->cpu[1]);
 		close(sv[0]);
 		/* Wait for the go byte so that start-up is not timed. */
 		xfer(sv[1], &m, false);

@@ -17,24 +17,11 @@ import pytest
 
 import kvstash
 from conftest import make_keys
-
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device for torch", allow_module_level=True)
+from gpu_common import gpu_daemon, torch  # noqa: F401 (gpu_daemon: a fixture)
 
 import kvstash.torch as kt  # noqa: E402
 
 NB, L, H, BS, D = 64, 4, 2, 16, 64  # blocks, layers, kv heads, block size, head dim
-
-
-@pytest.fixture
-def gpu_daemon(daemon_factory):
-    if not kvstash.cuda_available():
-        pytest.skip("libkvstash has no usable CUDA")
-    d = daemon_factory("[pool]\nsize = 64M\nextent_size = 1M\n")
-    if not kvstash.status(d.socket)["daemon"]["cuda_available"]:
-        pytest.skip("kvstashd has no CUDA backend")
-    return d
 
 
 def _client(d, name):

@@ -20,13 +20,9 @@ import kvstash
 import kvstash.vllm
 import vllm_engine as ve
 import vllm_stubs as vs
+from vllm_common import hash_seed, leases_become  # noqa: F401 (hash_seed: a fixture)
 
 PROMPT = list(range(1000, 1056))   # 56 tokens: 3 full blocks of 16, and 8 more
-
-
-@pytest.fixture(autouse=True)
-def _seed(monkeypatch):
-    monkeypatch.setenv("PYTHONHASHSEED", "0")
 
 
 @pytest.fixture
@@ -57,23 +53,6 @@ def engines(daemon, stubs):
             e.close()
         except Exception:
             pass
-
-
-def live_leases(daemon) -> int:
-    return kvstash.stats(daemon.socket)["global"]["leases_live"]
-
-
-def leases_become(daemon, want: int, timeout: float = 10.0) -> bool:
-    """Does kvstashd's live-lease count reach @want within @timeout?
-
-    A RELEASE is an SQE like any other: the connector submits it and goes
-    on, so the count drops once kvstashd has taken it, not at once."""
-    deadline = time.monotonic() + timeout
-    while live_leases(daemon) != want:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def assert_clean(daemon, *engines):

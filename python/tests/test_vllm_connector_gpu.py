@@ -18,30 +18,12 @@ import time
 
 import pytest
 
-import kvstash
 import vllm_engine as ve
 import vllm_stubs as vs
-
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device for torch", allow_module_level=True)
+from gpu_common import gpu_daemon, torch  # noqa: F401 (gpu_daemon: a fixture)
+from vllm_common import hash_seed, leases_become  # noqa: F401 (hash_seed: a fixture)
 
 PROMPT = list(range(3000, 3056))
-
-
-@pytest.fixture(autouse=True)
-def _seed(monkeypatch):
-    monkeypatch.setenv("PYTHONHASHSEED", "0")
-
-
-@pytest.fixture
-def gpu_daemon(daemon_factory):
-    if not kvstash.cuda_available():
-        pytest.skip("libkvstash has no usable CUDA")
-    d = daemon_factory("[pool]\nsize = 64M\nextent_size = 1M\n")
-    if not kvstash.status(d.socket)["daemon"]["cuda_available"]:
-        pytest.skip("kvstashd has no CUDA backend")
-    return d
 
 
 class CudaWorkerRank(ve.WorkerRank):
@@ -136,11 +118,7 @@ def test_cuda_caches_save_and_load_byte_exact(gpu_daemon, save_layout, load_layo
                 assert b.workers[0].read(blk) == ve.expected(bytes(req.block_hashes[i][:16]), 0), f"block {i}"
             b.run(timeout=60)
             assert not b.invalid
-            # RELEASEs are submitted, not waited for: kvstashd takes them a moment later.
-            deadline = time.monotonic() + 10
-            while kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] and time.monotonic() < deadline:
-                time.sleep(0.005)
-            assert kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] == 0
+            assert leases_become(gpu_daemon, 0)
         finally:
             for e in engines:
                 e.close()

@@ -26,14 +26,10 @@ import pytest
 import kvstash
 import kvstash.vllm
 import vllm_stubs as vs
+from vllm_common import hash_seed, leases_become  # noqa: F401 (hash_seed: a fixture)
 
 NB, HALF, LAYERS, BS = 16, 512, 2, 16
 EXTRA = {"spec_name": "KvstashOffloadingSpec", "spec_module_path": "kvstash.vllm.offload"}
-
-
-@pytest.fixture(autouse=True)
-def _seed(monkeypatch):
-    monkeypatch.setenv("PYTHONHASHSEED", "0")
 
 
 def create_spec(cfg, kvc):
@@ -144,21 +140,6 @@ def prefix_lookup(manager, keys, ctx):
             break
         hits += 1
     return None if deferred else hits
-
-
-def live(daemon):
-    return kvstash.stats(daemon.socket)["global"]["leases_live"]
-
-
-def leases_become(daemon, want, timeout=10.0):
-    """Does the live-lease count reach @want within @timeout?  RELEASEs
-    are submitted, not waited for: kvstashd takes them a moment later."""
-    deadline = time.monotonic() + timeout
-    while live(daemon) != want:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def test_store_lookup_load_into_shuffled_blocks(setup, daemon):

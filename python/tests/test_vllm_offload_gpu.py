@@ -33,34 +33,18 @@ import pytest
 import kvstash
 import kvstash.vllm
 import vllm_stubs as vs
+from gpu_common import gpu_daemon, torch  # noqa: F401 (gpu_daemon: a fixture)
+from vllm_common import hash_seed, leases_become  # noqa: F401 (hash_seed: a fixture)
 
 TOP = Path(__file__).resolve().parents[2]
 SRC = Path(os.environ.get("KVSTASH_VLLM_SRC", TOP / ".vllm-src"))
 
-torch = pytest.importorskip("torch")
 pytest.importorskip("numpy")   # vllm/v1/kv_offload/base.py needs it
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device for torch", allow_module_level=True)
 if not (SRC / "vllm" / "v1" / "kv_offload" / "base.py").exists():
     pytest.skip(f"no vLLM source in {SRC} (see python/tests/run_vllm_device.sh)", allow_module_level=True)
 
 NB, L, H, BS, D = 64, 4, 2, 16, 64           # blocks, layers, kv heads, block size, head dim (bf16)
 PAGE = 2 * BS * H * D * 2                     # one layer's K and V of one block, bytes
-
-
-@pytest.fixture(autouse=True)
-def _seed(monkeypatch):
-    monkeypatch.setenv("PYTHONHASHSEED", "0")
-
-
-@pytest.fixture
-def gpu_daemon(daemon_factory):
-    if not kvstash.cuda_available():
-        pytest.skip("libkvstash has no usable CUDA")
-    d = daemon_factory("[pool]\nsize = 64M\nextent_size = 1M\n")
-    if not kvstash.status(d.socket)["daemon"]["cuda_available"]:
-        pytest.skip("kvstashd has no CUDA backend")
-    return d
 
 
 @contextlib.contextmanager
@@ -198,10 +182,6 @@ def test_offloading_spec_through_vllm_interfaces(gpu_daemon, layout):
         got, want = blocks(dst_ids), blocks(src_ids)
         assert bool(want.abs().sum() > 0), "the source blocks were never filled"
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), "loaded blocks differ from the saved ones"
-        # RELEASEs are submitted, not waited for: kvstashd takes them a moment later.
-        deadline = time.monotonic() + 10
-        while kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] == 0
+        assert leases_become(gpu_daemon, 0)
         w.shutdown()
         manager.shutdown()

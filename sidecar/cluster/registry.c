@@ -442,6 +442,15 @@ static int send_script(struct registry *r, struct req *q, int script, uint32_t n
 
 /* ---- lease ------------------------------------------------------------------ */
 
+/* send_script() for the lease's scripts, whose keys and arguments are all C strings. */
+static int send_text_script(struct registry *r, struct req *q, int script, uint32_t nkeys,
+			    uint32_t nargs, const char **argv, size_t *lens)
+{
+	for (uint32_t i = 3; i < 3 + nkeys + nargs; i++)
+		lens[i] = strlen(argv[i]);
+	return send_script(r, q, script, nkeys, nargs, argv, lens);
+}
+
 static void send_acquire(struct registry *r)
 {
 	const char *argv[10];
@@ -464,10 +473,8 @@ static void send_acquire(struct registry *r)
 	argv[7] = r->ever_leased ? "0" : "1";
 	argv[8] = ttl;
 	argv[9] = r->peer_addr;
-	for (int i = 3; i < 10; i++)
-		lens[i] = strlen(argv[i]);
 	r->acquiring = 1;
-	send_script(r, q, S_ACQUIRE, 2, 5, argv, lens);
+	send_text_script(r, q, S_ACQUIRE, 2, 5, argv, lens);
 }
 
 static void send_renew(struct registry *r)
@@ -483,10 +490,8 @@ static void send_renew(struct registry *r)
 	argv[3] = r->lease_key;
 	argv[4] = r->token;
 	argv[5] = ttl;
-	for (int i = 3; i < 6; i++)
-		lens[i] = strlen(argv[i]);
 	r->renewing = 1;
-	send_script(r, q, S_RENEW, 1, 2, argv, lens);
+	send_text_script(r, q, S_RENEW, 1, 2, argv, lens);
 }
 
 static void send_release(struct registry *r)
@@ -499,10 +504,8 @@ static void send_release(struct registry *r)
 		return;
 	argv[3] = r->lease_key;
 	argv[4] = r->token;
-	lens[3] = strlen(argv[3]);
-	lens[4] = strlen(argv[4]);
 	r->releasing = 1;
-	send_script(r, q, S_RELEASE, 1, 1, argv, lens);
+	send_text_script(r, q, S_RELEASE, 1, 1, argv, lens);
 }
 
 static void lease_lost(struct registry *r, const char *why)
@@ -528,44 +531,35 @@ static void ev_update(struct registry *r)
 		epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->ac_fd, &e);
 }
 
-static void ev_add_read(void *p)
+/* hiredis asks for one event at a time: epoll hears of a change only. */
+static void ev_want(struct registry *r, int event, bool on)
 {
-	struct registry *r = p;
+	int mask = on ? r->ev_mask | event : r->ev_mask & ~event;
 
-	if (!(r->ev_mask & EPOLLIN)) {
-		r->ev_mask |= EPOLLIN;
+	if (mask != r->ev_mask) {
+		r->ev_mask = mask;
 		ev_update(r);
 	}
+}
+
+static void ev_add_read(void *p)
+{
+	ev_want(p, EPOLLIN, true);
 }
 
 static void ev_del_read(void *p)
 {
-	struct registry *r = p;
-
-	if (r->ev_mask & EPOLLIN) {
-		r->ev_mask &= ~EPOLLIN;
-		ev_update(r);
-	}
+	ev_want(p, EPOLLIN, false);
 }
 
 static void ev_add_write(void *p)
 {
-	struct registry *r = p;
-
-	if (!(r->ev_mask & EPOLLOUT)) {
-		r->ev_mask |= EPOLLOUT;
-		ev_update(r);
-	}
+	ev_want(p, EPOLLOUT, true);
 }
 
 static void ev_del_write(void *p)
 {
-	struct registry *r = p;
-
-	if (r->ev_mask & EPOLLOUT) {
-		r->ev_mask &= ~EPOLLOUT;
-		ev_update(r);
-	}
+	ev_want(p, EPOLLOUT, false);
 }
 
 /* hiredis frees the context right after: forget its fd. */

@@ -43,6 +43,56 @@ uint32_t ssd_ns_digest(const void *ns, size_t len)
 	return crc32c(0, ns, len);
 }
 
+/* ---- what every on-disk structure shares ----------------------------- */
+
+/*
+ * Each opens with magic, version and size and closes with the CRC-32C of
+ * every byte before it, in its last word (format.h's _Static_asserts pin
+ * the crc there); the encoders and decoders below differ only in the
+ * fields between.
+ */
+struct disk_head {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t size;
+};
+_Static_assert(offsetof(struct ssd_super_disk, size) == offsetof(struct disk_head, size) &&
+		       offsetof(struct ssd_block_hdr_disk, size) ==
+			       offsetof(struct disk_head, size) &&
+		       offsetof(struct ssd_trailer_disk, size) == offsetof(struct disk_head, size),
+	       "every on-disk structure opens with a disk_head");
+
+/* Head and CRC onto @d (@size bytes, its own fields set), then @d into @buf. */
+static void disk_seal(void *d, size_t size, uint32_t magic, void *buf)
+{
+	struct disk_head h = { .magic = htole32(magic),
+			       .version = htole16(SSD_FORMAT_VERSION),
+			       .size = htole16((uint16_t)size) };
+	uint32_t crc;
+
+	memcpy(d, &h, sizeof(h));
+	crc = htole32(crc32c(0, d, size - sizeof(crc)));
+	memcpy((uint8_t *)d + size - sizeof(crc), &crc, sizeof(crc));
+	memcpy(buf, d, size);
+}
+
+/* The checks every decoder makes first, in this order, on its copy @d. */
+static int disk_check(const void *d, size_t size, uint32_t magic)
+{
+	struct disk_head h;
+	uint32_t crc;
+
+	memcpy(&h, d, sizeof(h));
+	memcpy(&crc, (const uint8_t *)d + size - sizeof(crc), sizeof(crc));
+	if (le32toh(h.magic) != magic || le16toh(h.size) != size)
+		return -EBADMSG;
+	if (le32toh(crc) != crc32c(0, d, size - sizeof(crc)))
+		return -EBADMSG;
+	if (le16toh(h.version) != SSD_FORMAT_VERSION)
+		return -EPROTO;
+	return 0;
+}
+
 /* ---- superblock ------------------------------------------------------- */
 
 void ssd_super_encode(const struct ssd_super *sb, void *buf)
@@ -50,9 +100,6 @@ void ssd_super_encode(const struct ssd_super *sb, void *buf)
 	struct ssd_super_disk d;
 
 	memset(&d, 0, sizeof(d));
-	d.magic = htole32(SSD_SUPER_MAGIC);
-	d.version = htole16(SSD_FORMAT_VERSION);
-	d.size = htole16(sizeof(d));
 	d.generation = htole32(sb->generation);
 	d.flags = htole32(sb->flags);
 	memcpy(d.file_id, sb->file_id, 16);
@@ -68,8 +115,7 @@ void ssd_super_encode(const struct ssd_super *sb, void *buf)
 	d.ino = htole64(sb->ino);
 	d.format_time = htole64(sb->format_time);
 	d.open_time = htole64(sb->open_time);
-	d.crc = htole32(crc32c(0, &d, offsetof(struct ssd_super_disk, crc)));
-	memcpy(buf, &d, sizeof(d));
+	disk_seal(&d, sizeof(d), SSD_SUPER_MAGIC, buf);
 }
 
 int ssd_super_decode(const void *buf, struct ssd_super *ret)
@@ -77,14 +123,12 @@ int ssd_super_decode(const void *buf, struct ssd_super *ret)
 	struct ssd_super_disk d;
 	struct ssd_super sb;
 	struct ssd_geom g;
+	int r;
 
 	memcpy(&d, buf, sizeof(d));
-	if (le32toh(d.magic) != SSD_SUPER_MAGIC || le16toh(d.size) != sizeof(d))
-		return -EBADMSG;
-	if (le32toh(d.crc) != crc32c(0, &d, offsetof(struct ssd_super_disk, crc)))
-		return -EBADMSG;
-	if (le16toh(d.version) != SSD_FORMAT_VERSION)
-		return -EPROTO;
+	r = disk_check(&d, sizeof(d), SSD_SUPER_MAGIC);
+	if (r < 0)
+		return r;
 	if (le32toh(d.unit) != SSD_UNIT)
 		return -ERANGE;
 	memset(&sb, 0, sizeof(sb));
@@ -137,9 +181,6 @@ void ssd_block_hdr_encode(const struct ssd_block_hdr *h, void *buf)
 	size_t ns_len = h->ns_len > SSD_NS_MAX ? SSD_NS_MAX : h->ns_len;
 
 	memset(&d, 0, sizeof(d));
-	d.magic = htole32(SSD_BLOCK_MAGIC);
-	d.version = htole16(SSD_FORMAT_VERSION);
-	d.size = htole16(sizeof(d));
 	memcpy(d.file_id, h->file_id, 16);
 	d.region = htole32(h->region);
 	d.region_seq = htole32(h->region_seq);
@@ -152,8 +193,7 @@ void ssd_block_hdr_encode(const struct ssd_block_hdr *h, void *buf)
 	d.ns_len = htole16((uint16_t)ns_len);
 	memcpy(d.ns, h->ns, ns_len);
 	d.ns_digest = htole32(ssd_ns_digest(d.ns, ns_len));
-	d.crc = htole32(crc32c(0, &d, offsetof(struct ssd_block_hdr_disk, crc)));
-	memcpy(buf, &d, sizeof(d));
+	disk_seal(&d, sizeof(d), SSD_BLOCK_MAGIC, buf);
 }
 
 int ssd_block_hdr_decode(const void *buf, const uint8_t file_id[16], const struct ssd_geom *g,
@@ -162,14 +202,12 @@ int ssd_block_hdr_decode(const void *buf, const uint8_t file_id[16], const struc
 	struct ssd_block_hdr_disk d;
 	struct ssd_block_hdr h;
 	uint64_t rstart, rend;
+	int r;
 
 	memcpy(&d, buf, sizeof(d));
-	if (le32toh(d.magic) != SSD_BLOCK_MAGIC || le16toh(d.size) != sizeof(d))
-		return -EBADMSG;
-	if (le32toh(d.crc) != crc32c(0, &d, offsetof(struct ssd_block_hdr_disk, crc)))
-		return -EBADMSG;
-	if (le16toh(d.version) != SSD_FORMAT_VERSION)
-		return -EPROTO;
+	r = disk_check(&d, sizeof(d), SSD_BLOCK_MAGIC);
+	if (r < 0)
+		return r;
 	if (memcmp(d.file_id, file_id, 16) != 0)
 		return -EBADMSG; /* an earlier format of this file, or another file */
 	memset(&h, 0, sizeof(h));
@@ -209,9 +247,6 @@ void ssd_trailer_encode(const struct ssd_trailer *t, void *buf)
 	struct ssd_trailer_disk d;
 
 	memset(&d, 0, sizeof(d));
-	d.magic = htole32(SSD_TRAILER_MAGIC);
-	d.version = htole16(SSD_FORMAT_VERSION);
-	d.size = htole16(sizeof(d));
 	memcpy(d.file_id, t->file_id, 16);
 	d.region = htole32(t->region);
 	d.region_seq = htole32(t->region_seq);
@@ -219,8 +254,7 @@ void ssd_trailer_encode(const struct ssd_trailer *t, void *buf)
 	d.summary_crc = htole32(t->summary_crc);
 	d.summary_off = htole64(t->summary_off);
 	d.used_bytes = htole64(t->used_bytes);
-	d.crc = htole32(crc32c(0, &d, offsetof(struct ssd_trailer_disk, crc)));
-	memcpy(buf, &d, sizeof(d));
+	disk_seal(&d, sizeof(d), SSD_TRAILER_MAGIC, buf);
 }
 
 int ssd_trailer_decode(const void *buf, const uint8_t file_id[16], const struct ssd_geom *g,
@@ -228,14 +262,12 @@ int ssd_trailer_decode(const void *buf, const uint8_t file_id[16], const struct 
 {
 	struct ssd_trailer_disk d;
 	struct ssd_trailer t;
+	int r;
 
 	memcpy(&d, buf, sizeof(d));
-	if (le32toh(d.magic) != SSD_TRAILER_MAGIC || le16toh(d.size) != sizeof(d))
-		return -EBADMSG;
-	if (le32toh(d.crc) != crc32c(0, &d, offsetof(struct ssd_trailer_disk, crc)))
-		return -EBADMSG;
-	if (le16toh(d.version) != SSD_FORMAT_VERSION)
-		return -EPROTO;
+	r = disk_check(&d, sizeof(d), SSD_TRAILER_MAGIC);
+	if (r < 0)
+		return r;
 	if (memcmp(d.file_id, file_id, 16) != 0)
 		return -EBADMSG;
 	memset(&t, 0, sizeof(t));

@@ -348,17 +348,23 @@ int ssd_index_begin(struct ssd_index *idx, uint32_t ns, const uint8_t *key, uint
 	return 0;
 }
 
+/* Where @loc says the block lies (the drive is set where the entry is claimed). */
+static void ent_place(struct ssd_ent *e, const struct ssd_loc *loc)
+{
+	e->region = loc->region;
+	e->region_seq = loc->region_seq;
+	e->off_units = loc->off_units;
+	e->len = loc->len;
+	e->crc = loc->crc;
+}
+
 void ssd_index_commit(struct ssd_index *idx, uint32_t i, struct ssd_region *r,
 		      const struct ssd_loc *loc)
 {
 	struct ssd_ent *e = ssd_ent_at(idx, i);
 	uint32_t b = lock_bucket(idx, ent_hash(idx, e->ns, e->key, e->shard));
 
-	e->region = loc->region;
-	e->region_seq = loc->region_seq;
-	e->off_units = loc->off_units;
-	e->len = loc->len;
-	e->crc = loc->crc;
+	ent_place(e, loc);
 	/* Visible to lookups from here: the stripe lock orders the fields before. */
 	e->state = SSD_E_VALID;
 	unlock_bucket(idx, b);
@@ -401,11 +407,7 @@ int ssd_index_recover(struct ssd_index *idx, uint32_t ns, const uint8_t *key, ui
 	e->ns = ns;
 	e->shard = shard;
 	e->drive = (uint8_t)loc->drive;
-	e->region = loc->region;
-	e->region_seq = loc->region_seq;
-	e->off_units = loc->off_units;
-	e->len = loc->len;
-	e->crc = loc->crc;
+	ent_place(e, loc);
 	e->state = SSD_E_VALID;
 	b = lock_bucket(idx, h);
 	link = find_link(idx, b, ns, key, shard);

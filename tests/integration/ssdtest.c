@@ -75,30 +75,31 @@ const char *st_dir(void)
 	exit(77);
 }
 
-static void on_write(void *arg, void *cookie, int res)
+/* write_done and read_done alike: op's result under the lock, for wait_slot(). */
+static void record(struct st *t, int *res, unsigned *done, void *cookie, int r)
 {
-	struct st *t = arg;
 	unsigned op = (unsigned)(uintptr_t)cookie;
 
 	pthread_mutex_lock(&t->lock);
 	if (op < ST_MAX_OPS)
-		t->wres[op] = res;
-	t->wdone++;
+		res[op] = r;
+	(*done)++;
 	pthread_cond_broadcast(&t->cond);
 	pthread_mutex_unlock(&t->lock);
+}
+
+static void on_write(void *arg, void *cookie, int res)
+{
+	struct st *t = arg;
+
+	record(t, t->wres, &t->wdone, cookie, res);
 }
 
 static void on_read(void *arg, void *cookie, int res)
 {
 	struct st *t = arg;
-	unsigned op = (unsigned)(uintptr_t)cookie;
 
-	pthread_mutex_lock(&t->lock);
-	if (op < ST_MAX_OPS)
-		t->rres[op] = res;
-	t->rdone++;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
+	record(t, t->rres, &t->rdone, cookie, res);
 }
 
 static void on_log(void *arg, int level, int err, const char *msg)
@@ -150,6 +151,12 @@ int st_open(struct st *t)
 	if (r < 0 && !t->quiet)
 		fprintf(stderr, "ssd_open: %s (%d)\n", err, r);
 	return r;
+}
+
+void st_start(struct st *t)
+{
+	ck_assert_int_eq(st_open(t), 0);
+	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
 }
 
 void st_close(struct st *t)
@@ -262,6 +269,14 @@ static int wait_slot(struct st *t, int *slot)
 	return r;
 }
 
+/* Forget an earlier op's result in @slot before queueing, so wait_slot() waits for this one. */
+static void arm_slot(struct st *t, int *slot)
+{
+	pthread_mutex_lock(&t->lock);
+	*slot = INT32_MIN;
+	pthread_mutex_unlock(&t->lock);
+}
+
 int st_wait_write(struct st *t, unsigned op)
 {
 	return wait_slot(t, &t->wres[op]);
@@ -280,9 +295,7 @@ int st_put(struct st *t, uint32_t ns, uint64_t i, uint32_t len)
 	int r;
 
 	st_fill(i, buf, len);
-	pthread_mutex_lock(&t->lock);
-	t->wres[mine] = INT32_MIN;
-	pthread_mutex_unlock(&t->lock);
+	arm_slot(t, &t->wres[mine]);
 	r = st_write(t, ns, i, mine, buf, len, 1, 1, NULL);
 	if (r >= 0)
 		r = st_wait_write(t, mine);
@@ -307,9 +320,7 @@ int st_get(struct st *t, uint32_t ns, uint64_t i, uint32_t len)
 	ck_assert_msg(loc.len == len, "key %llu: length %u on SSD, %u written",
 		      (unsigned long long)i, loc.len, len);
 	buf = st_alloc(cap);
-	pthread_mutex_lock(&t->lock);
-	t->rres[mine] = INT32_MIN;
-	pthread_mutex_unlock(&t->lock);
+	arm_slot(t, &t->rres[mine]);
 	r = ssd_read(t->ssd, &loc, buf, cap, (void *)(uintptr_t)mine);
 	if (r == 0) {
 		r = st_wait_read(t, mine);

@@ -43,6 +43,8 @@ const char *st_dir(void);
 void st_config(struct st *t, unsigned nr, uint64_t size, uint64_t region);
 /* ssd_open() on t->cfg; returns its result (err printed on failure). */
 int st_open(struct st *t);
+/* st_open() and wait for the recovery: the test fails unless both succeed. */
+void st_start(struct st *t);
 void st_close(struct st *t);
 void st_abandon(struct st *t);
 

@@ -8,12 +8,12 @@
  * and reads back byte-exact.  With write_policy = filter a block never
  * used is written only the second time it is evicted.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 #define LEN 65536u
@@ -33,8 +33,7 @@ START_TEST(test_drops_and_displacement)
 	t.cfg.write_queue = 4;
 	t.cfg.queue_depth = 2;
 	t.cfg.write_rate = 256 * 1024; /* a burst of four blocks, then four a second */
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "bp", 1);
 	for (unsigned i = 0; i < NB; i++) {
 		bufs[i] = st_alloc(LEN);
@@ -121,8 +120,7 @@ START_TEST(test_admission_filter)
 
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
 	t.cfg.policy = SSD_POLICY_FILTER;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "adm", 1);
 	st_fill(1, buf, LEN);
 	/* Never used, first eviction: not written. */
@@ -143,8 +141,7 @@ START_TEST(test_admission_filter)
 
 	/* With policy = spill the first eviction is written. */
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "adm", 1);
 	st_fill(3, buf, LEN);
 	ck_assert_int_eq(st_write(&t, ns, 3, 3, buf, LEN, 0, 0, NULL), 0);
@@ -154,20 +151,10 @@ START_TEST(test_admission_filter)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-backpressure");
-	TCase *tc = tcase_create("backpressure");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_drops_and_displacement, test_admission_filter)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_drops_and_displacement);
-	tcase_add_test(tc, test_admission_filter);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-backpressure",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

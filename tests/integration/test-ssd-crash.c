@@ -12,7 +12,6 @@
  * flight interrupted).  Half the rounds the parent itself stops
  * uncleanly too, so recovery runs after recovery.
  */
-#include <check.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include <unistd.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB	  (1ull << 20)
 #define PER_CHILD 120u
@@ -161,8 +161,7 @@ START_TEST(test_kill9_storm)
 		}
 		close(pfd[0]);
 
-		ck_assert_int_eq(st_open(&t), 0);
-		ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+		st_start(&t);
 		ns = st_ns(&t, "crash-model", 4096);
 		/* Every block of every round so far: byte-exact or a miss, nothing else. */
 		for (uint64_t i = 0; i < base + PER_CHILD; i++) {
@@ -195,19 +194,10 @@ START_TEST(test_kill9_storm)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-crash");
-	TCase *tc = tcase_create("crash");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_kill9_storm)
 
-	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, test_kill9_storm);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-crash",
+	.timeout_s = 900,
+	.add_tests = add_tests,
+};

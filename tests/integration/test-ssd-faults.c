@@ -11,7 +11,6 @@
  * work is refused.  Error lines are rate-limited.  And what cannot be
  * opened or preallocated is a clear start-up error.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 
@@ -34,8 +34,7 @@ static void open_with(struct st *t, const char *faults)
 	t->cfg.faults = faults;
 	t->cfg.max_errors = 100;
 	t->quiet = true;
-	ck_assert_int_eq(st_open(t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
+	st_start(t);
 }
 
 static void write_fault(const char *rule, int expect)
@@ -57,8 +56,7 @@ static void write_fault(const char *rule, int expect)
 	st_close(&t);
 	/* After a restart: the same, the abandoned region's good blocks included. */
 	t.cfg.faults = "";
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	for (unsigned i = 1; i <= 10; i++)
 		ck_assert_int_eq(st_get(&t, ns, i, len_of(i)), i == 4 ? -ENOENT : 0);
@@ -101,8 +99,7 @@ START_TEST(test_write_torn)
 	st_close(&t);
 	/* After a restart it is found again (its header is whole) and again a miss. */
 	t.cfg.faults = "";
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	ck_assert_int_eq(st_get(&t, ns, 2, len_of(2)), -EBADMSG);
 	st_close(&t);
@@ -167,8 +164,7 @@ START_TEST(test_enodev_offline)
 	st_close(&t);
 	/* The device is back (no fault rule): the blocks are there. */
 	t.cfg.faults = "";
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	for (unsigned i = 1; i <= 5; i++)
 		ck_assert_int_eq(st_get(&t, ns, i, len_of(i)), 0);
@@ -188,8 +184,7 @@ START_TEST(test_too_many_errors)
 	t.cfg.faults = "write%1=eio";
 	t.cfg.max_errors = 4;
 	t.quiet = true;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	for (unsigned i = 1; i <= 3; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, 4096), -EIO);
@@ -205,8 +200,7 @@ START_TEST(test_too_many_errors)
 	t.cfg.faults = "write%1=eio";
 	t.cfg.max_errors = 100000;
 	t.quiet = true;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "f", 1);
 	lines = __atomic_load_n(&t.log_lines, __ATOMIC_RELAXED);
 	for (unsigned i = 1; i <= 200; i++)
@@ -273,27 +267,11 @@ START_TEST(test_startup_errors)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-faults");
-	TCase *tc = tcase_create("faults");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_write_eio, test_write_short, test_write_torn, test_read_flip, test_read_eio,
+	   test_read_short, test_enodev_offline, test_too_many_errors, test_startup_errors)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_write_eio);
-	tcase_add_test(tc, test_write_short);
-	tcase_add_test(tc, test_write_torn);
-	tcase_add_test(tc, test_read_flip);
-	tcase_add_test(tc, test_read_eio);
-	tcase_add_test(tc, test_read_short);
-	tcase_add_test(tc, test_enodev_offline);
-	tcase_add_test(tc, test_too_many_errors);
-	tcase_add_test(tc, test_startup_errors);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-faults",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

@@ -8,12 +8,12 @@
  * the restart stay gone; a changed drive geometry formats the drive
  * (all misses); a namespace whose geometry changed finds nothing.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 #define N   60
@@ -44,15 +44,13 @@ START_TEST(test_clean_restart)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "model", 8192);
 	write_all(&t, ns, 0, N);
 	st_close(&t);
 
 	for (unsigned round = 0; round < 3; round++) {
-		ck_assert_int_eq(st_open(&t), 0);
-		ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+		st_start(&t);
 		ssd_get_stats(t.ssd, &s);
 		ck_assert(s.drive[0].last_clean);
 		ck_assert(!s.drive[0].formatted);
@@ -74,14 +72,12 @@ START_TEST(test_abandoned_restart)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "model", 8192);
 	write_all(&t, ns, 0, N);
 	st_abandon(&t);
 
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ssd_get_stats(t.ssd, &s);
 	ck_assert(!s.drive[0].last_clean);
 	ck_assert_uint_eq(s.drive[0].recovered_blocks, N);
@@ -90,8 +86,7 @@ START_TEST(test_abandoned_restart)
 	/* New writes go to a new region; both survive another abandon. */
 	write_all(&t, ns, N, 10);
 	st_abandon(&t);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "model", 8192);
 	ck_assert_uint_eq(read_all(&t, ns, 0, N + 10), N + 10);
 	st_close(&t);
@@ -106,8 +101,7 @@ START_TEST(test_reused_regions_stay_gone)
 	bool *had = calloc(400, sizeof(bool));
 
 	st_config(&t, 1, 9 * MiB, 1 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "wrap", 1);
 	for (unsigned i = 0; i < 400; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, st_len(i, 20000, 90000)), 0);
@@ -121,8 +115,7 @@ START_TEST(test_reused_regions_stay_gone)
 		before += had[i];
 	}
 	st_abandon(&t);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "wrap", 1);
 	after = 0;
 	for (unsigned i = 0; i < 400; i++) {
@@ -146,14 +139,12 @@ START_TEST(test_drive_geometry_changed)
 	uint32_t ns;
 
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "g", 1);
 	write_all(&t, ns, 0, 20);
 	st_close(&t);
 	t.cfg.region_size = 2 * MiB;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ssd_get_stats(t.ssd, &s);
 	ck_assert(s.drive[0].formatted);
 	ck_assert_uint_eq(s.drive[0].recovered_blocks, 0);
@@ -162,8 +153,7 @@ START_TEST(test_drive_geometry_changed)
 	st_close(&t);
 	/* Back to the first geometry: the reformat was final, nothing old returns. */
 	t.cfg.region_size = 4 * MiB;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "g", 1);
 	ck_assert_uint_eq(read_all(&t, ns, 0, 20), 0);
 	st_close(&t);
@@ -176,13 +166,11 @@ START_TEST(test_namespace_geometry_changed)
 	uint32_t ns, other;
 
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "llama", 65536);
 	write_all(&t, ns, 0, 20);
 	st_close(&t);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	/* Same name, another slot size: another identity, only misses. */
 	other = st_ns(&t, "llama", 131072);
 	ck_assert_uint_eq(read_all(&t, other, 0, 20), 0);
@@ -194,23 +182,11 @@ START_TEST(test_namespace_geometry_changed)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-restart");
-	TCase *tc = tcase_create("restart");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_clean_restart, test_abandoned_restart, test_reused_regions_stay_gone,
+	   test_drive_geometry_changed, test_namespace_geometry_changed)
 
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_clean_restart);
-	tcase_add_test(tc, test_abandoned_restart);
-	tcase_add_test(tc, test_reused_regions_stay_gone);
-	tcase_add_test(tc, test_drive_geometry_changed);
-	tcase_add_test(tc, test_namespace_geometry_changed);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-restart",
+	.timeout_s = 180,
+	.add_tests = add_tests,
+};

@@ -9,12 +9,12 @@
  * do not fit a region are refused; when the log wraps, the oldest region's
  * blocks become misses and the rest stay byte-exact.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB (1ull << 20)
 
@@ -26,8 +26,7 @@ START_TEST(test_sizes_round_trip)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 8 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "model-a", 4096);
 	for (unsigned i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		ck_assert_int_eq(st_put(&t, ns, i, lens[i]), 0);
@@ -70,8 +69,7 @@ START_TEST(test_unaligned_source)
 	uint32_t ns;
 
 	st_config(&t, 1, 32 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "m", 1);
 	st_fill(42, src, 60000);
 	st_key(42, key);
@@ -105,8 +103,7 @@ START_TEST(test_fixed_buffers)
 	st_config(&t, 1, 64 * MiB, 8 * MiB);
 	t.cfg.bufs = &b;
 	t.cfg.nr_bufs = 1;
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ssd_get_stats(t.ssd, &s);
 	ck_assert_msg(s.drive[0].fixed_buffers, "buffers not registered (RLIMIT_MEMLOCK?)");
 	ns = st_ns(&t, "fixed", 1);
@@ -149,8 +146,7 @@ START_TEST(test_visibility_and_refusals)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 4 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "vis", 1);
 	st_fill(5, buf, 65536);
 	st_key(5, key);
@@ -196,8 +192,7 @@ START_TEST(test_log_wraps)
 	uint32_t ns;
 
 	st_config(&t, 1, 9 * MiB, 1 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "wrap", 1);
 	for (unsigned i = 0; i < n; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, st_len(i, 100000, 200000)), 0);
@@ -227,8 +222,7 @@ START_TEST(test_two_drives)
 	uint32_t ns;
 
 	st_config(&t, 2, 32 * MiB, 2 * MiB);
-	ck_assert_int_eq(st_open(&t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t.ssd, ST_TIMEOUT_MS), 0);
+	st_start(&t);
 	ns = st_ns(&t, "two", 1);
 	for (unsigned i = 0; i < 40; i++)
 		ck_assert_int_eq(st_put(&t, ns, i, 50000 + i), 0);
@@ -243,24 +237,11 @@ START_TEST(test_two_drives)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-roundtrip");
-	TCase *tc = tcase_create("roundtrip");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_sizes_round_trip, test_unaligned_source, test_fixed_buffers,
+	   test_visibility_and_refusals, test_log_wraps, test_two_drives)
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_sizes_round_trip);
-	tcase_add_test(tc, test_unaligned_source);
-	tcase_add_test(tc, test_fixed_buffers);
-	tcase_add_test(tc, test_visibility_and_refusals);
-	tcase_add_test(tc, test_log_wraps);
-	tcase_add_test(tc, test_two_drives);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-roundtrip",
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

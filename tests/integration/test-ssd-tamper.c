@@ -9,13 +9,13 @@
  * copy is replaced by the other, both garbled formats the drive; random
  * garbage anywhere serves no wrong byte.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssdtest.h"
+#include "tests/unit/unit.h"
 
 #define MiB    (1ull << 20)
 #define N      40
@@ -43,8 +43,7 @@ static void populate(struct st *t)
 	uint32_t ns;
 
 	st_config(t, 1, 32 * MiB, REGION);
-	ck_assert_int_eq(st_open(t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
+	st_start(t);
 	ns = st_ns(t, "tamper", 1);
 	for (unsigned i = 0; i < N; i++)
 		ck_assert_int_eq(st_put(t, ns, i, len_of(i)), 0);
@@ -53,8 +52,7 @@ static void populate(struct st *t)
 
 static void reopen(struct st *t, uint32_t *ret_ns)
 {
-	ck_assert_int_eq(st_open(t), 0);
-	ck_assert_int_eq(ssd_wait_recovered(t->ssd, ST_TIMEOUT_MS), 0);
+	st_start(t);
 	*ret_ns = st_ns(t, "tamper", 1);
 }
 
@@ -235,23 +233,11 @@ START_TEST(test_random_garbage)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-tamper");
-	TCase *tc = tcase_create("tamper");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_payload_garbage, test_entry_garbage, test_trailer_garbage, test_superblock_garbage,
+	   test_random_garbage)
 
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_payload_garbage);
-	tcase_add_test(tc, test_entry_garbage);
-	tcase_add_test(tc, test_trailer_garbage);
-	tcase_add_test(tc, test_superblock_garbage);
-	tcase_add_test(tc, test_random_garbage);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-tamper",
+	.timeout_s = 180,
+	.add_tests = add_tests,
+};

@@ -7,13 +7,13 @@
  * size that is not a multiple of 4 KiB are refused by config_validate();
  * built without liburing, ssd_open() says the tier is not compiled in.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/conf.h"
 #include "ssd/ssd.h"
+#include "unit.h"
 
 static char err[512];
 
@@ -124,21 +124,9 @@ START_TEST(test_not_compiled_in)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-config");
-	TCase *tc = tcase_create("config");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_no_path_no_tier, test_keys_reach_the_module, test_refused, test_not_compiled_in)
 
-	tcase_add_test(tc, test_no_path_no_tier);
-	tcase_add_test(tc, test_keys_reach_the_module);
-	tcase_add_test(tc, test_refused);
-	tcase_add_test(tc, test_not_compiled_in);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-config",
+	.add_tests = add_tests,
+};

@@ -6,12 +6,12 @@
  * of every length and alignment around the three-stream threshold;
  * continuing a CRC and crc32c_combine() give the CRC of the whole.
  */
-#include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssd/crc32c.h"
+#include "unit.h"
 
 struct vec {
 	const char *name;
@@ -123,21 +123,9 @@ START_TEST(test_continue_and_combine)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-crc32c");
-	TCase *tc = tcase_create("crc32c");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_rfc3720_vectors, test_hw_on_x86, test_paths_agree, test_continue_and_combine)
 
-	tcase_add_test(tc, test_rfc3720_vectors);
-	tcase_add_test(tc, test_hw_on_x86);
-	tcase_add_test(tc, test_paths_agree);
-	tcase_add_test(tc, test_continue_and_combine);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-crc32c",
+	.add_tests = add_tests,
+};

@@ -7,7 +7,6 @@
  * a good checksum; of two superblock copies the newest valid one wins,
  * across the generation's wrap from 0xffffffff to 0.
  */
-#include <check.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 
 #include "ssd/crc32c.h"
 #include "ssd/format.h"
+#include "unit.h"
 
 static uint8_t fid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
 static struct ssd_geom geom;
@@ -343,28 +343,12 @@ START_TEST(test_serial_numbers)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-format");
-	TCase *tc = tcase_create("format");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_geometry, test_super_round_trip, test_super_every_byte, test_super_bounds,
+	   test_super_pick, test_hdr_round_trip, test_hdr_every_byte, test_hdr_bounds, test_trailer,
+	   test_serial_numbers)
 
-	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_geometry);
-	tcase_add_test(tc, test_super_round_trip);
-	tcase_add_test(tc, test_super_every_byte);
-	tcase_add_test(tc, test_super_bounds);
-	tcase_add_test(tc, test_super_pick);
-	tcase_add_test(tc, test_hdr_round_trip);
-	tcase_add_test(tc, test_hdr_every_byte);
-	tcase_add_test(tc, test_hdr_bounds);
-	tcase_add_test(tc, test_trailer);
-	tcase_add_test(tc, test_serial_numbers);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-format",
+	.setup = setup,
+	.add_tests = add_tests,
+};

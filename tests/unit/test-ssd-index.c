@@ -7,13 +7,13 @@
  * byte strings; the table grows and everything stays findable; and it
  * takes at most 60 bytes of DRAM per block at scale.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssd/crc32c.h"
 #include "ssd/index.h"
+#include "unit.h"
 
 static struct ssd_index idx;
 
@@ -222,25 +222,13 @@ START_TEST(test_grow_and_memory)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-index");
-	TCase *tc = tcase_create("index");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_write_then_visible, test_abort_and_kill, test_drop_region, test_recover_newer_wins,
+	   test_namespaces, test_grow_and_memory)
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_write_then_visible);
-	tcase_add_test(tc, test_abort_and_kill);
-	tcase_add_test(tc, test_drop_region);
-	tcase_add_test(tc, test_recover_newer_wins);
-	tcase_add_test(tc, test_namespaces);
-	tcase_add_test(tc, test_grow_and_memory);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-index",
+	.setup = setup,
+	.teardown = teardown,
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

@@ -8,12 +8,12 @@
  * picks the newest region by serial order, also across the wrap of the
  * region sequence from 0xffffffff to 0.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ssd/region.h"
+#include "unit.h"
 
 static struct ssd_geom geom;
 
@@ -183,24 +183,11 @@ START_TEST(test_pick_head_wrap)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("ssd-region");
-	TCase *tc = tcase_create("region");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_place_until_full, test_place_limits, test_zone_entries, test_ring, test_pick_head,
+	   test_pick_head_wrap)
 
-	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_place_until_full);
-	tcase_add_test(tc, test_place_limits);
-	tcase_add_test(tc, test_zone_entries);
-	tcase_add_test(tc, test_ring);
-	tcase_add_test(tc, test_pick_head);
-	tcase_add_test(tc, test_pick_head_wrap);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "ssd-region",
+	.setup = setup,
+	.add_tests = add_tests,
+};

@@ -29,7 +29,6 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorWorkerMetadata,
 )
 
-from ..errors import ConnectionLost, DaemonUnavailable
 from .layout import geometry_of, views_of_cross_layers, views_of_layers
 from .plan import StepPlan
 from .scheduler import SchedulerCore
@@ -88,11 +87,7 @@ class KvstashConnector(KVConnectorBase_V1):
         self._worker: WorkerCore | None = None
         if role == KVConnectorRole.SCHEDULER:
             session = Session(self.settings, role="scheduler")
-            try:
-                session.connect()
-            except (ConnectionLost, DaemonUnavailable) as e:
-                log.warning("kvstash scheduler: kvstashd unavailable at start (%s); serving without it", e)
-                session.lost(e)
+            session.start()
             self._sched = SchedulerCore(self.settings, session, world_size=self.settings.tp_size)
         else:
             self._worker = WorkerCore(self.settings, _tp_rank())

@@ -59,9 +59,9 @@ from vllm.v1.kv_offload.base import (
 from vllm.v1.kv_offload.worker.worker import OffloadingHandler, TransferResult
 
 from ..client import CudaLayer, Operation
-from ..errors import ConnectionLost, DaemonUnavailable, KvstashError, LeaseNotFound
+from ..errors import ConnectionLost, KvstashError
 from .layout import LayoutError, View
-from .session import Session
+from .session import Releases, Session
 from .settings import ConfigError, Settings, block_key, settings_for
 from .worker import WorkerCore
 
@@ -125,33 +125,11 @@ class KvstashOffloadingManager(OffloadingManager):
         self.session = session
         self._probes: OrderedDict[str, _Probe] = OrderedDict()
         self._loading: dict[str, list[int]] = {}
-        self._releases: list[Operation] = []
-
-    # -- leases --
-
-    def _release(self, lease: int) -> None:
-        c = self.session.client
-        if not lease or c is None or c.closed:
-            return
-        try:
-            self._releases.append(c.release(lease))
-        except ConnectionLost as e:
-            self.session.lost(e)
-        except KvstashError as e:
-            log.warning("kvstash: RELEASE of lease %#x not submitted: %s", lease, e)
-
-    def _reap(self) -> None:
-        keep = []
-        for op in self._releases:
-            if not op.done():
-                keep.append(op)
-            elif (e := op.exception()) is not None and not isinstance(e, (LeaseNotFound, ConnectionLost)):
-                log.warning("kvstash: RELEASE failed: %s", e)
-        self._releases = keep
+        self._releases = Releases(session)
 
     def _query(self, rid: str, p: _Probe, start: int) -> None:
         """One QUERY of the request's keys from @start: answers its lookups for this step."""
-        self._release(p.lease)
+        self._releases.release(p.lease)
         p.lease, p.hits, p.base, p.recording, p.fresh = 0, 0, start, False, True
         c = self.session.ensure()
         if c is None:
@@ -174,7 +152,7 @@ class KvstashOffloadingManager(OffloadingManager):
             p = self._probes[rid] = _Probe()
             if len(self._probes) > self.MAX_PROBES:
                 _old, q = self._probes.popitem(last=False)
-                self._release(q.lease)
+                self._releases.release(q.lease)
         else:
             self._probes.move_to_end(rid)
         j = p.index.get(k)
@@ -182,7 +160,7 @@ class KvstashOffloadingManager(OffloadingManager):
             # A key never asked about: record it; the next step's lookup
             # QUERYs every recorded key at once.
             if not p.recording:
-                self._release(p.lease)
+                self._releases.release(p.lease)
                 p.lease, p.fresh, p.recording = 0, False, True
             p.index[k] = len(p.keys)
             p.keys.append(k)
@@ -214,15 +192,15 @@ class KvstashOffloadingManager(OffloadingManager):
                 log.error("kvstash: %s: %d of %d blocks to load are resident; the load will fail",
                           rid, count, len(ks))
         if p is not None:
-            self._release(p.lease)
+            self._releases.release(p.lease)
         if lease:
             self._loading.setdefault(rid, []).append(lease)
         return KvstashLoadStoreSpec(b"".join(ks), lease, count)
 
     def complete_load(self, keys: Collection[Any], req_context: Any) -> None:
         for lease in self._loading.pop(req_context.req_id, ()):
-            self._release(lease)   # ENOENT when every rank's LOAD consumed it
-        self._reap()
+            self._releases.release(lease)   # ENOENT when every rank's LOAD consumed it
+        self._releases.reap()
 
     def prepare_store(self, keys: Collection[Any], req_context: Any) -> PrepareStoreOutput | None:
         ks = list(keys)
@@ -237,16 +215,16 @@ class KvstashOffloadingManager(OffloadingManager):
         # next lookup QUERYs again at once.
         for p in self._probes.values():
             if p.fresh:
-                self._release(p.lease)
+                self._releases.release(p.lease)
                 p.lease, p.fresh = 0, False
-        self._reap()
+        self._releases.reap()
         return ()
 
     def reset_cache(self) -> None:
         # kvstashd's pool is shared by every engine on the host: a reset of
         # this engine's cache only forgets its own lookups.
         for p in self._probes.values():
-            self._release(p.lease)
+            self._releases.release(p.lease)
         self._probes.clear()
 
     def shutdown(self) -> None:
@@ -449,11 +427,7 @@ class KvstashOffloadingSpec(OffloadingSpec):
     def get_manager(self) -> OffloadingManager:
         if self._manager is None:
             session = Session(self.settings, role="scheduler")
-            try:
-                session.connect()
-            except (ConnectionLost, DaemonUnavailable) as e:
-                log.warning("kvstash scheduler: kvstashd unavailable at start (%s); serving without it", e)
-                session.lost(e)
+            session.start()
             self._manager = KvstashOffloadingManager(self.settings, session)
         return self._manager
 

@@ -38,10 +38,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import Operation
-from ..errors import ConnectionLost, KvstashError, LeaseNotFound, NotSealed, Timeout
+from ..errors import ConnectionLost, KvstashError, NotSealed, Timeout
 from .plan import LoadSpec, SaveSpec, StepPlan
-from .session import Session
+from .session import Releases, Session
 from .settings import Settings, block_key
 
 log = logging.getLogger("kvstash.vllm")
@@ -83,37 +82,13 @@ class SchedulerCore:
         self._lease_loads: dict[int, list[Any]] = {}  # lease -> [req_id, ranks still loading]
         self._next_job = 1
         self._step = 0
-        self._releases: list[Operation] = []
+        self._releases = Releases(session)
 
     # ---- leases ------------------------------------------------------------
 
-    def _release(self, lease: int) -> None:
-        """RELEASE without waiting: it completes at once, and is reaped on a later call."""
-        c = self.session.client
-        if not lease or c is None or c.closed:
-            return
-        try:
-            self._releases.append(c.release(lease))
-        except ConnectionLost as e:
-            self.session.lost(e)       # the lease died with kvstashd
-        except KvstashError as e:
-            log.warning("kvstash: RELEASE of lease %#x not submitted: %s", lease, e)
-
-    def _reap_releases(self) -> None:
-        keep = []
-        for op in self._releases:
-            if not op.done():
-                keep.append(op)
-                continue
-            e = op.exception()
-            # ENOENT: consumed by the ranks' LOADs, or expired: nothing was left to drop.
-            if e is not None and not isinstance(e, (LeaseNotFound, ConnectionLost)):
-                log.warning("kvstash: RELEASE failed: %s", e)
-        self._releases = keep
-
     def _drop_lease(self, st: _Req, rid: str) -> None:
         if st.lease:
-            self._release(st.lease)
+            self._releases.release(st.lease)
             st.lease = 0
         self._unclaimed.discard(rid)
 
@@ -165,7 +140,7 @@ class SchedulerCore:
         except KvstashError as e:
             log.warning("kvstash: QUERY for %s failed: %s", rid, e)
             return 0, False
-        self._reap_releases()
+        self._releases.reap()
         if hits == 0:
             return 0, False
         st.lease, st.lease_start, st.lease_hits, st.lease_keys = lease, start, hits, stop - start
@@ -262,7 +237,7 @@ class SchedulerCore:
             self._jobs[job] = [rid, self.world_size]
             st.jobs.add(job)
             st.saved = full
-        self._reap_releases()
+        self._releases.reap()
         self._step += 1
         return plan
 
@@ -314,7 +289,7 @@ class SchedulerCore:
             del self._lease_loads[lease]
             # Normally the ranks' LOADs consumed the lease (ENOENT); after a
             # failed LOAD on some rank this is what unpins its blocks.
-            self._release(lease)
+            self._releases.release(lease)
             rid = entry[0]
             st = self._reqs.get(rid)
             if st is not None and st.loading == lease:
@@ -325,7 +300,7 @@ class SchedulerCore:
             st = self._reqs.get(rid)
             if st is not None and not st.loading:
                 self._forget(rid)
-        self._reap_releases()
+        self._releases.reap()
 
     def shutdown(self) -> None:
         for rid in list(self._unclaimed):

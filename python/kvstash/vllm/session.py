@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..client import Client
-from ..errors import ConnectionLost, DaemonUnavailable, KvstashError
+from ..client import Client, Operation
+from ..errors import ConnectionLost, DaemonUnavailable, KvstashError, LeaseNotFound
 from .settings import Settings
 
 log = logging.getLogger("kvstash.vllm")
@@ -60,6 +60,15 @@ class Session:
         self._client = c
         self._down_logged = False
         return c
+
+    def start(self) -> None:
+        """Connect if kvstashd is there; vLLM starts serving either way (ensure() retries)."""
+        try:
+            self.connect()
+        except (ConnectionLost, DaemonUnavailable) as e:
+            who = f"rank {self.tp_rank}" if self.role == "worker" else self.role
+            log.warning("kvstash %s: kvstashd unavailable at start (%s); serving without it", who, e)
+            self.lost(e)
 
     def ensure(self) -> Client | None:
         """A connected client, or None while kvstashd is away (then retried every reconnect_s)."""
@@ -103,4 +112,35 @@ class Session:
             self._client = None
 
 
-__all__ = ["Session"]
+class Releases:
+    """The scheduler's RELEASEs, sent without waiting: each completes at once and is reaped later."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._ops: list[Operation] = []
+
+    def release(self, lease: int) -> None:
+        c = self.session.client
+        if not lease or c is None or c.closed:
+            return
+        try:
+            self._ops.append(c.release(lease))
+        except ConnectionLost as e:
+            self.session.lost(e)       # the lease died with kvstashd
+        except KvstashError as e:
+            log.warning("kvstash: RELEASE of lease %#x not submitted: %s", lease, e)
+
+    def reap(self) -> None:
+        keep = []
+        for op in self._ops:
+            if not op.done():
+                keep.append(op)
+                continue
+            e = op.exception()
+            # ENOENT: consumed by the ranks' LOADs, or expired: nothing was left to drop.
+            if e is not None and not isinstance(e, (LeaseNotFound, ConnectionLost)):
+                log.warning("kvstash: RELEASE failed: %s", e)
+        self._ops = keep
+
+
+__all__ = ["Releases", "Session"]

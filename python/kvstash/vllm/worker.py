@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..client import Client, Operation
-from ..errors import ConnectionLost, DaemonUnavailable, KvstashError
+from ..errors import ConnectionLost, KvstashError
 from .layout import View, host_layers
 from .ordering import ordering_for
 from .plan import LoadSpec, SaveSpec, StepPlan
@@ -112,12 +112,7 @@ class WorkerCore:
         self._ordering = ordering_for(v0.device_type, v0.device_index)
         self.session = Session(self.settings, role="worker", tp_rank=self.tp_rank, device=device,
                                on_connect=on_connect)
-        try:
-            self.session.connect()
-        except (ConnectionLost, DaemonUnavailable) as e:
-            log.warning("kvstash rank %d: kvstashd unavailable at start (%s); serving without it",
-                        self.tp_rank, e)
-            self.session.lost(e)
+        self.session.start()
 
     def _client(self) -> Client | None:
         return self.session.ensure() if self.session is not None else None
