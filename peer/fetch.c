@@ -179,8 +179,8 @@ int kvspeer_fetch_result(const struct kvspeer_fetch *kf, int *ret_error)
 	if (!f)
 		return -EINVAL;
 	pthread_mutex_lock(&f->lock);
-	r = f->completed ? f->result : -EINPROGRESS;
-	if (f->completed && ret_error)
+	r = f->resolved ? f->result : -EINPROGRESS;
+	if (f->resolved && ret_error)
 		*ret_error = f->err;
 	pthread_mutex_unlock(&f->lock);
 	return r;
@@ -418,22 +418,36 @@ static void finish(struct fetch *f, int err)
 			    f->nr_keys, f->peer, f->verified, strerror(-f->err));
 
 	pthread_mutex_lock(&f->lock);
-	f->completed = true;
 	f->result = n;
-	w = f->waiters;
-	f->waiters = NULL;
-	/* Under f->lock: pairs with the waiter's check in kvspeer_fetch_wait(). */
-	pthread_cond_broadcast(&f->cond);
+	f->resolved = true; /* readable from the callbacks on (kvspeer_fetch_result()) */
 	pthread_mutex_unlock(&f->lock);
-
+	/*
+	 * Callbacks first, then "completed": a host that waits and then frees
+	 * what it gave as arg must find every callback finished.  Joiners that
+	 * come while callbacks run are picked up by the loop; once it sees none
+	 * under f->lock it marks the fetch completed, and joins get -EALREADY.
+	 */
 	if (f->done)
 		f->done(f->arg, (struct kvspeer_fetch *)f, n);
-	while (w) {
-		struct waiter *next = w->next;
+	for (;;) {
+		pthread_mutex_lock(&f->lock);
+		w = f->waiters;
+		f->waiters = NULL;
+		if (!w) {
+			f->completed = true;
+			/* Under f->lock: pairs with the waiter's check in kvspeer_fetch_wait(). */
+			pthread_cond_broadcast(&f->cond);
+			pthread_mutex_unlock(&f->lock);
+			break;
+		}
+		pthread_mutex_unlock(&f->lock);
+		while (w) {
+			struct waiter *next = w->next;
 
-		w->done(w->arg, (struct kvspeer_fetch *)f, n);
-		free(w);
-		w = next;
+			w->done(w->arg, (struct kvspeer_fetch *)f, n);
+			free(w);
+			w = next;
+		}
 	}
 	kvspeer_fetch_unref((struct kvspeer_fetch *)f);
 }

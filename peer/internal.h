@@ -277,7 +277,8 @@ struct fetch {
 	/* the result (f->lock) */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool completed;
+	bool resolved;	/* result and err final (set before the done callbacks) */
+	bool completed; /* every done callback returned */
 	int result;
 	struct waiter *waiters;
 };

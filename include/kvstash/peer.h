@@ -319,7 +319,8 @@ int kvspeer_fetch_submit(struct kvspeer *kp, const struct kvspeer_fetch_params *
 int kvspeer_fetch_join(struct kvspeer_fetch *f, kvspeer_done_fn done, void *arg);
 
 /*
- * The result: the verified prefix (>= 0), or -EINPROGRESS.  *@ret_error
+ * The result: the verified prefix (>= 0), or -EINPROGRESS until it is
+ * final (it is, inside the done callbacks).  *@ret_error
  * (optional) gets why the prefix is shorter than the keys: 0 (the peer
  * holds no more, or all came), or -errno: -ETIMEDOUT (deadline),
  * -ECONNREFUSED / -EHOSTUNREACH / -ENETUNREACH (connect), -ECONNRESET
@@ -330,7 +331,11 @@ int kvspeer_fetch_join(struct kvspeer_fetch *f, kvspeer_done_fn done, void *arg)
  */
 int kvspeer_fetch_result(const struct kvspeer_fetch *f, int *ret_error);
 
-/* Block until done; returns kvspeer_fetch_result().  -EDEADLK in a callback. */
+/*
+ * Block until the fetch completed and every done callback (the owner's,
+ * the joiners') returned, so what they use may be freed then; returns
+ * kvspeer_fetch_result().  -EDEADLK in a callback.
+ */
 int kvspeer_fetch_wait(struct kvspeer_fetch *f, int *ret_error);
 
 void kvspeer_fetch_ref(struct kvspeer_fetch *f);
