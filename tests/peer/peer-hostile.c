@@ -764,7 +764,7 @@ static int s_case(const char *name, const char *listen_addr)
 		srv_query(fd, &seq, &nkeys, 0, (2ull << 30)); /* 2 GiB a shard: over max_shard_bytes */
 	} else if (!strcmp(name, "srv-long-data")) {
 		/* DATA longer than the lock said: the fetcher must not read it into the buffer. */
-		struct pw_data d = { .lock_id = 77, .block = 0, .shard = 0, .len = g.shard_bytes + 4096 };
+		struct pw_data d = { .lock_id = 77, .block = 1, .shard = 0, .len = g.shard_bytes + 4096 };
 		uint8_t *junk = calloc(1, g.shard_bytes + 4096);
 
 		srv_query(fd, &seq, &nkeys, 0, 0);

@@ -52,6 +52,11 @@ expect_result "$FETCH_OUT" 8 0
 fetch --peer "$ADDR_tp1" --blocks 64 --alloc-limit 10
 expect_result "$FETCH_OUT" 10 ENOSPC
 expect_stat tp1 locks_held 0
+# Full before the first block: nothing, at once, and the lock given back too.
+fetch --peer "$ADDR_tp1" --blocks 64 --alloc-limit 0
+expect_result "$FETCH_OUT" 0 ENOSPC
+expect_within "$FETCH_OUT" 0
+expect_stat tp1 locks_held 0
 # Joined: three more waiters see the same result.
 fetch --peer "$ADDR_tp1" --blocks 64 --join 3
 [ "$FETCH_RC" = 0 ] || fail "join: $(cat "$FETCH_OUT")"
