@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,43 @@ static ssize_t rx(struct conn *c, void *dst, size_t len)
 	}
 }
 
+/*
+ * May a message of @type arrive on @c now?  Checked from the header,
+ * before its payload is read: a peer that has not authenticated can make
+ * us hold at most a HELLO's or an AUTH's bytes, and no peer can send a
+ * type meant for the other side (a 2 MiB QUERY_REPLY to a server).
+ */
+static bool type_expected(const struct conn *c, unsigned type)
+{
+	if (c->side == SIDE_SERVE) {
+		switch (c->state) {
+		case CS_HELLO:
+			return type == PW_HELLO;
+		case CS_AUTH:
+			return type == PW_AUTH;
+		case CS_READY:
+			return type == PW_QUERY || type == PW_FETCH || type == PW_RENEW ||
+			       type == PW_RELEASE || type == PW_HEALTH;
+		default:
+			return false;
+		}
+	}
+	if (type == PW_ERROR)
+		return true;
+	switch (c->state) {
+	case CS_HELLO:
+		return type == PW_HELLO_REPLY;
+	case CS_AUTH:
+		return type == PW_AUTH_OK;
+	case CS_READY:
+		return type == PW_QUERY_REPLY || type == PW_DATA || type == PW_SHARD_END ||
+		       type == PW_FETCH_END || type == PW_RENEW_REPLY || type == PW_RELEASE_REPLY ||
+		       type == PW_HEALTH_REPLY;
+	default:
+		return false;
+	}
+}
+
 static int dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload)
 {
 	int r = c->side == SIDE_SERVE ? serve_dispatch(c, h, payload) : fetch_dispatch(c, h, payload);
@@ -352,14 +390,19 @@ int conn_read(struct conn *c)
 		if (c->rx_paused)
 			break;
 		if (c->rend - c->rstart >= sizeof(struct pw_hdr)) {
-			struct pw_hdr h;
+			struct pw_hdr h = { 0 };
 			int r = pw_parse_hdr(c->rbuf + c->rstart, &h, why, sizeof(why));
 
+			if (r == 0 && !type_expected(c, h.type)) {
+				snprintf(why, sizeof(why), "message type %u unexpected here", h.type);
+				r = -EPROTO;
+			}
 			if (r < 0) {
 				kp_log_peer(c->kp, KVSPEER_LOG_WARNING, "peer %s: %s", c->addr_str, why);
 				(c->side == SIDE_SERVE ? STAT_ADD(c->kp, serve_fail[KVSPEER_FAIL_PROTOCOL], 1)
 						       : STAT_ADD(c->kp, fetch_fail[KVSPEER_FAIL_PROTOCOL], 1));
-				conn_send_error(c, h.seq, -EBADMSG, 0, "malformed header");
+				conn_send_error(c, h.seq, r == -EPROTO ? -EPROTO : -EBADMSG, 0,
+						r == -EPROTO ? "unexpected message" : "malformed header");
 				conn_flush(c);
 				conn_close(c, -EPROTO);
 				return -EPROTO;

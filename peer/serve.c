@@ -329,7 +329,7 @@ static int on_auth(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	c->state = CS_READY;
 	c->deadline_ns = 0;
-	kp_log(kp, KVSPEER_LOG_DEBUG, "peer %s (%s) authenticated", c->addr_str, c->node);
+	kp_log_peer(kp, KVSPEER_LOG_DEBUG, "peer %s (%s) authenticated", c->addr_str, c->node);
 	return send_auth_ok(c, h->seq);
 }
 

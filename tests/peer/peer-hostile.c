@@ -304,6 +304,21 @@ static int c_huge_len(const char *name)
 	OK("refused before the payload");
 }
 
+static int c_wrong_type(const char *name)
+{
+	/* A reply type, at its largest, from a peer that has not even said HELLO. */
+	struct pw_hdr h = { .magic = PW_MAGIC, .type = PW_QUERY_REPLY, .len = PW_MAX_PAYLOAD, .seq = 1 };
+	int fd = dial(), st = 0;
+
+	if (fd < 0)
+		FAIL("connect");
+	send_all(fd, &h, sizeof(h));
+	if (expect_error(fd, -EPROTO, &st) < 0 || wait_closed(fd, io_ms) < 0)
+		FAIL("status %d", st);
+	close(fd);
+	OK("refused from its header");
+}
+
 static int c_bad_version(const char *name)
 {
 	struct pw_hello hello;
@@ -824,6 +839,7 @@ int main(int argc, char **argv)
 		int (*fn)(const char *);
 	} cases[] = {
 		{ "garbage", c_garbage },	    { "huge-len", c_huge_len },
+		{ "wrong-type", c_wrong_type },
 		{ "bad-version", c_bad_version },   { "bad-hello", c_bad_hello },
 		{ "wrong-cluster", c_wrong_cluster }, { "wrong-secret", c_wrong_secret },
 		{ "before-auth", c_before_auth },   { "forged-lock", c_forged_lock },

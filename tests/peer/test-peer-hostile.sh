@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Hostile peers.  Against a serving node: garbage, an oversized header, a
+# message type it must not receive (before authentication, at 2 MiB), a
 # bad HELLO, another major, another cluster, a wrong secret, requests
 # before authentication, forged lock ids (guessed, or another
 # connection's), out-of-range requests, a peer that stalls mid-message or
@@ -17,7 +18,7 @@
 
 serve_start a --blocks 64 --io-timeout 1000 --hello-timeout 1000 --max-locks 16 --max-conns 8 ||
 	fail "a did not start"
-for c in garbage huge-len bad-version bad-hello wrong-cluster wrong-secret before-auth \
+for c in garbage huge-len wrong-type bad-version bad-hello wrong-cluster wrong-secret before-auth \
 	forged-lock out-of-range stall-header stall-payload stall-reader lock-flood conn-flood; do
 	out=$(ip netns exec "$NS_B" "$bin/peer-hostile" --peer "$ADDR_a" --secret "$SECRET" \
 		--case $c --io-ms 10000 2>&1)
