@@ -179,6 +179,8 @@ int main(int argc, char **argv)
 		else
 			printf("health error=%s\n", errname(r));
 		kvspeer_free(kp);
+		munmap(c.mem, total);
+		free(keys);
 		return r == 0 ? 0 : 1;
 	}
 	fp.digest = digest;
