@@ -169,6 +169,8 @@ static int check_params(struct kvspeer *kp, const struct kvspeer_params *p)
 		BAD("sock_buf_bytes must be at most 1 GiB");
 	if (!all_zero(p->resv, sizeof(p->resv)))
 		BAD("reserved parameters must be zero");
+	if (o && (o->resv[0] || o->resv[1] || o->resv[2] || o->resv[3]))
+		BAD("reserved host ops must be NULL");
 	if (p->listen) {
 		if (!o || !o->lock || !o->unlock || !o->generation)
 			BAD("serving (listen) needs host ops lock, unlock and generation");
@@ -429,6 +431,8 @@ static void *service(void *arg)
 	struct epoll_event evs[64];
 	bool stop = false;
 
+	if (kp->p.ops && kp->p.ops->thread_start)
+		kp->p.ops->thread_start(kp->p.host);
 	while (!stop) {
 		bool busy = !plist_empty(&kp->conns) || !plist_empty(&kp->fetches);
 		int n = epoll_wait(kp->epfd, evs, 64, busy ? PEER_TICK_MS : 1000);
@@ -466,6 +470,8 @@ static void *service(void *arg)
 	/* kvspeer_free(): every fetch completes, every lock is given back. */
 	fetch_fail_all(kp, -ESHUTDOWN);
 	close_all(kp);
+	if (kp->p.ops && kp->p.ops->thread_stop)
+		kp->p.ops->thread_stop(kp->p.host);
 	return NULL;
 }
 

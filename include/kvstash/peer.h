@@ -164,12 +164,20 @@ struct kvspeer_lock_req {
  *   the seqlock rule.  A lock pins its slots, so a generation changes
  *   only when the host broke its pin (a bug) or a lock outlived its TTL
  *   while the service thread could not run (the host SIGSTOPped).
+ *
+ * thread_start, thread_stop (optional): called on the service thread
+ *   first and last, before any other callback and after the last one, for
+ *   what a host must do per thread (kvstashd: rcu_register_thread() for
+ *   its lock-free index).  Also used when the service only fetches.
  */
 struct kvspeer_host_ops {
 	int (*lock)(void *host, const struct kvspeer_lock_req *req, struct kvspeer_shard *ret_shards,
 		    uint64_t *ret_cookies);
 	void (*unlock)(void *host, const uint64_t *cookies, uint32_t nr);
 	uint64_t (*generation)(void *host, uint64_t cookie, uint32_t shard);
+	void (*thread_start)(void *host);
+	void (*thread_stop)(void *host);
+	void *resv[4];
 };
 
 /* ---- The service ----------------------------------------------------- */
@@ -202,7 +210,7 @@ struct kvspeer_params {
 	uint32_t pool_idle;	      /* fetching: idle connections kept per peer; default 4 */
 	uint32_t sock_buf_bytes;      /* SO_SNDBUF/SO_RCVBUF; 0 (default): kernel autotuning */
 	uint64_t max_shard_bytes;     /* largest shard served or accepted; default 1 GiB */
-	const struct kvspeer_host_ops *ops; /* serving: required with listen */
+	const struct kvspeer_host_ops *ops; /* serving: required with listen (lock, unlock, generation) */
 	void *host;			    /* first argument of every host op */
 	kvspeer_log_fn log;		    /* optional */
 	void *log_arg;

@@ -86,7 +86,30 @@ static uint64_t s_generation(void *arg, uint64_t cookie, uint32_t shard)
 	return 1;
 }
 
-static const struct kvspeer_host_ops ops = { s_lock, s_unlock, s_generation };
+static _Atomic int thread_starts, thread_stops;
+static pthread_t hook_thread;
+static _Atomic int hook_same = 1;
+
+static void s_thread_start(void *arg)
+{
+	atomic_fetch_add(&thread_starts, 1);
+	hook_thread = pthread_self();
+}
+
+static void s_thread_stop(void *arg)
+{
+	atomic_fetch_add(&thread_stops, 1);
+	if (!pthread_equal(hook_thread, pthread_self()))
+		atomic_store(&hook_same, 0);
+}
+
+static const struct kvspeer_host_ops ops = {
+	.lock = s_lock,
+	.unlock = s_unlock,
+	.generation = s_generation,
+	.thread_start = s_thread_start,
+	.thread_stop = s_thread_stop,
+};
 
 static void params(struct kvspeer_params *p, const char *node)
 {
@@ -263,7 +286,12 @@ START_TEST(test_fetch_and_stats)
 	ck_assert_int_eq(kvspeer_fetch(c, &f, &err), 3);
 	ck_assert_int_eq(err, 0);
 	kvspeer_free(c);
+	atomic_store(&thread_starts, 0);
+	atomic_store(&thread_stops, 0);
 	srv_stop(&s);
+	/* The service thread's hooks: each once, on that thread, none left at free. */
+	ck_assert_int_eq(atomic_load(&thread_stops), 1);
+	ck_assert_int_eq(atomic_load(&hook_same), 1);
 }
 END_TEST
 
