@@ -330,7 +330,12 @@ int conn_read(struct conn *c)
 	size_t moved = 0;
 	char why[128];
 
-	while (c->state != CS_DEAD && moved < TURN_BYTES) {
+	/*
+	 * TURN_BYTES bounds what one turn reads from the socket, never what
+	 * it parses: a message already in rbuf would wait for an EPOLLIN that
+	 * need not come (level-triggered fires only for unread socket data).
+	 */
+	while (c->state != CS_DEAD) {
 		ssize_t n;
 
 		if (c->raw_left) {
@@ -345,6 +350,8 @@ int conn_read(struct conn *c)
 				c->raw_dst += take;
 				c->raw_left -= take;
 			} else {
+				if (moved >= TURN_BYTES)
+					break;
 				n = rx(c, c->raw_dst, (size_t)c->raw_left);
 				if (n <= 0)
 					break;
@@ -369,6 +376,8 @@ int conn_read(struct conn *c)
 				c->big_have += take;
 			}
 			if (c->big_have < c->big_len) {
+				if (moved >= TURN_BYTES)
+					break;
 				n = rx(c, c->big + c->big_have, c->big_len - c->big_have);
 				if (n <= 0)
 					break;
@@ -437,6 +446,8 @@ int conn_read(struct conn *c)
 			c->rend -= c->rstart;
 			c->rstart = 0;
 		}
+		if (moved >= TURN_BYTES)
+			break;
 		n = rx(c, c->rbuf + c->rend, PEER_RBUF - c->rend);
 		if (n <= 0)
 			break;
