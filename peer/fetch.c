@@ -808,6 +808,8 @@ static int on_query_reply(struct fetch *f, struct conn *c, const struct pw_hdr *
 	}
 	f->lock_id = rep.lock_id;
 	f->nr_locked = rep.nr_blocks;
+	f->lock_ttl_ms = rep.ttl_ms;
+	f->renew_at_ns = peer_now_ns() + rep.ttl_ms / 2 * NSEC_PER_MSEC;
 	n = rep.nr_blocks * f->nr_shards;
 	f->ents = calloc(n, sizeof(*f->ents));
 	f->dst = calloc(n, sizeof(*f->dst));
@@ -1009,6 +1011,42 @@ static int on_health_reply(struct fetch *f, struct conn *c, const struct pw_hdr 
 	return 0;
 }
 
+/*
+ * UCX: the server does not see the reads, so a lock is not kept alive by a
+ * stream as on TCP; a fetch longer than half the granted TTL renews it.
+ */
+static void renew_ucx(struct fetch *f, uint64_t now)
+{
+	struct conn *c = f->c;
+	struct pw_renew m = { .lock_id = f->lock_id, .ttl_ms = f->lock_ttl_ms };
+
+	if (!c || c->state != CS_READY || f->renew_seq || now < f->renew_at_ns)
+		return;
+	f->renew_seq = ++c->seq;
+	if (conn_send(c, PW_RENEW, f->renew_seq, &m, sizeof(m), NULL, 0) == 0)
+		conn_flush(c);
+}
+
+static int on_renew_reply(struct fetch *f, struct conn *c, const struct pw_hdr *h,
+			  const uint8_t *p)
+{
+	struct pw_renew_reply rep;
+	char why[128];
+
+	if (pw_parse_renew_reply(p, h->len, &rep, why, sizeof(why)) < 0 || rep.lock_id != f->lock_id)
+		return -EPROTO;
+	f->renew_seq = 0;
+	if (rep.status < 0) {
+		/* Gone already: the verify will say so; nothing read counts without it. */
+		kp_log_peer(c->kp, KVSPEER_LOG_WARNING, "peer %s: lock renewal refused (%s)",
+			    c->addr_str, strerror(-rep.status));
+		return 0;
+	}
+	f->lock_ttl_ms = rep.ttl_ms;
+	f->renew_at_ns = peer_now_ns() + rep.ttl_ms / 2 * NSEC_PER_MSEC;
+	return 0;
+}
+
 int fetch_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 {
 	struct fetch *f = c->f;
@@ -1043,6 +1081,9 @@ int fetch_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 			}
 			break;
 		}
+		if (f->renew_seq && h->type == PW_RENEW_REPLY && h->seq == f->renew_seq &&
+		    (f->state == FS_DATA || f->state == FS_VERIFY))
+			return on_renew_reply(f, c, h, p);
 		switch (f->state) {
 		case FS_QUERY:
 			if (h->seq != f->seq)
@@ -1111,8 +1152,11 @@ void fetch_tick(struct kvspeer *kp, uint64_t now)
 	plist_for_each_safe (pos, tmp, &kp->fetches) {
 		struct fetch *f = plist_entry(pos, struct fetch, link);
 
-		if (now < f->deadline_ns)
+		if (now < f->deadline_ns) {
+			if (kp->ucx && f->state == FS_DATA && f->lock_id)
+				renew_ucx(f, now);
 			continue;
+		}
 		set_err(f, -ETIMEDOUT);
 		if (f->c)
 			conn_close(f->c, -ETIMEDOUT); /* finishes f, through fetch_conn_lost() */

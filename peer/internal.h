@@ -269,6 +269,9 @@ struct fetch {
 	uint8_t **dst;		/* nr_alloc x nr_shards */
 	uint32_t cur_block, cur_shard;
 	uint32_t gets_out;	/* UCX gets in flight */
+	uint32_t lock_ttl_ms;	/* granted by the peer */
+	uint64_t renew_at_ns;	/* UCX: RENEW the lock then (the peer sees no stream) */
+	uint32_t renew_seq;	/* a RENEW awaiting its reply; 0: none */
 	uint32_t get_failed_at; /* first block whose get failed (UCX) */
 	int err;		/* why the prefix is short */
 	struct kvspeer_health health;

@@ -4,7 +4,8 @@
 # The UCX transport (RDMA READ code; here over UCX's TCP transport, which
 # only KVSPEER_F_UCX_ALLOW_TCP permits): every byte with TP 1, TP 2 and
 # MLA, the verify round trip catching a slot recycled mid-transfer, and the
-# refusals: no verbs device and no flag, a host environment that would let
+# renewal of a lock shorter than the transfer, and the refusals: no verbs
+# device and no flag, a host environment that would let
 # libucs install signal handlers.
 . "$top_srcdir/tests/peer/netns.sh"
 
@@ -28,6 +29,16 @@ expect_stat mla locks_held 0
 fetch --peer "$ADDR_mla" --blocks 20 --mla $ucx --ucx-devices "$VETH_B"
 expect_result "$FETCH_OUT" 20 0
 
+# A lock shorter than the transfer: the fetcher renews it (the server sees
+# no stream over UCX to keep it alive), so every block still counts.  At
+# UCX-over-TCP speeds 144 MiB takes longer than 100 ms on any machine this
+# runs on; on a faster one the case passes without needing the renewal.
+serve_start short --blocks 64 --ttl 100 $ucx --ucx-devices "$VETH_A" || fail "ucx short did not start"
+fetch --peer "$ADDR_short" --blocks 64 $ucx --ucx-devices "$VETH_B"
+expect_result "$FETCH_OUT" 64 0
+expect_stat short locks_held 0
+[ "$(stat short locks_expired)" = 0 ] || fail "the lock expired under a running fetch"
+
 # No verbs device here, and no permission to use TCP: refused.
 out=$(ip netns exec "$NS_A" "$bin/peer-serve" --listen "$ADDR_A:7600" --allow 10.213.0.0/30 \
 	--secret "$SECRET" --transport ucx </dev/null 2>/dev/null | grep "^error")
@@ -36,4 +47,4 @@ out=$(ip netns exec "$NS_A" "$bin/peer-serve" --listen "$ADDR_A:7600" --allow 10
 out=$(env -u UCX_HANDLE_ERRORS ip netns exec "$NS_A" "$bin/peer-serve" --listen "$ADDR_A:7601" \
 	--allow 10.213.0.0/30 --secret "$SECRET" $ucx </dev/null 2>/dev/null | grep "^error")
 [ "$out" = "error kvspeer_new: EPERM" ] || fail "UCX with its signal handlers: $out"
-echo "ok - UCX transport: TP 1, TP 2, MLA, verify, refusals"
+echo "ok - UCX transport: TP 1, TP 2, MLA, verify, renewal, refusals"
