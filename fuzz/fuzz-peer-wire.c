@@ -39,7 +39,8 @@ static void server_side(const struct pw_hdr *h, const uint8_t *p)
 			FUZZ_CHECK(m.major == PW_MAJOR, "major %u", m.major);
 			FUZZ_CHECK(m.transports && !(m.transports & ~PW_TRANSPORTS_KNOWN),
 				   "transports 0x%x", m.transports);
-			FUZZ_CHECK(name_ok(m.cluster, sizeof(m.cluster)) && name_ok(m.node, sizeof(m.node)),
+			FUZZ_CHECK(name_ok(m.cluster, sizeof(m.cluster)) &&
+					   name_ok(m.node, sizeof(m.node)),
 				   "names accepted unchecked");
 		}
 		break;
@@ -56,11 +57,13 @@ static void server_side(const struct pw_hdr *h, const uint8_t *p)
 		const uint8_t *keys;
 
 		if (pw_parse_query(p, h->len, KVSPEER_MAX_KEYS, &q, &keys, why, sizeof(why)) == 0) {
-			FUZZ_CHECK(q.nr_keys >= 1 && q.nr_keys <= KVSPEER_MAX_KEYS, "%u keys", q.nr_keys);
+			FUZZ_CHECK(q.nr_keys >= 1 && q.nr_keys <= KVSPEER_MAX_KEYS, "%u keys",
+				   q.nr_keys);
 			FUZZ_CHECK(q.nr_shards >= 1 && q.nr_shards <= KVSPEER_MAX_SHARDS &&
 					   (uint64_t)q.nr_keys * q.nr_shards <= KVSPEER_MAX_ENTRIES,
 				   "%u shards", q.nr_shards);
-			FUZZ_CHECK(h->len == sizeof(q) + (size_t)q.nr_keys * KVSPEER_KEY_SIZE, "length");
+			FUZZ_CHECK(h->len == sizeof(q) + (size_t)q.nr_keys * KVSPEER_KEY_SIZE,
+				   "length");
 			FUZZ_CHECK(inside(keys, (size_t)q.nr_keys * KVSPEER_KEY_SIZE, p, h->len),
 				   "keys outside the payload");
 			/* The library reads every key: make ASan see them all. */
@@ -109,9 +112,11 @@ static void client_side(const struct pw_hdr *h, const uint8_t *p, uint32_t nr_ke
 
 		if (pw_parse_hello_reply(p, h->len, offered, &m, why, sizeof(why)) == 0) {
 			FUZZ_CHECK(m.transport == offered, "transport 0x%x", m.transport);
-			FUZZ_CHECK(name_ok(m.cluster, sizeof(m.cluster)) && name_ok(m.node, sizeof(m.node)),
+			FUZZ_CHECK(name_ok(m.cluster, sizeof(m.cluster)) &&
+					   name_ok(m.node, sizeof(m.node)),
 				   "names");
-			FUZZ_CHECK(m.max_keys >= 1 && m.max_keys <= KVSPEER_MAX_KEYS && m.lock_ttl_ms,
+			FUZZ_CHECK(m.max_keys >= 1 && m.max_keys <= KVSPEER_MAX_KEYS &&
+					   m.lock_ttl_ms,
 				   "limits");
 		}
 		break;
@@ -124,14 +129,18 @@ static void client_side(const struct pw_hdr *h, const uint8_t *p, uint32_t nr_ke
 		if (pw_parse_auth_ok(p, h->len, info, why, sizeof(why)) == 0) {
 			size_t sum = sizeof(struct pw_auth_ok) + info->taddr_len;
 
-			FUZZ_CHECK(info->nr_regions <= PW_MAX_REGIONS && info->taddr_len <= PW_MAX_TADDR,
+			FUZZ_CHECK(info->nr_regions <= PW_MAX_REGIONS &&
+					   info->taddr_len <= PW_MAX_TADDR,
 				   "counts");
-			FUZZ_CHECK(inside(info->taddr, info->taddr_len, p, h->len), "address outside");
+			FUZZ_CHECK(inside(info->taddr, info->taddr_len, p, h->len),
+				   "address outside");
 			for (uint32_t i = 0; i < info->nr_regions; i++) {
-				FUZZ_CHECK(inside(info->regions[i].rkey, info->regions[i].rkey_len, p, h->len),
+				FUZZ_CHECK(inside(info->regions[i].rkey, info->regions[i].rkey_len,
+						  p, h->len),
 					   "key %u outside", i);
 				FUZZ_CHECK(info->regions[i].len &&
-						   info->regions[i].base + info->regions[i].len > info->regions[i].base,
+						   info->regions[i].base + info->regions[i].len >
+							   info->regions[i].base,
 					   "region %u wraps", i);
 				sum += sizeof(struct pw_region) + info->regions[i].rkey_len;
 			}
@@ -147,15 +156,17 @@ static void client_side(const struct pw_hdr *h, const uint8_t *p, uint32_t nr_ke
 		if (pw_parse_query_reply(p, h->len, &lim, &m, &ents, why, sizeof(why)) == 0) {
 			uint64_t n = m.nr_blocks ? (uint64_t)m.nr_blocks * m.nr_shards : 0;
 
-			FUZZ_CHECK(m.nr_blocks <= nr_keys, "%u blocks for %u keys", m.nr_blocks, nr_keys);
-			FUZZ_CHECK(!m.nr_blocks || (m.nr_shards == nr_shards && m.lock_id), "shards, lock");
+			FUZZ_CHECK(m.nr_blocks <= nr_keys, "%u blocks for %u keys", m.nr_blocks,
+				   nr_keys);
+			FUZZ_CHECK(!m.nr_blocks || (m.nr_shards == nr_shards && m.lock_id),
+				   "shards, lock");
 			FUZZ_CHECK(h->len == sizeof(m) + n * sizeof(struct pw_entry), "length");
 			for (uint64_t i = 0; i < n; i++) {
 				struct pw_entry e;
 
 				pw_entry_get(ents, (uint32_t)i, &e);
-				FUZZ_CHECK(e.len >= 1 && e.len <= lim.max_shard_bytes, "entry length %llu",
-					   (unsigned long long)e.len);
+				FUZZ_CHECK(e.len >= 1 && e.len <= lim.max_shard_bytes,
+					   "entry length %llu", (unsigned long long)e.len);
 			}
 		}
 		break;
@@ -193,7 +204,8 @@ static void client_side(const struct pw_hdr *h, const uint8_t *p, uint32_t nr_ke
 
 		if (pw_parse_release_reply(p, h->len, max, &m, &gens, why, sizeof(why)) == 0) {
 			FUZZ_CHECK(m.nr <= max, "%u generations", m.nr);
-			FUZZ_CHECK(inside(gens, (size_t)m.nr * 8, p, h->len), "generations outside");
+			FUZZ_CHECK(inside(gens, (size_t)m.nr * 8, p, h->len),
+				   "generations outside");
 		}
 		break;
 	}

@@ -86,11 +86,15 @@ int main(int argc, char **argv)
 
 	/* A client's view: a whole server side of a TCP fetch of 2 blocks x 2 shards. */
 	{
-		struct pw_hello_reply r = { .major = PW_MAJOR, .transport = h.transports,
-					    .lock_ttl_ms = 10000, .max_keys = 4096, .max_locks = 64 };
+		struct pw_hello_reply r = { .major = PW_MAJOR,
+					    .transport = h.transports,
+					    .lock_ttl_ms = 10000,
+					    .max_keys = 4096,
+					    .max_locks = 64 };
 		struct pw_auth_ok ok = { 0 };
-		struct pw_query_reply qr = { .nr_blocks = 2, .nr_shards = 2, .ttl_ms = 5000,
-					     .lock_id = 99 };
+		struct pw_query_reply qr = {
+			.nr_blocks = 2, .nr_shards = 2, .ttl_ms = 5000, .lock_id = 99
+		};
 		struct pw_entry e[4];
 		struct pw_fetch_end fe = { .status = 0, .sent = 2, .lock_id = 99 };
 		struct pw_release_reply rr = { .nr = 4, .lock_id = 99 };
@@ -112,9 +116,12 @@ int main(int argc, char **argv)
 		pw_put(&b, PW_QUERY_REPLY, 3, &qr, sizeof(qr), e, sizeof(e));
 		for (uint32_t blk = 0; blk < 2; blk++)
 			for (uint32_t s = 0; s < 2; s++) {
-				struct pw_data d = { .lock_id = 99, .block = blk, .shard = s, .len = 4096 };
-				struct pw_shard_end se = { .lock_id = 99, .block = blk, .shard = s,
-							   .generation = 1 };
+				struct pw_data d = {
+					.lock_id = 99, .block = blk, .shard = s, .len = 4096
+				};
+				struct pw_shard_end se = {
+					.lock_id = 99, .block = blk, .shard = s, .generation = 1
+				};
 
 				pw_put(&b, PW_DATA, 0, &d, sizeof(d), NULL, 0);
 				pw_put(&b, PW_SHARD_END, 0, &se, sizeof(se), NULL, 0);
@@ -128,9 +135,12 @@ int main(int argc, char **argv)
 
 		/* AUTH_OK of the UCX transport: an address and two regions with keys. */
 		{
-			struct pw_auth_ok uo = { .nr_regions = 2, .taddr_len = 40, .regions_version = 3 };
+			struct pw_auth_ok uo = { .nr_regions = 2,
+						 .taddr_len = 40,
+						 .regions_version = 3 };
 			uint8_t tail[40 + 2 * (sizeof(struct pw_region) + 16)];
-			struct pw_region rg = { .base = 0x7f0000000000ull, .len = 1 << 30,
+			struct pw_region rg = { .base = 0x7f0000000000ull,
+						.len = 1 << 30,
 						.rkey_len = 16 };
 			size_t n = 40;
 

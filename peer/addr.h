@@ -22,7 +22,7 @@ void peer_addr_format(const struct sockaddr *sa, char *buf, size_t len);
 bool peer_addr_is_wildcard(const struct sockaddr *sa);
 
 struct peer_net {
-	int family;	/* AF_INET or AF_INET6 */
+	int family; /* AF_INET or AF_INET6 */
 	uint8_t addr[16];
 	unsigned prefix;
 };

@@ -315,7 +315,8 @@ static bool type_expected(const struct conn *c, unsigned type)
 
 static int dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload)
 {
-	int r = c->side == SIDE_SERVE ? serve_dispatch(c, h, payload) : fetch_dispatch(c, h, payload);
+	int r = c->side == SIDE_SERVE ? serve_dispatch(c, h, payload)
+				      : fetch_dispatch(c, h, payload);
 
 	if (r < 0 && c->state != CS_DEAD) {
 		/* An ERROR queued for the peer goes out before the close if it can. */
@@ -403,15 +404,19 @@ int conn_read(struct conn *c)
 			int r = pw_parse_hdr(c->rbuf + c->rstart, &h, why, sizeof(why));
 
 			if (r == 0 && !type_expected(c, h.type)) {
-				snprintf(why, sizeof(why), "message type %u unexpected here", h.type);
+				snprintf(why, sizeof(why), "message type %u unexpected here",
+					 h.type);
 				r = -EPROTO;
 			}
 			if (r < 0) {
-				kp_log_peer(c->kp, KVSPEER_LOG_WARNING, "peer %s: %s", c->addr_str, why);
-				(c->side == SIDE_SERVE ? STAT_ADD(c->kp, serve_fail[KVSPEER_FAIL_PROTOCOL], 1)
-						       : STAT_ADD(c->kp, fetch_fail[KVSPEER_FAIL_PROTOCOL], 1));
+				kp_log_peer(c->kp, KVSPEER_LOG_WARNING, "peer %s: %s", c->addr_str,
+					    why);
+				(c->side == SIDE_SERVE
+					 ? STAT_ADD(c->kp, serve_fail[KVSPEER_FAIL_PROTOCOL], 1)
+					 : STAT_ADD(c->kp, fetch_fail[KVSPEER_FAIL_PROTOCOL], 1));
 				conn_send_error(c, h.seq, r == -EPROTO ? -EPROTO : -EBADMSG, 0,
-						r == -EPROTO ? "unexpected message" : "malformed header");
+						r == -EPROTO ? "unexpected message"
+							     : "malformed header");
 				conn_flush(c);
 				conn_close(c, -EPROTO);
 				return -EPROTO;

@@ -105,7 +105,8 @@ int kvspeer_fetch_submit(struct kvspeer *kp, const struct kvspeer_fetch_params *
 	if (!kp || !p || !ret_f || !p->peer || !p->digest || !p->keys || !p->alloc)
 		return -EINVAL;
 	if (strlen(p->peer) >= KVSPEER_ADDR_MAX || peer_addr_parse(p->peer, &sa, &salen) < 0) {
-		kp_log(kp, KVSPEER_LOG_ERR, "fetch: peer '%s' is not ADDR:PORT or [ADDR]:PORT", p->peer);
+		kp_log(kp, KVSPEER_LOG_ERR, "fetch: peer '%s' is not ADDR:PORT or [ADDR]:PORT",
+		       p->peer);
 		return -EINVAL;
 	}
 	if (!p->nr_keys || p->nr_keys > KVSPEER_MAX_KEYS || !p->nr_shards ||
@@ -216,8 +217,7 @@ int kvspeer_fetch(struct kvspeer *kp, const struct kvspeer_fetch_params *p, int 
 	return r;
 }
 
-int kvspeer_health(struct kvspeer *kp, const char *peer, int timeout_ms,
-		   struct kvspeer_health *ret)
+int kvspeer_health(struct kvspeer *kp, const char *peer, int timeout_ms, struct kvspeer_health *ret)
 {
 	struct sockaddr_storage sa;
 	socklen_t salen;
@@ -252,7 +252,8 @@ static struct peer_ent *peer_get(struct kvspeer *kp, const char *addr)
 	struct plist *pos, *tmp;
 	struct peer_ent *pe, *lru = NULL;
 
-	plist_for_each_safe (pos, tmp, &kp->peers) {
+	plist_for_each_safe(pos, tmp, &kp->peers)
+	{
 		pe = plist_entry(pos, struct peer_ent, link);
 		if (!strcmp(pe->addr, addr))
 			return pe;
@@ -286,7 +287,8 @@ void peer_ents_free(struct kvspeer *kp)
 {
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->peers) {
+	plist_for_each_safe(pos, tmp, &kp->peers)
+	{
 		plist_del(pos);
 		free(plist_entry(pos, struct peer_ent, link));
 	}
@@ -610,7 +612,8 @@ static int on_hello_reply(struct conn *c, const struct pw_hdr *h, const uint8_t 
 	r = pw_parse_hello_reply(p, h->len, PW_TRANSPORT_BIT(kp->p.transport), &rep, why,
 				 sizeof(why));
 	if (r < 0) {
-		kp_log_peer(kp, KVSPEER_LOG_WARNING, "peer %s: bad HELLO_REPLY: %s", c->addr_str, why);
+		kp_log_peer(kp, KVSPEER_LOG_WARNING, "peer %s: bad HELLO_REPLY: %s", c->addr_str,
+			    why);
 		return r == -EPROTONOSUPPORT ? r : -EPROTO;
 	}
 	/* Its proof first: nothing it says counts before it proved the secret. */
@@ -618,14 +621,15 @@ static int on_hello_reply(struct conn *c, const struct pw_hdr *h, const uint8_t 
 	c->reply_len = h->len;
 	memcpy(proof, rep.proof, sizeof(proof));
 	memset(c->reply + offsetof(struct pw_hello_reply, proof), 0, PW_MAC_SIZE);
-	r = peer_proof(&kp->secret, PEER_SIDE_SERVER, c->hello, c->hello_len, c->reply, c->reply_len,
-		       want);
+	r = peer_proof(&kp->secret, PEER_SIDE_SERVER, c->hello, c->hello_len, c->reply,
+		       c->reply_len, want);
 	memcpy(c->reply + offsetof(struct pw_hello_reply, proof), proof, PW_MAC_SIZE);
 	if (r < 0)
 		return r;
 	if (!peer_proof_equal(want, proof) || strcmp(rep.cluster, kp->cluster)) {
 		kp_log_peer(kp, KVSPEER_LOG_WARNING,
-			    "peer %s: authentication failed (another cluster or secret)", c->addr_str);
+			    "peer %s: authentication failed (another cluster or secret)",
+			    c->addr_str);
 		return -EACCES;
 	}
 	memcpy(c->node, rep.node, sizeof(c->node));
@@ -636,14 +640,14 @@ static int on_hello_reply(struct conn *c, const struct pw_hdr *h, const uint8_t 
 	if (c->f && ((c->f->expect_node[0] && strcmp(c->f->expect_node, rep.node)) ||
 		     (c->f->expect_epoch && c->f->expect_epoch != rep.epoch))) {
 		kp_log_peer(kp, KVSPEER_LOG_WARNING,
-			    "peer %s is %s epoch %llu, expected %s epoch %llu: stale hint", c->addr_str,
-			    rep.node, (unsigned long long)rep.epoch,
+			    "peer %s is %s epoch %llu, expected %s epoch %llu: stale hint",
+			    c->addr_str, rep.node, (unsigned long long)rep.epoch,
 			    c->f->expect_node[0] ? c->f->expect_node : "any",
 			    (unsigned long long)c->f->expect_epoch);
 		return -ESTALE;
 	}
-	r = peer_proof(&kp->secret, PEER_SIDE_CLIENT, c->hello, c->hello_len, c->reply, c->reply_len,
-		       a.proof);
+	r = peer_proof(&kp->secret, PEER_SIDE_CLIENT, c->hello, c->hello_len, c->reply,
+		       c->reply_len, a.proof);
 	if (r < 0)
 		return r;
 	c->state = CS_AUTH;
@@ -673,8 +677,8 @@ static int on_auth_ok(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		}
 		r = pucx_ep_new(kp->ucx, info->taddr, info->taddr_len, c, &c->uep);
 		for (uint32_t i = 0; r == 0 && i < info->nr_regions; i++) {
-			r = pucx_rkey_unpack(c->uep, info->regions[i].rkey, info->regions[i].rkey_len,
-					     &c->regions[i].rkey);
+			r = pucx_rkey_unpack(c->uep, info->regions[i].rkey,
+					     info->regions[i].rkey_len, &c->regions[i].rkey);
 			if (r == 0) {
 				c->regions[i].base = info->regions[i].base;
 				c->regions[i].len = info->regions[i].len;
@@ -779,11 +783,11 @@ static void gets_put(struct fetch *f, uint32_t block, int status)
 		verify_ucx(f, f->c);
 }
 
-static int on_query_reply(struct fetch *f, struct conn *c, const struct pw_hdr *h,
-			  const uint8_t *p)
+static int on_query_reply(struct fetch *f, struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 {
 	struct kvspeer *kp = c->kp;
-	struct pw_reply_limits lim = { .nr_keys = f->nr_keys, .nr_shards = f->nr_shards,
+	struct pw_reply_limits lim = { .nr_keys = f->nr_keys,
+				       .nr_shards = f->nr_shards,
 				       .max_shard_bytes = kp->p.max_shard_bytes };
 	struct pw_query_reply rep;
 	const uint8_t *ents;
@@ -793,7 +797,8 @@ static int on_query_reply(struct fetch *f, struct conn *c, const struct pw_hdr *
 
 	r = pw_parse_query_reply(p, h->len, &lim, &rep, &ents, why, sizeof(why));
 	if (r < 0) {
-		kp_log_peer(kp, KVSPEER_LOG_WARNING, "peer %s: bad QUERY_REPLY: %s", c->addr_str, why);
+		kp_log_peer(kp, KVSPEER_LOG_WARNING, "peer %s: bad QUERY_REPLY: %s", c->addr_str,
+			    why);
 		set_err(f, -EPROTO);
 		return -EPROTO;
 	}
@@ -832,9 +837,11 @@ static int on_query_reply(struct fetch *f, struct conn *c, const struct pw_hdr *
 
 			if (e->region >= c->nr_regions || e->addr < c->regions[e->region].base ||
 			    e->addr - c->regions[e->region].base > c->regions[e->region].len ||
-			    e->len > c->regions[e->region].len - (e->addr - c->regions[e->region].base)) {
+			    e->len > c->regions[e->region].len -
+					     (e->addr - c->regions[e->region].base)) {
 				kp_log_peer(kp, KVSPEER_LOG_WARNING,
-					    "peer %s: QUERY_REPLY entry %u outside its regions", c->addr_str, i);
+					    "peer %s: QUERY_REPLY entry %u outside its regions",
+					    c->addr_str, i);
 				set_err(f, -EPROTO);
 				return -EPROTO;
 			}
@@ -889,10 +896,11 @@ static int on_data(struct fetch *f, struct conn *c, const struct pw_hdr *h, cons
 	/* Exactly the next shard, exactly its locked length: nothing else reaches a buffer. */
 	if (d.lock_id != f->lock_id || d.block != f->cur_block || d.shard != f->cur_shard ||
 	    f->cur_block >= f->nr_alloc || d.len != f->ents[i].len) {
-		kp_log_peer(c->kp, KVSPEER_LOG_WARNING,
-			    "peer %s: DATA for block %u shard %u (%llu bytes) where block %u shard %u (%llu) was due",
-			    c->addr_str, d.block, d.shard, (unsigned long long)d.len, f->cur_block,
-			    f->cur_shard, (unsigned long long)f->ents[i].len);
+		kp_log_peer(
+			c->kp, KVSPEER_LOG_WARNING,
+			"peer %s: DATA for block %u shard %u (%llu bytes) where block %u shard %u (%llu) was due",
+			c->addr_str, d.block, d.shard, (unsigned long long)d.len, f->cur_block,
+			f->cur_shard, (unsigned long long)f->ents[i].len);
 		set_err(f, -EPROTO);
 		return -EPROTO;
 	}
@@ -906,8 +914,7 @@ int fetch_raw_done(struct conn *c)
 	return 0;
 }
 
-static int on_shard_end(struct fetch *f, struct conn *c, const struct pw_hdr *h,
-			const uint8_t *p)
+static int on_shard_end(struct fetch *f, struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 {
 	struct pw_shard_end e;
 	char why[128];
@@ -919,10 +926,11 @@ static int on_shard_end(struct fetch *f, struct conn *c, const struct pw_hdr *h,
 		return -EPROTO;
 	}
 	if (e.generation != f->ents[i].generation) {
-		kp_log_peer(c->kp, KVSPEER_LOG_WARNING,
-			    "peer %s: block %u shard %u changed while it was sent (generation %llu, locked %llu)",
-			    c->addr_str, e.block, e.shard, (unsigned long long)e.generation,
-			    (unsigned long long)f->ents[i].generation);
+		kp_log_peer(
+			c->kp, KVSPEER_LOG_WARNING,
+			"peer %s: block %u shard %u changed while it was sent (generation %llu, locked %llu)",
+			c->addr_str, e.block, e.shard, (unsigned long long)e.generation,
+			(unsigned long long)f->ents[i].generation);
 		/* The stream is not worth reading on: closing releases the lock. */
 		set_err(f, -ESTALE);
 		return -ESTALE;
@@ -936,8 +944,7 @@ static int on_shard_end(struct fetch *f, struct conn *c, const struct pw_hdr *h,
 	return 0;
 }
 
-static int on_fetch_end(struct fetch *f, struct conn *c, const struct pw_hdr *h,
-			const uint8_t *p)
+static int on_fetch_end(struct fetch *f, struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 {
 	struct pw_fetch_end e;
 	char why[128];
@@ -1027,13 +1034,13 @@ static void renew_ucx(struct fetch *f, uint64_t now)
 		conn_flush(c);
 }
 
-static int on_renew_reply(struct fetch *f, struct conn *c, const struct pw_hdr *h,
-			  const uint8_t *p)
+static int on_renew_reply(struct fetch *f, struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 {
 	struct pw_renew_reply rep;
 	char why[128];
 
-	if (pw_parse_renew_reply(p, h->len, &rep, why, sizeof(why)) < 0 || rep.lock_id != f->lock_id)
+	if (pw_parse_renew_reply(p, h->len, &rep, why, sizeof(why)) < 0 ||
+	    rep.lock_id != f->lock_id)
 		return -EPROTO;
 	f->renew_seq = 0;
 	if (rep.status < 0) {
@@ -1149,7 +1156,8 @@ void fetch_tick(struct kvspeer *kp, uint64_t now)
 	uint64_t pool_idle = kp->p.idle_timeout_ms / 2 * NSEC_PER_MSEC;
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->fetches) {
+	plist_for_each_safe(pos, tmp, &kp->fetches)
+	{
 		struct fetch *f = plist_entry(pos, struct fetch, link);
 
 		if (now < f->deadline_ns) {
@@ -1163,7 +1171,8 @@ void fetch_tick(struct kvspeer *kp, uint64_t now)
 		else
 			finish(f, -ETIMEDOUT);
 	}
-	plist_for_each_safe (pos, tmp, &kp->conns) {
+	plist_for_each_safe(pos, tmp, &kp->conns)
+	{
 		struct conn *c = plist_entry(pos, struct conn, link);
 
 		if (c->side != SIDE_FETCH || c->f || c->state == CS_DEAD)
@@ -1181,7 +1190,8 @@ void fetch_fail_all(struct kvspeer *kp, int err)
 {
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->fetches) {
+	plist_for_each_safe(pos, tmp, &kp->fetches)
+	{
 		struct fetch *f = plist_entry(pos, struct fetch, link);
 
 		set_err(f, err);
@@ -1245,7 +1255,7 @@ int peers_snapshot(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned m
 			if (c->state == CS_READY)
 				memcpy(i->node, c->node, sizeof(i->node));
 			i->role = KVSPEER_PEER_CLIENT;
-			i->state = c->state < CS_READY ? KVSPEER_PEER_CONNECTING
+			i->state = c->state < CS_READY		? KVSPEER_PEER_CONNECTING
 				   : (c->stream || c->nr_locks) ? KVSPEER_PEER_BUSY
 								: KVSPEER_PEER_IDLE;
 			i->conns = 1;

@@ -33,11 +33,11 @@ struct pucx;
 struct pucx_ep;
 struct pucx_rkey;
 
-#define NSEC_PER_MSEC 1000000ull
-#define PEER_RBUF 16384u      /* a connection's read-ahead buffer */
-#define PEER_MAX_ERRORS 16u   /* refused requests before a connection is ended */
-#define PEER_MAX_PEERS 1024u  /* client-side peer table */
-#define PEER_TICK_MS 10       /* timers' resolution */
+#define NSEC_PER_MSEC	1000000ull
+#define PEER_RBUF	16384u /* a connection's read-ahead buffer */
+#define PEER_MAX_ERRORS 16u    /* refused requests before a connection is ended */
+#define PEER_MAX_PEERS	1024u  /* client-side peer table */
+#define PEER_TICK_MS	10     /* timers' resolution */
 
 static inline uint64_t peer_now_ns(void)
 {
@@ -92,9 +92,9 @@ struct ev_src {
 struct region {
 	uintptr_t base;
 	uint64_t len;
-	uint32_t refs;	 /* locked shards inside (reg_lock) */
-	void *memh;	 /* UCX: ucp_mem_h */
-	void *rkey;	 /* UCX: packed key (ucp_rkey_buffer_release) */
+	uint32_t refs; /* locked shards inside (reg_lock) */
+	void *memh;    /* UCX: ucp_mem_h */
+	void *rkey;    /* UCX: packed key (ucp_rkey_buffer_release) */
 	size_t rkey_len;
 };
 
@@ -115,7 +115,7 @@ struct plock {
 	uint32_t nr_blocks;
 	uint32_t nr_shards;
 	bool streaming;
-	uint64_t *cookies;	  /* nr_blocks */
+	uint64_t *cookies;	   /* nr_blocks */
 	struct lock_shard *shards; /* nr_blocks x nr_shards */
 };
 
@@ -134,7 +134,7 @@ enum conn_state {
 	CS_HELLO,      /* serve: waiting for HELLO; fetch: for HELLO_REPLY */
 	CS_AUTH,       /* serve: waiting for AUTH; fetch: for AUTH_OK */
 	CS_READY,
-	CS_DEAD,       /* closed; freed at the end of the loop turn */
+	CS_DEAD, /* closed; freed at the end of the loop turn */
 };
 
 struct conn {
@@ -153,10 +153,10 @@ struct conn {
 	uint64_t epoch;
 	uint32_t transport;
 	uint64_t created_ns;
-	uint64_t deadline_ns;	   /* handshake deadline (state < READY) */
-	uint64_t last_rx_ns;	   /* last byte received */
-	uint64_t last_tx_ns;	   /* last byte sent */
-	uint64_t rx_partial_ns;	   /* a message started arriving then; 0: none */
+	uint64_t deadline_ns;	/* handshake deadline (state < READY) */
+	uint64_t last_rx_ns;	/* last byte received */
+	uint64_t last_tx_ns;	/* last byte sent */
+	uint64_t rx_partial_ns; /* a message started arriving then; 0: none */
 	uint32_t errors;
 	uint32_t seq;
 
@@ -170,7 +170,7 @@ struct conn {
 	/* receive */
 	uint8_t *rbuf; /* PEER_RBUF bytes */
 	size_t rstart, rend;
-	uint8_t *big;  /* a payload larger than rbuf */
+	uint8_t *big; /* a payload larger than rbuf */
 	size_t big_len, big_have;
 	struct pw_hdr big_hdr;
 	uint8_t *raw_dst; /* raw shard bytes go here (fetch, TCP) */
@@ -183,7 +183,7 @@ struct conn {
 	size_t out_off;
 	const uint8_t *raw_src; /* serve: the shard being streamed */
 	uint64_t raw_src_left;
-	uint64_t tx_wait_ns;	/* bytes have waited to be sent since; 0: none wait */
+	uint64_t tx_wait_ns; /* bytes have waited to be sent since; 0: none wait */
 
 	/* serve side */
 	struct plist locks;
@@ -195,11 +195,11 @@ struct conn {
 
 	/* fetch side */
 	struct peer_ent *pe;
-	struct fetch *f;	   /* the request using it; NULL when idle */
-	bool reused;		   /* came from the idle pool */
-	uint32_t drain_seq;	   /* a RELEASE_REPLY still to come (0: none) */
+	struct fetch *f;    /* the request using it; NULL when idle */
+	bool reused;	    /* came from the idle pool */
+	uint32_t drain_seq; /* a RELEASE_REPLY still to come (0: none) */
 	uint64_t idle_since_ns;
-	struct pucx_ep *uep;	   /* UCX endpoint to the peer's worker */
+	struct pucx_ep *uep; /* UCX endpoint to the peer's worker */
 	uint32_t nr_regions, regions_version;
 	struct {
 		uint64_t base, len;
@@ -218,7 +218,7 @@ struct peer_ent {
 	uint64_t epoch;
 	struct plist idle; /* conns ready for reuse */
 	uint32_t nr_idle;
-	uint32_t conns;	   /* open, idle or not */
+	uint32_t conns; /* open, idle or not */
 	uint32_t busy;
 	uint32_t connecting;
 	uint32_t locks;
@@ -261,12 +261,12 @@ struct fetch {
 	struct conn *c;
 	struct peer_ent *pe; /* kept alive by the fetch's connection (conns > 0) */
 	bool retried;
-	bool lock_held;	     /* counted in pe->locks */
+	bool lock_held; /* counted in pe->locks */
 	uint32_t seq;
 	uint64_t lock_id;
 	uint32_t nr_locked, nr_alloc, verified;
-	struct pw_entry *ents;	/* nr_locked x nr_shards */
-	uint8_t **dst;		/* nr_alloc x nr_shards */
+	struct pw_entry *ents; /* nr_locked x nr_shards */
+	uint8_t **dst;	       /* nr_alloc x nr_shards */
 	uint32_t cur_block, cur_shard;
 	uint32_t gets_out;	/* UCX gets in flight */
 	uint32_t lock_ttl_ms;	/* granted by the peer */
@@ -310,9 +310,9 @@ struct kvspeer {
 	bool thread_started;
 
 	pthread_mutex_t cmd_lock;
-	struct plist cmds;   /* submitted fetches (cmd_lock) */
-	bool stopping;	     /* cmd_lock */
-	struct plist ctl;    /* control requests, e.g. peers snapshot (cmd_lock) */
+	struct plist cmds; /* submitted fetches (cmd_lock) */
+	bool stopping;	   /* cmd_lock */
+	struct plist ctl;  /* control requests, e.g. peers snapshot (cmd_lock) */
 
 	struct plist conns;   /* every connection, both sides */
 	struct plist dead;    /* closed this turn */
@@ -370,16 +370,15 @@ int kp_region_find(struct kvspeer *kp, const void *addr, uint64_t len);
 
 /* ---- conn.c ----------------------------------------------------------------- */
 
-struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side,
-		      const struct sockaddr *sa, socklen_t salen);
+struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const struct sockaddr *sa,
+		      socklen_t salen);
 /* Close (once): unregister, drop locks (serve) or fail the user (fetch). */
 void conn_close(struct conn *c, int err);
 void conn_free(struct conn *c);
 /* Queue a message; flushed by conn_flush().  0 or -ENOMEM (the conn is closed). */
 int conn_send(struct conn *c, unsigned type, uint32_t seq, const void *fixed, size_t flen,
 	      const void *tail, size_t tlen);
-int conn_send_error(struct conn *c, uint32_t seq, int status, unsigned req_type,
-		    const char *text);
+int conn_send_error(struct conn *c, uint32_t seq, int status, unsigned req_type, const char *text);
 /* Write what is queued (and a serve stream); adjusts EPOLLOUT.  0, or -errno (closed). */
 int conn_flush(struct conn *c);
 /* Read and dispatch what arrived.  0, or -errno (closed). */
@@ -426,8 +425,7 @@ int pucx_address(struct pucx *u, const void **ret_addr, size_t *ret_len);
 int pucx_mem_map(struct pucx *u, void *addr, size_t len, void **ret_memh, void **ret_rkey,
 		 size_t *ret_rkey_len);
 void pucx_mem_unmap(struct pucx *u, void *memh, void *rkey);
-int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c,
-		struct pucx_ep **ret);
+int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c, struct pucx_ep **ret);
 /* Force-close; outstanding gets complete with errors before this returns. */
 void pucx_ep_close(struct pucx *u, struct pucx_ep *ep);
 int pucx_rkey_unpack(struct pucx_ep *ep, const void *buf, size_t len, struct pucx_rkey **ret);

@@ -46,7 +46,8 @@ void kp_log_peer(struct kvspeer *kp, int level, const char *fmt, ...)
 
 	if (now - kp->log_window_ns >= 1000 * NSEC_PER_MSEC) {
 		if (kp->log_suppressed)
-			kp_log(kp, KVSPEER_LOG_WARNING, "%u lines about peers suppressed in the last second",
+			kp_log(kp, KVSPEER_LOG_WARNING,
+			       "%u lines about peers suppressed in the last second",
 			       kp->log_suppressed);
 		kp->log_window_ns = now;
 		kp->log_in_window = 0;
@@ -118,10 +119,10 @@ void kvspeer_params_init(struct kvspeer_params *p)
 	p->max_shard_bytes = 1ull << 30;
 }
 
-#define BAD(...)                                             \
-	do {                                                 \
-		kp_log(kp, KVSPEER_LOG_ERR, __VA_ARGS__);    \
-		return -EINVAL;                              \
+#define BAD(...)                                          \
+	do {                                              \
+		kp_log(kp, KVSPEER_LOG_ERR, __VA_ARGS__); \
+		return -EINVAL;                           \
 	} while (0)
 
 static bool all_zero(const void *p, size_t n)
@@ -315,7 +316,8 @@ static void run_cmds(struct kvspeer *kp, bool *ret_stop)
 	*ret_stop = kp->stopping;
 	pthread_mutex_unlock(&kp->cmd_lock);
 
-	plist_for_each_safe (pos, tmp, &ctl) {
+	plist_for_each_safe(pos, tmp, &ctl)
+	{
 		struct ctl_req *r = plist_entry(pos, struct ctl_req, link);
 
 		plist_del(pos);
@@ -326,7 +328,8 @@ static void run_cmds(struct kvspeer *kp, bool *ret_stop)
 		pthread_cond_signal(&r->cond);
 		pthread_mutex_unlock(&kp->cmd_lock);
 	}
-	plist_for_each_safe (pos, tmp, &cmds) {
+	plist_for_each_safe(pos, tmp, &cmds)
+	{
 		struct fetch *f = plist_entry(pos, struct fetch, link);
 
 		plist_del(pos);
@@ -405,7 +408,8 @@ static void free_dead(struct kvspeer *kp)
 {
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->dead) {
+	plist_for_each_safe(pos, tmp, &kp->dead)
+	{
 		struct conn *c = plist_entry(pos, struct conn, dead_link);
 
 		plist_del(pos);
@@ -417,7 +421,8 @@ static void close_all(struct kvspeer *kp)
 {
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->conns) {
+	plist_for_each_safe(pos, tmp, &kp->conns)
+	{
 		struct conn *c = plist_entry(pos, struct conn, link);
 
 		conn_close(c, -ESHUTDOWN);
@@ -488,7 +493,8 @@ static void kp_destroy(struct kvspeer *kp)
 {
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->cmds) {
+	plist_for_each_safe(pos, tmp, &kp->cmds)
+	{
 		struct fetch *f = plist_entry(pos, struct fetch, link);
 
 		plist_del(pos);

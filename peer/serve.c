@@ -37,7 +37,8 @@ int serve_listen(struct kvspeer *kp)
 	if (bind(fd, (struct sockaddr *)&kp->listen_sa, kp->listen_salen) < 0 ||
 	    listen(fd, 128) < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
 		r = -errno;
-		kp_log(kp, KVSPEER_LOG_ERR, "cannot listen on %s: %s", kp->p.listen, strerror(errno));
+		kp_log(kp, KVSPEER_LOG_ERR, "cannot listen on %s: %s", kp->p.listen,
+		       strerror(errno));
 		close(fd);
 		return r;
 	}
@@ -98,7 +99,8 @@ void serve_accept(struct kvspeer *kp)
 		struct conn *c;
 		int fd;
 
-		fd = accept4(kp->listenfd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		fd = accept4(kp->listenfd, (struct sockaddr *)&sa, &len,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR)
 				continue;
@@ -109,7 +111,8 @@ void serve_accept(struct kvspeer *kp)
 		peer_addr_format((struct sockaddr *)&sa, addr, sizeof(addr));
 		if (!peer_allow_match(&kp->allow, (struct sockaddr *)&sa)) {
 			SFAIL(kp, ALLOWLIST);
-			kp_log_peer(kp, KVSPEER_LOG_WARNING, "refused %s: not in the allow-list", addr);
+			kp_log_peer(kp, KVSPEER_LOG_WARNING, "refused %s: not in the allow-list",
+				    addr);
 			close(fd);
 			continue;
 		}
@@ -164,7 +167,8 @@ void serve_drop_locks(struct conn *c, bool closing)
 		c->stream = NULL;
 		c->raw_src = NULL;
 	}
-	plist_for_each_safe (pos, tmp, &c->locks) {
+	plist_for_each_safe(pos, tmp, &c->locks)
+	{
 		lock_end(c, plist_entry(pos, struct plock, link));
 		if (closing)
 			STAT_ADD(c->kp, locks_dropped, 1);
@@ -175,7 +179,8 @@ static struct plock *lock_find(struct conn *c, uint64_t id)
 {
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &c->locks) {
+	plist_for_each_safe(pos, tmp, &c->locks)
+	{
 		struct plock *lk = plist_entry(pos, struct plock, link);
 
 		if (lk->id == id)
@@ -218,16 +223,17 @@ static int on_hello(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	if (strcmp(hello.cluster, kp->cluster)) {
 		SFAIL(kp, AUTH);
-		kp_log_peer(kp, KVSPEER_LOG_WARNING, "peer %s: cluster '%s' is not ours", c->addr_str,
-			    hello.cluster);
+		kp_log_peer(kp, KVSPEER_LOG_WARNING, "peer %s: cluster '%s' is not ours",
+			    c->addr_str, hello.cluster);
 		conn_send_error(c, h->seq, -EACCES, h->type, "another cluster");
 		return -EACCES;
 	}
 	if (!(hello.transports & want)) {
 		SFAIL(kp, PROTOCOL);
 		conn_send_error(c, h->seq, -EPROTONOSUPPORT, h->type,
-				kp->p.transport == KVSPEER_TRANSPORT_UCX ? "this node serves over UCX"
-									 : "this node serves over TCP");
+				kp->p.transport == KVSPEER_TRANSPORT_UCX
+					? "this node serves over UCX"
+					: "this node serves over TCP");
 		return -EPROTONOSUPPORT;
 	}
 	memcpy(c->hello, p, h->len);
@@ -280,7 +286,8 @@ static int send_auth_ok(struct conn *c, uint32_t seq)
 		pthread_mutex_lock(&kp->reg_lock);
 		for (uint32_t i = 0; i < kp->nr_regions && r == 0; i++) {
 			const struct region *g = &kp->regions[i];
-			struct pw_region wr = { .base = g->base, .len = g->len,
+			struct pw_region wr = { .base = g->base,
+						.len = g->len,
 						.rkey_len = (uint32_t)g->rkey_len };
 
 			r = pw_buf_reserve(&tail, sizeof(wr) + g->rkey_len);
@@ -382,7 +389,8 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	n = (uint32_t)r;
 	if (n > q.nr_keys) {
-		kp_log(kp, KVSPEER_LOG_ERR, "host lock() returned %u blocks for %u keys", n, q.nr_keys);
+		kp_log(kp, KVSPEER_LOG_ERR, "host lock() returned %u blocks for %u keys", n,
+		       q.nr_keys);
 		SFAIL(kp, HOST);
 		n = q.nr_keys;
 	}
@@ -398,15 +406,18 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	for (uint32_t b = 0; b < n && keep == n; b++) {
 		for (uint32_t s = 0; s < q.nr_shards; s++) {
 			const struct kvspeer_shard *sh = &shards[(size_t)b * q.nr_shards + s];
-			int g = sh->len <= kp->p.max_shard_bytes ? kp_region_find(kp, sh->addr, sh->len)
-								 : -1;
+			int g = sh->len <= kp->p.max_shard_bytes
+					? kp_region_find(kp, sh->addr, sh->len)
+					: -1;
 
 			if (g < 0) {
 				keep = b;
 				break;
 			}
 			lk->shards[(size_t)b * q.nr_shards + s] = (struct lock_shard){
-				.addr = sh->addr, .len = sh->len, .gen = sh->generation,
+				.addr = sh->addr,
+				.len = sh->len,
+				.gen = sh->generation,
 				.region = (uint32_t)g,
 			};
 		}
@@ -434,7 +445,8 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	lk->cookies = cookies;
 	cookies = NULL;
 	{
-		uint32_t ttl = q.ttl_ms && q.ttl_ms < kp->p.lock_ttl_ms ? q.ttl_ms : kp->p.lock_ttl_ms;
+		uint32_t ttl =
+			q.ttl_ms && q.ttl_ms < kp->p.lock_ttl_ms ? q.ttl_ms : kp->p.lock_ttl_ms;
 
 		lk->expires_ns = peer_now_ns() + ttl * NSEC_PER_MSEC;
 		rep.ttl_ms = ttl;
@@ -481,9 +493,13 @@ out:
 static int stream_shard(struct conn *c)
 {
 	struct plock *lk = c->stream;
-	const struct lock_shard *sh = &lk->shards[(size_t)c->st_block * lk->nr_shards + c->st_shard];
+	const struct lock_shard *sh =
+		&lk->shards[(size_t)c->st_block * lk->nr_shards + c->st_shard];
 	struct pw_data d = {
-		.lock_id = lk->id, .block = c->st_block, .shard = c->st_shard, .len = sh->len,
+		.lock_id = lk->id,
+		.block = c->st_block,
+		.shard = c->st_shard,
+		.len = sh->len,
 	};
 	int r = conn_send(c, PW_DATA, 0, &d, sizeof(d), NULL, 0);
 
@@ -497,7 +513,8 @@ static int stream_shard(struct conn *c)
 static int stream_end(struct conn *c, int status)
 {
 	struct plock *lk = c->stream;
-	struct pw_fetch_end e = { .status = status, .sent = c->st_block - c->st_first,
+	struct pw_fetch_end e = { .status = status,
+				  .sent = c->st_block - c->st_first,
 				  .lock_id = lk->id };
 
 	lk->streaming = false;
@@ -527,7 +544,8 @@ int serve_stream_next(struct conn *c)
 		.lock_id = lk->id,
 		.block = c->st_block,
 		.shard = c->st_shard,
-		.generation = kp->p.ops->generation(kp->p.host, lk->cookies[c->st_block], c->st_shard),
+		.generation =
+			kp->p.ops->generation(kp->p.host, lk->cookies[c->st_block], c->st_shard),
 	};
 	r = conn_send(c, PW_SHARD_END, 0, &e, sizeof(e), NULL, 0);
 	if (r < 0)
@@ -632,14 +650,16 @@ static int on_release(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		if (!gens) {
 			lock_end(c, lk);
 			STAT_ADD(kp, locks_released, 1);
-			return refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST, "out of memory");
+			return refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST,
+				      "out of memory");
 		}
 		/* After the peer's reads: the seqlock check of serve_stream_next(), for UCX. */
 		for (uint32_t b = 0; b < lk->nr_blocks; b++) {
 			uint64_t bytes = 0;
 
 			for (uint32_t s = 0; s < lk->nr_shards; s++) {
-				const struct lock_shard *sh = &lk->shards[(size_t)b * lk->nr_shards + s];
+				const struct lock_shard *sh =
+					&lk->shards[(size_t)b * lk->nr_shards + s];
 
 				gens[(size_t)b * lk->nr_shards + s] =
 					kp->p.ops->generation(kp->p.host, lk->cookies[b], s);
@@ -728,7 +748,8 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 	uint64_t idle = kp->p.idle_timeout_ms * NSEC_PER_MSEC;
 	struct plist *pos, *tmp;
 
-	plist_for_each_safe (pos, tmp, &kp->conns) {
+	plist_for_each_safe(pos, tmp, &kp->conns)
+	{
 		struct conn *c = plist_entry(pos, struct conn, link);
 		struct plist *lp, *lt;
 
@@ -750,7 +771,8 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 			conn_close(c, -ETIMEDOUT);
 			continue;
 		}
-		plist_for_each_safe (lp, lt, &c->locks) {
+		plist_for_each_safe(lp, lt, &c->locks)
+		{
 			struct plock *lk = plist_entry(lp, struct plock, link);
 
 			if (!lk->streaming && now >= lk->expires_ns) {
@@ -761,7 +783,8 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 			}
 		}
 		if (c->state == CS_READY && !c->nr_locks && !c->tx_wait_ns && !c->rx_partial_ns) {
-			uint64_t last = c->last_rx_ns > c->last_tx_ns ? c->last_rx_ns : c->last_tx_ns;
+			uint64_t last =
+				c->last_rx_ns > c->last_tx_ns ? c->last_rx_ns : c->last_tx_ns;
 
 			if (now - last > idle)
 				conn_close(c, 0);

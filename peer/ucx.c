@@ -137,13 +137,13 @@ static int status_errno(ucs_status_t s)
 	}
 }
 
-#define SYM(field, name)                                                         \
-	do {                                                                     \
-		*(void **)&u->f.field = dlsym(u->dl, name);                      \
-		if (!u->f.field) {                                               \
-			WHY("%s has no %s", KVS_UCP_SONAME, name);               \
-			return -EPROTONOSUPPORT;                                 \
-		}                                                                \
+#define SYM(field, name)                                           \
+	do {                                                       \
+		*(void **)&u->f.field = dlsym(u->dl, name);        \
+		if (!u->f.field) {                                 \
+			WHY("%s has no %s", KVS_UCP_SONAME, name); \
+			return -EPROTONOSUPPORT;                   \
+		}                                                  \
 	} while (0)
 
 static int load(struct pucx *u, char *why, size_t wl)
@@ -378,8 +378,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 		    e->c ? e->c->addr_str : "?", e->u->f.status_string(status));
 }
 
-int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c,
-		struct pucx_ep **ret)
+int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c, struct pucx_ep **ret)
 {
 	struct pucx_ep *e = calloc(1, sizeof(*e));
 	ucp_ep_params_t ep = {
@@ -534,8 +533,7 @@ int pucx_mem_map(struct pucx *u, void *addr, size_t len, void **ret_memh, void *
 void pucx_mem_unmap(struct pucx *u, void *memh, void *rkey)
 {
 }
-int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c,
-		struct pucx_ep **ret)
+int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c, struct pucx_ep **ret)
 {
 	return -EPROTONOSUPPORT;
 }

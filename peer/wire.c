@@ -512,9 +512,8 @@ int pw_parse_release(const void *p, size_t len, struct pw_release *ret, char *wh
 	return 0;
 }
 
-int pw_parse_release_reply(const void *p, size_t len, uint32_t max_nr,
-			   struct pw_release_reply *ret, const uint8_t **ret_gens, char *why,
-			   size_t wl)
+int pw_parse_release_reply(const void *p, size_t len, uint32_t max_nr, struct pw_release_reply *ret,
+			   const uint8_t **ret_gens, char *why, size_t wl)
 {
 	struct pw_release_reply m;
 
@@ -560,7 +559,8 @@ int pw_parse_error(const void *p, size_t len, struct pw_error *ret, char *why, s
 
 	if (r < 0)
 		return r;
-	if (!pw_status_ok(m.status) || m.status == 0 || m.resv || !has_nul(m.text, sizeof(m.text))) {
+	if (!pw_status_ok(m.status) || m.status == 0 || m.resv ||
+	    !has_nul(m.text, sizeof(m.text))) {
 		WHY("ERROR status %d", m.status);
 		return -EINVAL;
 	}

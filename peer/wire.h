@@ -53,16 +53,16 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "the peer wire structs are little-endian bytes: convert in wire.c first");
 
-#define PW_MAGIC 0x5053564bu /* "KVSP" as little-endian bytes */
-#define PW_MAJOR 1u
-#define PW_MINOR 0u
-#define PW_NONCE_SIZE 32u
-#define PW_MAC_SIZE 32u
-#define PW_TEXT_MAX 88u
+#define PW_MAGIC       0x5053564bu /* "KVSP" as little-endian bytes */
+#define PW_MAJOR       1u
+#define PW_MINOR       0u
+#define PW_NONCE_SIZE  32u
+#define PW_MAC_SIZE    32u
+#define PW_TEXT_MAX    88u
 #define PW_MAX_REGIONS 64u
-#define PW_MAX_TADDR 4096u /* a UCX worker address */
-#define PW_MAX_RKEY 1024u  /* one packed UCX memory key */
-#define PW_HELLO_MAX 1024u /* HELLO and HELLO_REPLY of a later minor */
+#define PW_MAX_TADDR   4096u /* a UCX worker address */
+#define PW_MAX_RKEY    1024u /* one packed UCX memory key */
+#define PW_HELLO_MAX   1024u /* HELLO and HELLO_REPLY of a later minor */
 
 /* Message types (pw_hdr.type). */
 enum pw_type {
@@ -88,7 +88,8 @@ enum pw_type {
 
 /* Transports, as a bitmask (HELLO: what the client speaks; reply: the one chosen). */
 #define PW_TRANSPORT_BIT(t) (1u << (t))
-#define PW_TRANSPORTS_KNOWN (PW_TRANSPORT_BIT(KVSPEER_TRANSPORT_TCP) | PW_TRANSPORT_BIT(KVSPEER_TRANSPORT_UCX))
+#define PW_TRANSPORTS_KNOWN \
+	(PW_TRANSPORT_BIT(KVSPEER_TRANSPORT_TCP) | PW_TRANSPORT_BIT(KVSPEER_TRANSPORT_UCX))
 
 /* RELEASE flags */
 #define PW_RELEASE_VERIFY 1u /* answer with every shard's current generation */
@@ -251,7 +252,8 @@ _Static_assert(sizeof(struct pw_hdr) == 16, "pw_hdr");
 _Static_assert(offsetof(struct pw_hdr, len) == 8 && offsetof(struct pw_hdr, seq) == 12, "pw_hdr");
 _Static_assert(sizeof(struct pw_hello) == 192, "pw_hello");
 _Static_assert(offsetof(struct pw_hello, minor) == 2 && offsetof(struct pw_hello, nonce) == 16 &&
-		       offsetof(struct pw_hello, cluster) == 48 && offsetof(struct pw_hello, node) == 112 &&
+		       offsetof(struct pw_hello, cluster) == 48 &&
+		       offsetof(struct pw_hello, node) == 112 &&
 		       offsetof(struct pw_hello, resv) == 176,
 	       "pw_hello");
 _Static_assert(sizeof(struct pw_hello_reply) == 256, "pw_hello_reply");
@@ -262,10 +264,13 @@ _Static_assert(offsetof(struct pw_hello_reply, lock_ttl_ms) == 176 &&
 _Static_assert(sizeof(struct pw_auth) == 64, "pw_auth");
 _Static_assert(sizeof(struct pw_auth_ok) == 16, "pw_auth_ok");
 _Static_assert(sizeof(struct pw_region) == 24, "pw_region");
-_Static_assert(sizeof(struct pw_query) == 48 && offsetof(struct pw_query, nr_keys) == 32, "pw_query");
-_Static_assert(sizeof(struct pw_query_reply) == 32 && offsetof(struct pw_query_reply, lock_id) == 16,
+_Static_assert(sizeof(struct pw_query) == 48 && offsetof(struct pw_query, nr_keys) == 32,
+	       "pw_query");
+_Static_assert(sizeof(struct pw_query_reply) == 32 &&
+		       offsetof(struct pw_query_reply, lock_id) == 16,
 	       "pw_query_reply");
-_Static_assert(sizeof(struct pw_entry) == 32 && offsetof(struct pw_entry, region) == 24, "pw_entry");
+_Static_assert(sizeof(struct pw_entry) == 32 && offsetof(struct pw_entry, region) == 24,
+	       "pw_entry");
 _Static_assert(sizeof(struct pw_fetch) == 32, "pw_fetch");
 _Static_assert(sizeof(struct pw_data) == 32 && offsetof(struct pw_data, len) == 16, "pw_data");
 _Static_assert(sizeof(struct pw_shard_end) == 32 && offsetof(struct pw_shard_end, generation) == 16,
@@ -339,9 +344,8 @@ int pw_parse_renew_reply(const void *p, size_t len, struct pw_renew_reply *ret, 
 			 size_t wl);
 int pw_parse_release(const void *p, size_t len, struct pw_release *ret, char *why, size_t wl);
 /* *@ret_gens points into @p (nr x u64). */
-int pw_parse_release_reply(const void *p, size_t len, uint32_t max_nr,
-			   struct pw_release_reply *ret, const uint8_t **ret_gens, char *why,
-			   size_t wl);
+int pw_parse_release_reply(const void *p, size_t len, uint32_t max_nr, struct pw_release_reply *ret,
+			   const uint8_t **ret_gens, char *why, size_t wl);
 int pw_parse_health_reply(const void *p, size_t len, struct pw_health_reply *ret, char *why,
 			  size_t wl);
 int pw_parse_error(const void *p, size_t len, struct pw_error *ret, char *why, size_t wl);

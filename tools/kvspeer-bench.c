@@ -206,12 +206,18 @@ static int raw_fetch(const char *addr, uint64_t bytes, int repeat)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "listen", 1, NULL, 'l' },	   { "allow", 1, NULL, 'a' },
-		{ "secret", 1, NULL, 's' },	   { "peer", 1, NULL, 'p' },
-		{ "block-bytes", 1, NULL, 'B' },   { "blocks", 1, NULL, 'n' },
-		{ "repeat", 1, NULL, 'r' },	   { "cold", 0, NULL, 'c' },
-		{ "transport", 1, NULL, 'T' },	   { "ucx-allow-tcp", 0, NULL, 'U' },
-		{ "ucx-devices", 1, NULL, 'D' },   { "bytes", 1, NULL, 'b' },
+		{ "listen", 1, NULL, 'l' },
+		{ "allow", 1, NULL, 'a' },
+		{ "secret", 1, NULL, 's' },
+		{ "peer", 1, NULL, 'p' },
+		{ "block-bytes", 1, NULL, 'B' },
+		{ "blocks", 1, NULL, 'n' },
+		{ "repeat", 1, NULL, 'r' },
+		{ "cold", 0, NULL, 'c' },
+		{ "transport", 1, NULL, 'T' },
+		{ "ucx-allow-tcp", 0, NULL, 'U' },
+		{ "ucx-devices", 1, NULL, 'D' },
+		{ "bytes", 1, NULL, 'b' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct kvspeer_host_ops ops = { b_lock, b_unlock, b_generation };
@@ -233,21 +239,45 @@ int main(int argc, char **argv)
 	p.log = log_cb;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'l': listen_addr = optarg; break;
-		case 'a': p.allow = optarg; break;
-		case 's': p.secret_file = optarg; break;
-		case 'p': peer = optarg; break;
-		case 'B': b.block_bytes = strtoull(optarg, NULL, 0); break;
-		case 'n': b.blocks = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'r': repeat = atoi(optarg); break;
-		case 'c': cold = 1; break;
-		case 'T':
-			p.transport = !strcmp(optarg, "ucx") ? KVSPEER_TRANSPORT_UCX : KVSPEER_TRANSPORT_TCP;
+		case 'l':
+			listen_addr = optarg;
 			break;
-		case 'U': p.flags |= KVSPEER_F_UCX_ALLOW_TCP; break;
-		case 'D': p.ucx_devices = optarg; break;
-		case 'b': bytes = strtoull(optarg, NULL, 0); break;
-		default: return 2;
+		case 'a':
+			p.allow = optarg;
+			break;
+		case 's':
+			p.secret_file = optarg;
+			break;
+		case 'p':
+			peer = optarg;
+			break;
+		case 'B':
+			b.block_bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'n':
+			b.blocks = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'r':
+			repeat = atoi(optarg);
+			break;
+		case 'c':
+			cold = 1;
+			break;
+		case 'T':
+			p.transport = !strcmp(optarg, "ucx") ? KVSPEER_TRANSPORT_UCX
+							     : KVSPEER_TRANSPORT_TCP;
+			break;
+		case 'U':
+			p.flags |= KVSPEER_F_UCX_ALLOW_TCP;
+			break;
+		case 'D':
+			p.ucx_devices = optarg;
+			break;
+		case 'b':
+			bytes = strtoull(optarg, NULL, 0);
+			break;
+		default:
+			return 2;
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -320,8 +350,8 @@ int main(int argc, char **argv)
 				kp = NULL;
 			}
 			if (n != (int)b.blocks) {
-				fprintf(stderr, "kvspeer-bench: fetched %d of %u (%s)\n", n, b.blocks,
-					strerror(-err));
+				fprintf(stderr, "kvspeer-bench: fetched %d of %u (%s)\n", n,
+					b.blocks, strerror(-err));
 				return 1;
 			}
 			total += ms[i];
@@ -329,8 +359,8 @@ int main(int argc, char **argv)
 		kvspeer_free(kp);
 		qsort(ms, (size_t)repeat, sizeof(double), cmp_double);
 		printf("fetch MBps=%.0f median_ms=%.2f min_ms=%.2f\n",
-		       (double)b.block_bytes * b.blocks * repeat / (total / 1e3) / 1e6, ms[repeat / 2],
-		       ms[0]);
+		       (double)b.block_bytes * b.blocks * repeat / (total / 1e3) / 1e6,
+		       ms[repeat / 2], ms[0]);
 		free(ms);
 		free(keys);
 	}

@@ -66,20 +66,20 @@ extern "C" {
 struct kvspeer;
 struct kvspeer_fetch;
 
-#define KVSPEER_KEY_SIZE 16	 /* a block key, as kvstash's (opaque bytes) */
-#define KVSPEER_DIGEST_SIZE 32	 /* a namespace digest, geometry included (opaque) */
-#define KVSPEER_NAME_MAX 64	 /* cluster and node names, NUL included */
-#define KVSPEER_ADDR_MAX 64	 /* "ADDR:PORT" strings, NUL included */
-#define KVSPEER_MAX_KEYS 4096u	 /* keys in one fetch */
-#define KVSPEER_MAX_SHARDS 1024u /* shards per block (tp_size) */
-#define KVSPEER_MAX_ENTRIES 65536u /* keys x shards in one fetch */
+#define KVSPEER_KEY_SIZE     16	    /* a block key, as kvstash's (opaque bytes) */
+#define KVSPEER_DIGEST_SIZE  32	    /* a namespace digest, geometry included (opaque) */
+#define KVSPEER_NAME_MAX     64	    /* cluster and node names, NUL included */
+#define KVSPEER_ADDR_MAX     64	    /* "ADDR:PORT" strings, NUL included */
+#define KVSPEER_MAX_KEYS     4096u  /* keys in one fetch */
+#define KVSPEER_MAX_SHARDS   1024u  /* shards per block (tp_size) */
+#define KVSPEER_MAX_ENTRIES  65536u /* keys x shards in one fetch */
 #define KVSPEER_DEFAULT_PORT 7471
 
 /* Log levels for the callback (syslog numbering, as libkvstash's). */
-#define KVSPEER_LOG_ERR 3
+#define KVSPEER_LOG_ERR	    3
 #define KVSPEER_LOG_WARNING 4
-#define KVSPEER_LOG_INFO 6
-#define KVSPEER_LOG_DEBUG 7
+#define KVSPEER_LOG_INFO    6
+#define KVSPEER_LOG_DEBUG   7
 
 typedef void (*kvspeer_log_fn)(void *arg, int level, const char *msg);
 
@@ -112,7 +112,7 @@ enum kvspeer_transport {
  * anyone.  Never set it where an untrusted host can reach the node.
  */
 #define KVSPEER_F_UCX_ALLOW_TCP (1u << 0)
-#define KVSPEER_F__ALL KVSPEER_F_UCX_ALLOW_TCP
+#define KVSPEER_F__ALL		KVSPEER_F_UCX_ALLOW_TCP
 
 /* ---- Serving: what the host provides -------------------------------- */
 
@@ -171,8 +171,8 @@ struct kvspeer_lock_req {
  *   its lock-free index).  Also used when the service only fetches.
  */
 struct kvspeer_host_ops {
-	int (*lock)(void *host, const struct kvspeer_lock_req *req, struct kvspeer_shard *ret_shards,
-		    uint64_t *ret_cookies);
+	int (*lock)(void *host, const struct kvspeer_lock_req *req,
+		    struct kvspeer_shard *ret_shards, uint64_t *ret_cookies);
 	void (*unlock)(void *host, const uint64_t *cookies, uint32_t nr);
 	uint64_t (*generation)(void *host, uint64_t cookie, uint32_t shard);
 	void (*thread_start)(void *host);
@@ -198,21 +198,23 @@ struct kvspeer_params {
 	const char *listen;
 	/* Serving: peers allowed to connect, "CIDR[,CIDR...]" (10.1.0.0/24, fd00::/64, 10.1.0.7). */
 	const char *allow;
-	const char *ucx_devices;      /* UCX transport: UCX_NET_DEVICES (NULL: UCX's choice) */
-	uint32_t lock_ttl_ms;	      /* longest lock a peer gets; default 10000 */
-	uint32_t max_conns;	      /* serving: connections at once; default 256 */
-	uint32_t max_conns_per_peer;  /* serving: per peer address; default 16 */
-	uint32_t max_locks_per_peer;  /* serving: locks per peer address; default 64 */
-	uint32_t max_keys;	      /* keys per lock request; default and limit KVSPEER_MAX_KEYS */
-	uint32_t hello_timeout_ms;    /* handshake must finish within; default 5000 */
-	uint32_t io_timeout_ms;	      /* a message or a send stalled this long ends the connection; default 5000 */
-	uint32_t idle_timeout_ms;     /* serving: an idle connection without locks; default 60000 */
-	uint32_t pool_idle;	      /* fetching: idle connections kept per peer; default 4 */
-	uint32_t sock_buf_bytes;      /* SO_SNDBUF/SO_RCVBUF; 0 (default): kernel autotuning */
-	uint64_t max_shard_bytes;     /* largest shard served or accepted; default 1 GiB */
-	const struct kvspeer_host_ops *ops; /* serving: required with listen (lock, unlock, generation) */
-	void *host;			    /* first argument of every host op */
-	kvspeer_log_fn log;		    /* optional */
+	const char *ucx_devices;     /* UCX transport: UCX_NET_DEVICES (NULL: UCX's choice) */
+	uint32_t lock_ttl_ms;	     /* longest lock a peer gets; default 10000 */
+	uint32_t max_conns;	     /* serving: connections at once; default 256 */
+	uint32_t max_conns_per_peer; /* serving: per peer address; default 16 */
+	uint32_t max_locks_per_peer; /* serving: locks per peer address; default 64 */
+	uint32_t max_keys;	     /* keys per lock request; default and limit KVSPEER_MAX_KEYS */
+	uint32_t hello_timeout_ms;   /* handshake must finish within; default 5000 */
+	uint32_t
+		io_timeout_ms; /* a message or a send stalled this long ends the connection; default 5000 */
+	uint32_t idle_timeout_ms; /* serving: an idle connection without locks; default 60000 */
+	uint32_t pool_idle;	  /* fetching: idle connections kept per peer; default 4 */
+	uint32_t sock_buf_bytes;  /* SO_SNDBUF/SO_RCVBUF; 0 (default): kernel autotuning */
+	uint64_t max_shard_bytes; /* largest shard served or accepted; default 1 GiB */
+	const struct kvspeer_host_ops
+		*ops;	    /* serving: required with listen (lock, unlock, generation) */
+	void *host;	    /* first argument of every host op */
+	kvspeer_log_fn log; /* optional */
 	void *log_arg;
 	uint64_t resv[8];
 };
@@ -289,12 +291,12 @@ typedef void (*kvspeer_landed_fn)(void *arg, uint32_t nr_blocks);
 typedef void (*kvspeer_done_fn)(void *arg, struct kvspeer_fetch *f, int nr_blocks);
 
 struct kvspeer_fetch_params {
-	const char *peer;	  /* required: "ADDR:PORT" (a node hint or the registry's answer) */
-	const uint8_t *digest;	  /* required: KVSPEER_DIGEST_SIZE bytes */
-	const uint8_t *keys;	  /* required: nr_keys x KVSPEER_KEY_SIZE bytes (copied) */
-	uint32_t nr_keys;	  /* 1 .. KVSPEER_MAX_KEYS */
-	uint32_t nr_shards;	  /* shards per block: tp_size, or 1 for a replicated layout */
-	uint32_t timeout_ms;	  /* required: the deadline, from submission */
+	const char *peer;      /* required: "ADDR:PORT" (a node hint or the registry's answer) */
+	const uint8_t *digest; /* required: KVSPEER_DIGEST_SIZE bytes */
+	const uint8_t *keys;   /* required: nr_keys x KVSPEER_KEY_SIZE bytes (copied) */
+	uint32_t nr_keys;      /* 1 .. KVSPEER_MAX_KEYS */
+	uint32_t nr_shards;    /* shards per block: tp_size, or 1 for a replicated layout */
+	uint32_t timeout_ms;   /* required: the deadline, from submission */
 	uint32_t resv0;
 	uint64_t expect_epoch;	  /* refuse a peer with another epoch (stale registry); 0: any */
 	const char *expect_node;  /* refuse a peer with another node name; NULL: any */
@@ -359,9 +361,9 @@ struct kvspeer_health {
 	char node[KVSPEER_NAME_MAX];
 	uint64_t epoch;
 	uint64_t uptime_ms;
-	uint32_t locks;	   /* locks the peer holds for anyone */
-	uint32_t conns;	   /* connections the peer serves */
-	uint32_t rtt_us;   /* HEALTH round trip, handshake excluded */
+	uint32_t locks;	 /* locks the peer holds for anyone */
+	uint32_t conns;	 /* connections the peer serves */
+	uint32_t rtt_us; /* HEALTH round trip, handshake excluded */
 	uint32_t transport;
 };
 
@@ -371,21 +373,21 @@ int kvspeer_health(struct kvspeer *kp, const char *peer, int timeout_ms,
 
 /* Failure kinds, counted per side in struct kvspeer_stats. */
 enum kvspeer_fail {
-	KVSPEER_FAIL_CONNECT,	 /* fetch: connect refused, unreachable */
-	KVSPEER_FAIL_TIMEOUT,	 /* fetch: deadline; serve: handshake not done in time */
-	KVSPEER_FAIL_RESET,	 /* connection lost mid-request */
-	KVSPEER_FAIL_AUTH,	 /* wrong secret or cluster, either side */
-	KVSPEER_FAIL_PROTOCOL,	 /* malformed, oversized or unexpected message */
-	KVSPEER_FAIL_STALE,	 /* generation changed / epoch or node not expected */
-	KVSPEER_FAIL_ALLOC,	 /* fetch: the host's alloc returned NULL */
-	KVSPEER_FAIL_REFUSED,	 /* fetch: the peer answered with an error */
-	KVSPEER_FAIL_ALLOWLIST,	 /* serve: a connection from an address not allowed */
-	KVSPEER_FAIL_LIMIT,	 /* serve: a connection or lock over a limit */
-	KVSPEER_FAIL_BAD_LOCK,	 /* serve: a lock id this connection does not hold */
-	KVSPEER_FAIL_RANGE,	 /* serve: blocks or sizes out of range */
-	KVSPEER_FAIL_STALL,	 /* a peer stalled mid-message or stopped reading */
-	KVSPEER_FAIL_HOST,	 /* serve: lock callback error, range outside registered memory */
-	KVSPEER_FAIL_TRANSPORT,	 /* UCX error */
+	KVSPEER_FAIL_CONNECT,	/* fetch: connect refused, unreachable */
+	KVSPEER_FAIL_TIMEOUT,	/* fetch: deadline; serve: handshake not done in time */
+	KVSPEER_FAIL_RESET,	/* connection lost mid-request */
+	KVSPEER_FAIL_AUTH,	/* wrong secret or cluster, either side */
+	KVSPEER_FAIL_PROTOCOL,	/* malformed, oversized or unexpected message */
+	KVSPEER_FAIL_STALE,	/* generation changed / epoch or node not expected */
+	KVSPEER_FAIL_ALLOC,	/* fetch: the host's alloc returned NULL */
+	KVSPEER_FAIL_REFUSED,	/* fetch: the peer answered with an error */
+	KVSPEER_FAIL_ALLOWLIST, /* serve: a connection from an address not allowed */
+	KVSPEER_FAIL_LIMIT,	/* serve: a connection or lock over a limit */
+	KVSPEER_FAIL_BAD_LOCK,	/* serve: a lock id this connection does not hold */
+	KVSPEER_FAIL_RANGE,	/* serve: blocks or sizes out of range */
+	KVSPEER_FAIL_STALL,	/* a peer stalled mid-message or stopped reading */
+	KVSPEER_FAIL_HOST,	/* serve: lock callback error, range outside registered memory */
+	KVSPEER_FAIL_TRANSPORT, /* UCX error */
 	KVSPEER_FAIL__MAX,
 };
 
@@ -396,24 +398,24 @@ const char *kvspeer_fail_name(unsigned kind);
 
 struct kvspeer_stats {
 	/* fetching */
-	uint64_t fetches;	   /* completed */
-	uint64_t fetches_full;	   /* every key came */
-	uint64_t fetches_partial;  /* some */
-	uint64_t fetches_empty;	   /* none */
-	uint64_t fetch_blocks;	   /* verified blocks */
-	uint64_t fetch_bytes;	   /* verified bytes */
+	uint64_t fetches;				 /* completed */
+	uint64_t fetches_full;				 /* every key came */
+	uint64_t fetches_partial;			 /* some */
+	uint64_t fetches_empty;				 /* none */
+	uint64_t fetch_blocks;				 /* verified blocks */
+	uint64_t fetch_bytes;				 /* verified bytes */
 	uint64_t fetch_latency_us[KVSPEER_HIST_BUCKETS]; /* submit to done */
 	uint64_t fetch_latency_sum_us;
 	uint64_t fetch_fail[KVSPEER_FAIL__MAX];
 	/* serving */
-	uint64_t serve_blocks;	   /* blocks whose every shard was sent (TCP) or verified (UCX) */
+	uint64_t serve_blocks; /* blocks whose every shard was sent (TCP) or verified (UCX) */
 	uint64_t serve_bytes;
-	uint64_t locks_held;	   /* now */
-	uint64_t locks_granted;	   /* lock requests that pinned >= 1 block */
-	uint64_t locks_released;   /* by RELEASE */
-	uint64_t locks_expired;	   /* at their TTL */
-	uint64_t locks_dropped;	   /* their connection closed */
-	uint64_t conns_open;	   /* now, both sides */
+	uint64_t locks_held;	 /* now */
+	uint64_t locks_granted;	 /* lock requests that pinned >= 1 block */
+	uint64_t locks_released; /* by RELEASE */
+	uint64_t locks_expired;	 /* at their TTL */
+	uint64_t locks_dropped;	 /* their connection closed */
+	uint64_t conns_open;	 /* now, both sides */
 	uint64_t conns_accepted;
 	uint64_t serve_fail[KVSPEER_FAIL__MAX];
 	uint64_t resv[8];
@@ -423,30 +425,31 @@ int kvspeer_stats(struct kvspeer *kp, struct kvspeer_stats *ret_stats);
 
 /* Per-peer connection state (kvspeer_peer_info.state). */
 enum kvspeer_peer_state {
-	KVSPEER_PEER_IDLE = 1,	  /* connections open, none busy */
-	KVSPEER_PEER_BUSY = 2,	  /* a request in progress */
+	KVSPEER_PEER_IDLE = 1, /* connections open, none busy */
+	KVSPEER_PEER_BUSY = 2, /* a request in progress */
 	KVSPEER_PEER_CONNECTING = 3,
-	KVSPEER_PEER_FAILED = 4,  /* the last attempt failed: last_error */
-	KVSPEER_PEER_CLOSED = 5,  /* no connection, last one ended cleanly */
+	KVSPEER_PEER_FAILED = 4, /* the last attempt failed: last_error */
+	KVSPEER_PEER_CLOSED = 5, /* no connection, last one ended cleanly */
 };
 
 #define KVSPEER_PEER_SERVER 1u /* a peer we fetch from */
 #define KVSPEER_PEER_CLIENT 2u /* a peer that fetches from us */
 
 struct kvspeer_peer_info {
-	char addr[KVSPEER_ADDR_MAX]; /* server: its listen address; client: the address it comes from */
+	char addr
+		[KVSPEER_ADDR_MAX]; /* server: its listen address; client: the address it comes from */
 	char node[KVSPEER_NAME_MAX]; /* authenticated node name ("" until then) */
 	uint32_t role;		     /* KVSPEER_PEER_SERVER or _CLIENT */
 	uint32_t state;		     /* enum kvspeer_peer_state */
 	uint32_t conns;		     /* open connections */
 	uint32_t locks;		     /* locks held: ours on it (server) or its on us (client) */
 	uint64_t epoch;
-	uint64_t blocks;	     /* fetched from it / served to it */
+	uint64_t blocks; /* fetched from it / served to it */
 	uint64_t bytes;
 	uint64_t failures;
-	int32_t last_error;	     /* -errno of the last failure, 0 if none */
+	int32_t last_error; /* -errno of the last failure, 0 if none */
 	uint32_t resv0;
-	uint64_t idle_ms;	     /* since the last activity */
+	uint64_t idle_ms; /* since the last activity */
 };
 
 /*

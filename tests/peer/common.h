@@ -24,14 +24,14 @@
  * rank (the seed's handoff: 33 blocks, 74.25 MiB).  TP splits the heads.
  * MLA (DeepSeek-like latent, replicated): 576 values a token, one shard.
  */
-#define QWEN3_LAYERS 36u
+#define QWEN3_LAYERS	  36u
 #define QWEN3_LAYER_BYTES (2u * 16u * 8u * 128u * 2u)
-#define MLA_LAYER_BYTES (576u * 16u * 2u)
+#define MLA_LAYER_BYTES	  (576u * 16u * 2u)
 
 struct geo {
 	uint32_t layers;
-	uint32_t tp;	    /* shards per block (1 when replicated) */
-	int mla;	    /* replicated latent layout */
+	uint32_t tp; /* shards per block (1 when replicated) */
+	int mla;     /* replicated latent layout */
 	uint64_t shard_bytes;
 };
 
@@ -83,8 +83,7 @@ static inline void make_digest(const char *ns, const struct geo *g,
 	}
 }
 
-static inline uint64_t payload_word(const uint8_t key[KVSPEER_KEY_SIZE], uint32_t shard,
-				    uint64_t w)
+static inline uint64_t payload_word(const uint8_t key[KVSPEER_KEY_SIZE], uint32_t shard, uint64_t w)
 {
 	uint64_t k0, k1;
 
@@ -134,23 +133,40 @@ static inline const char *errname(int e)
 	static char buf[32];
 
 	switch (e) {
-	case 0: return "0";
-	case -ETIMEDOUT: return "ETIMEDOUT";
-	case -ECONNREFUSED: return "ECONNREFUSED";
-	case -ECONNRESET: return "ECONNRESET";
-	case -EHOSTUNREACH: return "EHOSTUNREACH";
-	case -ENETUNREACH: return "ENETUNREACH";
-	case -EACCES: return "EACCES";
-	case -EPROTO: return "EPROTO";
-	case -ESTALE: return "ESTALE";
-	case -ENOSPC: return "ENOSPC";
-	case -EREMOTEIO: return "EREMOTEIO";
-	case -ESHUTDOWN: return "ESHUTDOWN";
-	case -EIO: return "EIO";
-	case -EPIPE: return "EPIPE";
-	case -EPROTONOSUPPORT: return "EPROTONOSUPPORT";
-	case -EPERM: return "EPERM";
-	case -EINVAL: return "EINVAL";
+	case 0:
+		return "0";
+	case -ETIMEDOUT:
+		return "ETIMEDOUT";
+	case -ECONNREFUSED:
+		return "ECONNREFUSED";
+	case -ECONNRESET:
+		return "ECONNRESET";
+	case -EHOSTUNREACH:
+		return "EHOSTUNREACH";
+	case -ENETUNREACH:
+		return "ENETUNREACH";
+	case -EACCES:
+		return "EACCES";
+	case -EPROTO:
+		return "EPROTO";
+	case -ESTALE:
+		return "ESTALE";
+	case -ENOSPC:
+		return "ENOSPC";
+	case -EREMOTEIO:
+		return "EREMOTEIO";
+	case -ESHUTDOWN:
+		return "ESHUTDOWN";
+	case -EIO:
+		return "EIO";
+	case -EPIPE:
+		return "EPIPE";
+	case -EPROTONOSUPPORT:
+		return "EPROTONOSUPPORT";
+	case -EPERM:
+		return "EPERM";
+	case -EINVAL:
+		return "EINVAL";
 	default:
 		snprintf(buf, sizeof(buf), "E%d", -e);
 		return buf;

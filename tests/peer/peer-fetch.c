@@ -21,7 +21,7 @@
 
 #include "common.h"
 
-#define GUARD 64u
+#define GUARD	   64u
 #define GUARD_BYTE 0xc3
 
 struct ctx {
@@ -121,32 +121,78 @@ int main(int argc, char **argv)
 	p.cluster = "test";
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'p': fp.peer = optarg; break;
-		case 's': p.secret_file = optarg; break;
-		case 'c': p.cluster = optarg; break;
-		case 'n': p.node = optarg; break;
-		case 'b': blocks = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'L': layers = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 't': tp = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'm': mla = 1; break;
-		case 'B': shard_bytes = strtoull(optarg, NULL, 0); break;
-		case 'S': seed = strtoull(optarg, NULL, 0); break;
-		case 'N': ns = optarg; break;
-		case 'o': timeout = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'E': fp.expect_node = optarg; break;
-		case 'P': fp.expect_epoch = strtoull(optarg, NULL, 0); break;
-		case 'T':
-			p.transport = !strcmp(optarg, "ucx") ? KVSPEER_TRANSPORT_UCX : KVSPEER_TRANSPORT_TCP;
+		case 'p':
+			fp.peer = optarg;
 			break;
-		case 'U': p.flags |= KVSPEER_F_UCX_ALLOW_TCP; break;
-		case 'D': p.ucx_devices = optarg; break;
-		case 'r': repeat = atoi(optarg); break;
-		case 'A': c.alloc_limit = strtol(optarg, NULL, 0); break;
-		case 'l': c.landed = true; break;
-		case 'j': join = atoi(optarg); break;
-		case 'x': stats = 1; break;
-		case 'h': health = 1; break;
-		default: usage();
+		case 's':
+			p.secret_file = optarg;
+			break;
+		case 'c':
+			p.cluster = optarg;
+			break;
+		case 'n':
+			p.node = optarg;
+			break;
+		case 'b':
+			blocks = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'L':
+			layers = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			tp = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'm':
+			mla = 1;
+			break;
+		case 'B':
+			shard_bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'S':
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'N':
+			ns = optarg;
+			break;
+		case 'o':
+			timeout = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'E':
+			fp.expect_node = optarg;
+			break;
+		case 'P':
+			fp.expect_epoch = strtoull(optarg, NULL, 0);
+			break;
+		case 'T':
+			p.transport = !strcmp(optarg, "ucx") ? KVSPEER_TRANSPORT_UCX
+							     : KVSPEER_TRANSPORT_TCP;
+			break;
+		case 'U':
+			p.flags |= KVSPEER_F_UCX_ALLOW_TCP;
+			break;
+		case 'D':
+			p.ucx_devices = optarg;
+			break;
+		case 'r':
+			repeat = atoi(optarg);
+			break;
+		case 'A':
+			c.alloc_limit = strtol(optarg, NULL, 0);
+			break;
+		case 'l':
+			c.landed = true;
+			break;
+		case 'j':
+			join = atoi(optarg);
+			break;
+		case 'x':
+			stats = 1;
+			break;
+		case 'h':
+			health = 1;
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!fp.peer || !p.secret_file || !blocks || blocks > KVSPEER_MAX_KEYS)
@@ -174,8 +220,9 @@ int main(int argc, char **argv)
 
 		r = kvspeer_health(kp, fp.peer, (int)timeout, &hl);
 		if (r == 0)
-			printf("health node=%s epoch=%llu locks=%u conns=%u transport=%u\n", hl.node,
-			       (unsigned long long)hl.epoch, hl.locks, hl.conns, hl.transport);
+			printf("health node=%s epoch=%llu locks=%u conns=%u transport=%u\n",
+			       hl.node, (unsigned long long)hl.epoch, hl.locks, hl.conns,
+			       hl.transport);
 		else
 			printf("health error=%s\n", errname(r));
 		kvspeer_free(kp);
@@ -207,7 +254,8 @@ int main(int argc, char **argv)
 		}
 		for (int j = 0; j < join; j++)
 			if (kvspeer_fetch_join(f, f_joined, &c) == -EALREADY)
-				atomic_fetch_add(&c.joined, 1); /* completed already: counts as seen */
+				atomic_fetch_add(&c.joined,
+						 1); /* completed already: counts as seen */
 		n = kvspeer_fetch_wait(f, &err);
 		t0 = now_ms() - t0;
 		kvspeer_fetch_unref(f);
@@ -216,15 +264,16 @@ int main(int argc, char **argv)
 				uint8_t *d = buf_of(&c, b, s);
 
 				if (n > 0 && b < (uint32_t)n)
-					bad += payload_check(d, c.g.shard_bytes, keys + (size_t)b * KVSPEER_KEY_SIZE,
+					bad += payload_check(d, c.g.shard_bytes,
+							     keys + (size_t)b * KVSPEER_KEY_SIZE,
 							     s);
 				for (uint32_t i = 0; i < GUARD; i++)
 					if (d[-(long)GUARD + i] != GUARD_BYTE ||
 					    d[c.g.shard_bytes + i] != GUARD_BYTE)
 						guards = false;
 			}
-		printf("result fetched=%d of=%u error=%s bad_bytes=%llu guards=%s ms=%llu", n, blocks,
-		       errname(err), (unsigned long long)bad, guards ? "ok" : "broken",
+		printf("result fetched=%d of=%u error=%s bad_bytes=%llu guards=%s ms=%llu", n,
+		       blocks, errname(err), (unsigned long long)bad, guards ? "ok" : "broken",
 		       (unsigned long long)t0);
 		if (join)
 			printf(" joined=%d", atomic_load(&c.joined));

@@ -40,19 +40,19 @@ static uint32_t nblocks = 64;
 static uint64_t seed = 1;
 static const char *ns = "qwen3-8b/bf16/pf16";
 
-#define FAIL(...)                                                  \
-	do {                                                       \
-		printf("case %s: FAIL ", name);                    \
-		printf(__VA_ARGS__);                               \
-		printf("\n");                                      \
-		return 1;                                          \
+#define FAIL(...)                               \
+	do {                                    \
+		printf("case %s: FAIL ", name); \
+		printf(__VA_ARGS__);            \
+		printf("\n");                   \
+		return 1;                       \
 	} while (0)
-#define OK(...)                                                    \
-	do {                                                       \
-		printf("case %s: ok ", name);                      \
-		printf(__VA_ARGS__);                               \
-		printf("\n");                                      \
-		return 0;                                          \
+#define OK(...)                               \
+	do {                                  \
+		printf("case %s: ok ", name); \
+		printf(__VA_ARGS__);          \
+		printf("\n");                 \
+		return 0;                     \
 	} while (0)
 
 static int dial(void)
@@ -307,7 +307,9 @@ static int c_huge_len(const char *name)
 static int c_wrong_type(const char *name)
 {
 	/* A reply type, at its largest, from a peer that has not even said HELLO. */
-	struct pw_hdr h = { .magic = PW_MAGIC, .type = PW_QUERY_REPLY, .len = PW_MAX_PAYLOAD, .seq = 1 };
+	struct pw_hdr h = {
+		.magic = PW_MAGIC, .type = PW_QUERY_REPLY, .len = PW_MAX_PAYLOAD, .seq = 1
+	};
 	int fd = dial(), st = 0;
 
 	if (fd < 0)
@@ -515,8 +517,10 @@ static int c_stall_payload(const char *name)
 {
 	struct pw_query q = { .nr_keys = 64, .nr_shards = 1 };
 	uint8_t keys[32 * KVSPEER_KEY_SIZE] = { 0 };
-	struct pw_hdr h = { .magic = PW_MAGIC, .type = PW_QUERY,
-			    .len = sizeof(q) + 64 * KVSPEER_KEY_SIZE, .seq = 3 };
+	struct pw_hdr h = { .magic = PW_MAGIC,
+			    .type = PW_QUERY,
+			    .len = sizeof(q) + 64 * KVSPEER_KEY_SIZE,
+			    .seq = 3 };
 	int fd = authed();
 	uint64_t t0 = now_ms();
 
@@ -732,7 +736,9 @@ static int srv_send_block(int fd, uint32_t b, uint64_t gen)
 	make_key(seed, b, key);
 	for (uint32_t s = 0; s < g.tp; s++) {
 		struct pw_data d = { .lock_id = 77, .block = b, .shard = s, .len = g.shard_bytes };
-		struct pw_shard_end e = { .lock_id = 77, .block = b, .shard = s, .generation = gen };
+		struct pw_shard_end e = {
+			.lock_id = 77, .block = b, .shard = s, .generation = gen
+		};
 
 		payload_fill(data, g.shard_bytes, key, s);
 		if (send_msg(fd, PW_DATA, 0, &d, sizeof(d), NULL, 0) < 0 ||
@@ -770,16 +776,20 @@ static int s_case(const char *name, const char *listen_addr)
 			     PW_HELLO_MAX * 80, io_ms) < 0)
 			FAIL("no QUERY");
 		{
-			struct pw_query_reply rep = { .nr_blocks = 5000, .nr_shards = g.tp,
-						      .ttl_ms = 1, .lock_id = 77 };
+			struct pw_query_reply rep = {
+				.nr_blocks = 5000, .nr_shards = g.tp, .ttl_ms = 1, .lock_id = 77
+			};
 
 			send_msg(fd, PW_QUERY_REPLY, 3, &rep, sizeof(rep), NULL, 0);
 		}
 	} else if (!strcmp(name, "srv-oversize")) {
-		srv_query(fd, &seq, &nkeys, 0, (2ull << 30)); /* 2 GiB a shard: over max_shard_bytes */
+		srv_query(fd, &seq, &nkeys, 0,
+			  (2ull << 30)); /* 2 GiB a shard: over max_shard_bytes */
 	} else if (!strcmp(name, "srv-long-data")) {
 		/* DATA longer than the lock said: the fetcher must not read it into the buffer. */
-		struct pw_data d = { .lock_id = 77, .block = 1, .shard = 0, .len = g.shard_bytes + 4096 };
+		struct pw_data d = {
+			.lock_id = 77, .block = 1, .shard = 0, .len = g.shard_bytes + 4096
+		};
 		uint8_t *junk = calloc(1, g.shard_bytes + 4096);
 
 		srv_query(fd, &seq, &nkeys, 0, 0);
@@ -829,7 +839,7 @@ static int s_case(const char *name, const char *listen_addr)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "peer", 1, NULL, 'p' },   { "listen", 1, NULL, 'l' },  { "secret", 1, NULL, 's' },
+		{ "peer", 1, NULL, 'p' },   { "listen", 1, NULL, 'l' },	 { "secret", 1, NULL, 's' },
 		{ "case", 1, NULL, 'c' },   { "cluster", 1, NULL, 'C' }, { "io-ms", 1, NULL, 'i' },
 		{ "blocks", 1, NULL, 'b' }, { "tp", 1, NULL, 't' },	 { "layers", 1, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
@@ -839,13 +849,13 @@ int main(int argc, char **argv)
 		int (*fn)(const char *);
 	} cases[] = {
 		{ "garbage", c_garbage },	    { "huge-len", c_huge_len },
-		{ "wrong-type", c_wrong_type },
-		{ "bad-version", c_bad_version },   { "bad-hello", c_bad_hello },
-		{ "wrong-cluster", c_wrong_cluster }, { "wrong-secret", c_wrong_secret },
-		{ "before-auth", c_before_auth },   { "forged-lock", c_forged_lock },
-		{ "out-of-range", c_out_of_range }, { "stall-header", c_stall_header },
-		{ "stall-payload", c_stall_payload }, { "stall-reader", c_stall_reader },
-		{ "lock-flood", c_lock_flood },	    { "conn-flood", c_conn_flood },
+		{ "wrong-type", c_wrong_type },	    { "bad-version", c_bad_version },
+		{ "bad-hello", c_bad_hello },	    { "wrong-cluster", c_wrong_cluster },
+		{ "wrong-secret", c_wrong_secret }, { "before-auth", c_before_auth },
+		{ "forged-lock", c_forged_lock },   { "out-of-range", c_out_of_range },
+		{ "stall-header", c_stall_header }, { "stall-payload", c_stall_payload },
+		{ "stall-reader", c_stall_reader }, { "lock-flood", c_lock_flood },
+		{ "conn-flood", c_conn_flood },
 	};
 	const char *secret_file = NULL, *listen_addr = NULL, *name = NULL;
 	uint32_t tp = 1, layers = 0;
@@ -854,16 +864,35 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'p': peer_addr = optarg; break;
-		case 'l': listen_addr = optarg; break;
-		case 's': secret_file = optarg; break;
-		case 'c': name = optarg; break;
-		case 'C': cluster = optarg; break;
-		case 'i': io_ms = atoi(optarg); break;
-		case 'b': nblocks = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 't': tp = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'L': layers = (uint32_t)strtoul(optarg, NULL, 0); break;
-		default: return 2;
+		case 'p':
+			peer_addr = optarg;
+			break;
+		case 'l':
+			listen_addr = optarg;
+			break;
+		case 's':
+			secret_file = optarg;
+			break;
+		case 'c':
+			name = optarg;
+			break;
+		case 'C':
+			cluster = optarg;
+			break;
+		case 'i':
+			io_ms = atoi(optarg);
+			break;
+		case 'b':
+			nblocks = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			tp = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'L':
+			layers = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (!secret_file || !name || (!peer_addr && !listen_addr))

@@ -72,8 +72,8 @@ static int h_lock(void *arg, const struct kvspeer_lock_req *req, struct kvspeer_
 		for (uint32_t s = 0; s < h->g.tp; s++) {
 			ret[(size_t)i * h->g.tp + s].addr = shard_addr(h, b, s);
 			ret[(size_t)i * h->g.tp + s].len = h->g.shard_bytes;
-			ret[(size_t)i * h->g.tp + s].generation =
-				atomic_load_explicit(&h->gen[(size_t)b * h->g.tp + s], memory_order_acquire);
+			ret[(size_t)i * h->g.tp + s].generation = atomic_load_explicit(
+				&h->gen[(size_t)b * h->g.tp + s], memory_order_acquire);
 		}
 		cookies[i] = b;
 		n++;
@@ -132,18 +132,30 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "listen", 1, NULL, 'l' },	 { "allow", 1, NULL, 'a' },
-		{ "secret", 1, NULL, 's' },	 { "node", 1, NULL, 'n' },
-		{ "cluster", 1, NULL, 'c' },	 { "epoch", 1, NULL, 'e' },
-		{ "blocks", 1, NULL, 'b' },	 { "have", 1, NULL, 'H' },
-		{ "layers", 1, NULL, 'L' },	 { "tp", 1, NULL, 't' },
-		{ "mla", 0, NULL, 'm' },	 { "shard-bytes", 1, NULL, 'B' },
-		{ "seed", 1, NULL, 'S' },	 { "ns", 1, NULL, 'N' },
-		{ "transport", 1, NULL, 'T' },	 { "ucx-allow-tcp", 0, NULL, 'U' },
-		{ "ucx-devices", 1, NULL, 'D' }, { "ttl", 1, NULL, 'x' },
-		{ "io-timeout", 1, NULL, 'i' },	 { "hello-timeout", 1, NULL, 'h' },
-		{ "max-locks", 1, NULL, 'k' },	 { "max-conns", 1, NULL, 'C' },
-		{ "hold-after", 1, NULL, 'o' },	 { "recycle", 1, NULL, 'r' },
+		{ "listen", 1, NULL, 'l' },
+		{ "allow", 1, NULL, 'a' },
+		{ "secret", 1, NULL, 's' },
+		{ "node", 1, NULL, 'n' },
+		{ "cluster", 1, NULL, 'c' },
+		{ "epoch", 1, NULL, 'e' },
+		{ "blocks", 1, NULL, 'b' },
+		{ "have", 1, NULL, 'H' },
+		{ "layers", 1, NULL, 'L' },
+		{ "tp", 1, NULL, 't' },
+		{ "mla", 0, NULL, 'm' },
+		{ "shard-bytes", 1, NULL, 'B' },
+		{ "seed", 1, NULL, 'S' },
+		{ "ns", 1, NULL, 'N' },
+		{ "transport", 1, NULL, 'T' },
+		{ "ucx-allow-tcp", 0, NULL, 'U' },
+		{ "ucx-devices", 1, NULL, 'D' },
+		{ "ttl", 1, NULL, 'x' },
+		{ "io-timeout", 1, NULL, 'i' },
+		{ "hello-timeout", 1, NULL, 'h' },
+		{ "max-locks", 1, NULL, 'k' },
+		{ "max-conns", 1, NULL, 'C' },
+		{ "hold-after", 1, NULL, 'o' },
+		{ "recycle", 1, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kvspeer_host_ops ops = { h_lock, h_unlock, h_generation };
@@ -163,33 +175,81 @@ int main(int argc, char **argv)
 	p.cluster = "test";
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'l': p.listen = optarg; break;
-		case 'a': p.allow = optarg; break;
-		case 's': p.secret_file = optarg; break;
-		case 'n': p.node = optarg; break;
-		case 'c': p.cluster = optarg; break;
-		case 'e': p.epoch = strtoull(optarg, NULL, 0); break;
-		case 'b': blocks = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'H': have = strtol(optarg, NULL, 0); break;
-		case 'L': layers = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 't': tp = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'm': mla = 1; break;
-		case 'B': shard_bytes = strtoull(optarg, NULL, 0); break;
-		case 'S': seed = strtoull(optarg, NULL, 0); break;
-		case 'N': ns = optarg; break;
-		case 'T':
-			p.transport = !strcmp(optarg, "ucx") ? KVSPEER_TRANSPORT_UCX : KVSPEER_TRANSPORT_TCP;
+		case 'l':
+			p.listen = optarg;
 			break;
-		case 'U': p.flags |= KVSPEER_F_UCX_ALLOW_TCP; break;
-		case 'D': p.ucx_devices = optarg; break;
-		case 'x': p.lock_ttl_ms = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'i': p.io_timeout_ms = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'h': p.hello_timeout_ms = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'k': p.max_locks_per_peer = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'C': p.max_conns_per_peer = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'o': h.hold_after = strtol(optarg, NULL, 0); break;
-		case 'r': h.recycle = strtol(optarg, NULL, 0); break;
-		default: usage();
+		case 'a':
+			p.allow = optarg;
+			break;
+		case 's':
+			p.secret_file = optarg;
+			break;
+		case 'n':
+			p.node = optarg;
+			break;
+		case 'c':
+			p.cluster = optarg;
+			break;
+		case 'e':
+			p.epoch = strtoull(optarg, NULL, 0);
+			break;
+		case 'b':
+			blocks = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'H':
+			have = strtol(optarg, NULL, 0);
+			break;
+		case 'L':
+			layers = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 't':
+			tp = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'm':
+			mla = 1;
+			break;
+		case 'B':
+			shard_bytes = strtoull(optarg, NULL, 0);
+			break;
+		case 'S':
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'N':
+			ns = optarg;
+			break;
+		case 'T':
+			p.transport = !strcmp(optarg, "ucx") ? KVSPEER_TRANSPORT_UCX
+							     : KVSPEER_TRANSPORT_TCP;
+			break;
+		case 'U':
+			p.flags |= KVSPEER_F_UCX_ALLOW_TCP;
+			break;
+		case 'D':
+			p.ucx_devices = optarg;
+			break;
+		case 'x':
+			p.lock_ttl_ms = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'i':
+			p.io_timeout_ms = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'h':
+			p.hello_timeout_ms = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'k':
+			p.max_locks_per_peer = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'C':
+			p.max_conns_per_peer = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'o':
+			h.hold_after = strtol(optarg, NULL, 0);
+			break;
+		case 'r':
+			h.recycle = strtol(optarg, NULL, 0);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!p.listen || !p.allow || !p.secret_file || !blocks)
@@ -205,7 +265,8 @@ int main(int argc, char **argv)
 	h.gen = calloc((size_t)blocks * h.g.tp, sizeof(*h.gen));
 	h.pins = calloc(blocks, sizeof(*h.pins));
 	if (h.mem == MAP_FAILED || !h.keys || !h.gen || !h.pins) {
-		fprintf(stderr, "peer-serve: out of memory for %llu bytes\n", (unsigned long long)total);
+		fprintf(stderr, "peer-serve: out of memory for %llu bytes\n",
+			(unsigned long long)total);
 		return 2;
 	}
 	for (uint32_t b = 0; b < blocks; b++) {
@@ -276,7 +337,8 @@ int main(int argc, char **argv)
 	kvspeer_free(kp);
 	for (uint32_t b = 0; b < blocks; b++)
 		if (atomic_load(&h.pins[b])) {
-			fprintf(stderr, "peer-serve: block %u still pinned after kvspeer_free()\n", b);
+			fprintf(stderr, "peer-serve: block %u still pinned after kvspeer_free()\n",
+				b);
 			return 1;
 		}
 	munmap(h.mem, total);

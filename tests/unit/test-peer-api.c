@@ -21,7 +21,7 @@
 #include <kvstash/peer.h>
 
 #define NBLOCKS 16u
-#define SHARD 8192u
+#define SHARD	8192u
 
 static char secret_path[] = "/tmp/kvspeer-api.XXXXXX";
 
@@ -29,9 +29,9 @@ struct srv {
 	uint8_t *mem;
 	uint8_t keys[NBLOCKS][KVSPEER_KEY_SIZE];
 	_Atomic int pins;
-	int bad_block;	  /* lock() reports a range outside registered memory here */
-	int lock_error;	  /* lock() fails with this */
-	bool hold;	  /* generation() blocks until released */
+	int bad_block;	/* lock() reports a range outside registered memory here */
+	int lock_error; /* lock() fails with this */
+	bool hold;	/* generation() blocks until released */
 	bool held;
 	pthread_mutex_t m;
 	pthread_cond_t c;

@@ -43,8 +43,8 @@ START_TEST(test_secret_file)
 	struct peer_secret s = { 0 };
 	char why[256], path[300];
 
-	ck_assert_int_eq(peer_secret_load(file("ok", "0123456789abcdef0123456789abcdef\n", 0600), &s,
-					  why, sizeof(why)),
+	ck_assert_int_eq(peer_secret_load(file("ok", "0123456789abcdef0123456789abcdef\n", 0600),
+					  &s, why, sizeof(why)),
 			 0);
 	/* Trailing whitespace is no part of the secret. */
 	ck_assert_uint_eq(s.len, 32);
@@ -96,8 +96,10 @@ START_TEST(test_proofs)
 	k2.key[31] ^= 1;
 	memset(hello, 1, sizeof(hello));
 	memset(reply, 2, sizeof(reply));
-	ck_assert_int_eq(peer_proof(&k, PEER_SIDE_SERVER, hello, sizeof(hello), reply, sizeof(reply), a), 0);
-	ck_assert_int_eq(peer_proof(&k, PEER_SIDE_SERVER, hello, sizeof(hello), reply, sizeof(reply), b), 0);
+	ck_assert_int_eq(
+		peer_proof(&k, PEER_SIDE_SERVER, hello, sizeof(hello), reply, sizeof(reply), a), 0);
+	ck_assert_int_eq(
+		peer_proof(&k, PEER_SIDE_SERVER, hello, sizeof(hello), reply, sizeof(reply), b), 0);
 	ck_assert(peer_proof_equal(a, b));
 	/* The other side's proof of the same bytes differs: no reflection. */
 	peer_proof(&k, PEER_SIDE_CLIENT, hello, sizeof(hello), reply, sizeof(reply), b);
@@ -117,7 +119,8 @@ START_TEST(test_proofs)
 	peer_proof(&k, PEER_SIDE_SERVER, hello, sizeof(hello) - 1, reply, sizeof(reply), a);
 	peer_proof(&k, PEER_SIDE_SERVER, hello, sizeof(hello), reply, sizeof(reply) - 1, b);
 	ck_assert(!peer_proof_equal(a, b));
-	ck_assert_int_eq(peer_proof(&k, PEER_SIDE_SERVER, hello, PW_HELLO_MAX + 1, reply, 1, a), -EINVAL);
+	ck_assert_int_eq(peer_proof(&k, PEER_SIDE_SERVER, hello, PW_HELLO_MAX + 1, reply, 1, a),
+			 -EINVAL);
 	ck_assert_int_eq(peer_nonce(a), 0);
 	ck_assert_int_eq(peer_nonce(b), 0);
 	ck_assert(!peer_proof_equal(a, b));
@@ -175,7 +178,8 @@ START_TEST(test_allow_list)
 	struct peer_allow a;
 	char why[128];
 
-	ck_assert_int_eq(peer_allow_parse("10.1.0.0/24, 10.2.0.7 fd00::/64", &a, why, sizeof(why)), 0);
+	ck_assert_int_eq(peer_allow_parse("10.1.0.0/24, 10.2.0.7 fd00::/64", &a, why, sizeof(why)),
+			 0);
 	ck_assert_uint_eq(a.n, 3);
 	ck_assert(match(&a, "10.1.0.0"));
 	ck_assert(match(&a, "10.1.0.255"));

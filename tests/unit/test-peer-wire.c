@@ -135,8 +135,12 @@ END_TEST
 
 START_TEST(test_hello_reply)
 {
-	struct pw_hello_reply r = { .major = PW_MAJOR, .transport = 2, .lock_ttl_ms = 1,
-				    .max_keys = 4, .max_locks = 1 }, out;
+	struct pw_hello_reply r = { .major = PW_MAJOR,
+				    .transport = 2,
+				    .lock_ttl_ms = 1,
+				    .max_keys = 4,
+				    .max_locks = 1 },
+			      out;
 	uint32_t tcp = PW_TRANSPORT_BIT(KVSPEER_TRANSPORT_TCP);
 
 	strcpy(r.cluster, "prod");
@@ -190,8 +194,11 @@ END_TEST
 
 static size_t reply(uint32_t blocks, uint32_t shards, uint64_t len, int32_t status)
 {
-	struct pw_query_reply r = { .status = status, .nr_blocks = blocks, .nr_shards = shards,
-				    .ttl_ms = 100, .lock_id = 3 };
+	struct pw_query_reply r = { .status = status,
+				    .nr_blocks = blocks,
+				    .nr_shards = shards,
+				    .ttl_ms = 100,
+				    .lock_id = 3 };
 	struct pw_entry e = { .len = len, .generation = 1 };
 
 	memcpy(buf, &r, sizeof(r));
