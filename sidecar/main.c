@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <kvstash/wire.h>
@@ -68,6 +69,43 @@ static void usage(FILE *f)
 		option_name(k, name, sizeof(name));
 		fprintf(f, "  --%s\n      [%s] %s: %s\n", name, k->section, k->key, k->help);
 	}
+}
+
+/*
+ * The soft RLIMIT_NOFILE (often 1024) is kept low for programs that use
+ * select(); kvstashd uses epoll (and poll in libmicrohttpd), so it takes
+ * the hard limit, as systemd advises daemons to: every session holds a
+ * socket, a region and its registered fds.  Then say so when even that
+ * is below what the configured limits may hold.
+ */
+static void raise_fd_limit(const struct kvs_config *cfg)
+{
+	uint64_t need = (uint64_t)cfg->max_sessions * (2 + KVS_MAX_FDS) + cfg->max_handshakes +
+			cfg->max_admin_sessions + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warning_errno(errno, "getrlimit(RLIMIT_NOFILE)");
+		return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warning_errno(errno, "cannot raise RLIMIT_NOFILE from %llu to %llu",
+					  (unsigned long long)was, (unsigned long long)rl.rlim_max);
+			rl.rlim_cur = was;
+		} else {
+			log_info("RLIMIT_NOFILE raised from %llu to %llu", (unsigned long long)was,
+				 (unsigned long long)rl.rlim_cur);
+		}
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		log_notice("RLIMIT_NOFILE is %llu, below the %llu fds max_sessions = %u may hold: "
+			   "past it, new connections wait until fds are freed",
+			   (unsigned long long)rl.rlim_cur, (unsigned long long)need,
+			   cfg->max_sessions);
 }
 
 int main(int argc, char **argv)
@@ -180,8 +218,16 @@ int main(int argc, char **argv)
 		     cfg.log_file, cfg.log_level);
 	if (r < 0)
 		log_warning_errno(r, "cannot open log file %s; logging to stderr", cfg.log_file);
+	log_set_ratelimit((uint64_t)cfg.log_ratelimit_interval_ms * 1000000ull,
+			  cfg.log_ratelimit_burst);
 	log_info("kvstashd %s starting (wire %u.%u, config %s)", PACKAGE_VERSION, KVS_WIRE_MAJOR,
 		 KVS_WIRE_MINOR, config);
+	raise_fd_limit(&cfg);
+	/* Until the store is wired to sidecar/ssd/ (ssd.h says how), say so rather than ignore it. */
+	if (cfg.ssd_path[0])
+		log_warning("[ssd] path is set, but this kvstashd does not use the SSD tier yet: "
+			    "nothing is written to %s",
+			    cfg.ssd_path);
 
 	r = daemon_init(&d, &cfg, config);
 	if (r == 0) {

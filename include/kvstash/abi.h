@@ -118,6 +118,9 @@ struct kvs_cqe {
  *   -EALREADY    this rank already loaded from the lease
  *   -EACCES      the lease belongs to another instance
  *   -ENOSPC      the pool is full of blocks that cannot be evicted
+ *   -EDQUOT      SAVE: the instance holds its share of the pool in blocks
+ *                not yet sealed ([pool] unsealed_share); QUERY: a lease
+ *                memory bound (of the instance, its uid, or all leases)
  *   -EBUSY       lease limit of the instance reached
  *   -EIO         a copy failed
  *   -ECANCELED   the session is shutting down

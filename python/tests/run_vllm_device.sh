@@ -33,9 +33,9 @@ echo "vLLM source: $(head -n 1 .vllm-src/COMMIT 2>/dev/null || echo 'no COMMIT f
 "$PYTHON" -c 'import torch, numpy, pytest, xxhash; assert torch.cuda.is_available(), "no CUDA"; print("torch", torch.__version__, torch.cuda.get_device_name(0))' \
 	|| fail "$PYTHON lacks torch with CUDA, numpy, pytest or xxhash"
 
-{
+(
 	./bootstrap && mkdir -p "$build" && cd "$build" && ../configure -q && make -j"$(nproc)"
-} > "$log/vllm-device-build.log" 2>&1 || { tail -n 40 "$log/vllm-device-build.log"; fail "build failed"; }
+) > "$log/vllm-device-build.log" 2>&1 || { tail -n 40 "$log/vllm-device-build.log"; fail "build failed"; }
 grep -q '^#define HAVE_CUDA 1' "$build/config.h" || fail "configure found no CUDA toolkit (is /usr/local/cuda there?)"
 
 KVSTASH_LIB=$top/$build/client/.libs/libkvstash.so.0

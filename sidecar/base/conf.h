@@ -31,6 +31,12 @@ struct kvs_config {
 	uint32_t max_sessions;
 	uint32_t max_sessions_per_uid;
 	uint64_t max_mapped_bytes_per_uid; /* host engine memory; 0: half the RAM */
+	uint32_t max_handshakes;
+	uint32_t max_handshakes_per_uid;
+	uint32_t max_admin_sessions;
+	uint32_t max_admin_sessions_per_uid;
+	uint32_t admin_idle_timeout_ms;
+	uint32_t max_fds_per_uid; /* 0: half of RLIMIT_NOFILE */
 
 	/* [session] */
 	uint32_t sq_entries;
@@ -50,10 +56,14 @@ struct kvs_config {
 	uint32_t prefault_threads;
 	uint64_t extent_size;	/* 0: automatic */
 	uint32_t partial_timeout_ms;
+	uint32_t unsealed_share; /* percent of the pool, per instance */
 
 	/* [lease] */
 	uint32_t lease_ttl_ms;
 	uint32_t max_leases;	/* per instance */
+	uint64_t lease_memory_per_instance;
+	uint64_t lease_memory_per_uid;
+	uint64_t lease_memory; /* all leases together */
 
 	/* [worker] */
 	uint32_t spin_us;
@@ -66,6 +76,29 @@ struct kvs_config {
 	uint64_t cuda_kernel_below;
 	uint32_t cuda_kernel_ctas;
 
+	/* [cluster] (sidecar/cluster/registry.h) */
+	char *cluster_redis; /* empty: no cluster */
+	char *cluster_user;
+	char *cluster_password_file;
+	char *cluster_name;
+	char *cluster_node; /* empty: the host name */
+	char *cluster_peer_address;
+	uint32_t cluster_lease_ttl_ms;
+	uint32_t cluster_connect_timeout_ms;
+	uint32_t cluster_command_timeout_ms;
+	uint32_t cluster_flush_timeout_ms;
+	uint32_t cluster_query_timeout_ms;
+	uint32_t cluster_queue_entries;
+	uint32_t cluster_entry_ttl_ms;
+	/* [ssd] (sidecar/ssd/ssd.h): no path, no SSD tier */
+	char *ssd_path;		/* comma-separated files or block devices */
+	uint64_t ssd_size;	/* bytes per file */
+	uint64_t ssd_region_size;
+	uint32_t ssd_queue_depth;
+	uint32_t ssd_write_queue;
+	char *ssd_write_policy;	/* spill, filter */
+	uint64_t ssd_write_rate; /* bytes per second per drive; 0: no cap */
+
 	/* [metrics] */
 	char *metrics_listen; /* HOST:PORT, empty: off */
 
@@ -73,6 +106,8 @@ struct kvs_config {
 	int log_level;
 	char *log_target;	/* stderr, syslog, file */
 	char *log_file;
+	uint32_t log_ratelimit_interval_ms;
+	uint32_t log_ratelimit_burst; /* 0: no limit */
 };
 
 /* Defaults into @cfg (strings allocated).  */

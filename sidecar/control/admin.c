@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/wireio.h"
 #include "store/store.h"
 #include "movers/cuda/cuda.h"
 #include "control/daemon.h"
@@ -25,20 +24,48 @@
 	} while (0)
 
 /*
- * Replies go out as a train of packets ended by KVS_MSG_END.  Blocking on
- * a full socket buffer is not an option for the control thread, so a
- * reader too slow for a few hundred packets loses its admin session.
+ * Replies go out as a train of packets ended by KVS_MSG_END: a few hundred
+ * at max_sessions, more than a socket buffer holds.  The train is built
+ * whole here (a snapshot of one moment) and queued on the session, which
+ * sends it as the reader drains its socket (EPOLLOUT): the control thread
+ * never blocks, and a slow reader gets every packet.  A reader that stops
+ * reading costs this one train until admin_idle_timeout closes it.
  */
-static int put(struct session *admin, const void *m, size_t len)
+struct train {
+	uint8_t *buf;
+	size_t len, cap;
+	int err;
+};
+
+static void put(struct train *t, const void *m, size_t len)
 {
-	return wireio_send(admin->fd, m, len, NULL, 0, MSG_DONTWAIT);
+	if (t->err)
+		return;
+	if (t->len + len > t->cap) {
+		size_t cap = MAX(t->cap * 2, t->len + len + 4096);
+		uint8_t *n = realloc(t->buf, cap);
+
+		if (!n) {
+			t->err = -ENOMEM;
+			return;
+		}
+		t->buf = n;
+		t->cap = cap;
+	}
+	memcpy(t->buf + t->len, m, len);
+	t->len += len;
 }
 
-static int end(struct session *admin, uint32_t seq)
+static int send_train(struct session *admin, struct train *t, uint32_t seq)
 {
 	struct kvs_msg_hdr h = { .type = KVS_MSG_END, .size = sizeof(h), .seq = seq };
 
-	return put(admin, &h, sizeof(h));
+	put(t, &h, sizeof(h));
+	if (t->err) {
+		free(t->buf);
+		return t->err;
+	}
+	return session_queue(admin, t->buf, t->len);
 }
 
 static bool listed(const struct session *s)
@@ -49,8 +76,8 @@ static bool listed(const struct session *s)
 int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 {
 	struct kvs_msg_status_daemon dm = { 0 };
+	struct train t = { 0 };
 	struct session *s;
-	int r;
 
 	HDR(dm, KVS_MSG_STATUS_DAEMON, seq);
 	strscpy_trunc(dm.version, PACKAGE_VERSION, sizeof(dm.version));
@@ -58,15 +85,13 @@ int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	dm.nr_sessions = server_active_sessions(d);
 	dm.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	dm.nr_workers = d->nr_workers;
-	dm.nr_instances = instance_count();
+	dm.nr_instances = instance_count(d->instances);
 	dm.cuda_available = cuda_device_count() > 0;
-	r = put(admin, &dm, sizeof(dm));
+	put(&t, &dm, sizeof(dm));
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_status_session m = { 0 };
 		struct registration *reg = session_reg(s);
 
-		if (r < 0)
-			return r;
 		if (!listed(s))
 			continue;
 		HDR(m, KVS_MSG_STATUS_SESSION, seq);
@@ -93,9 +118,9 @@ int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 		}
 		strscpy_trunc(m.instance, s->hello.instance, sizeof(m.instance));
 		strscpy_trunc(m.ns, s->hello.ns, sizeof(m.ns));
-		r = put(admin, &m, sizeof(m));
+		put(&t, &m, sizeof(m));
 	}
-	return r < 0 ? r : end(admin, seq);
+	return send_train(admin, &t, seq);
 }
 
 int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
@@ -104,13 +129,13 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 	struct store_region_stats rs[POOL_MAX_REGIONS];
 	struct store_stats st;
 	struct lease_stats ls;
+	struct train t = { 0 };
 	struct session *s;
 	unsigned nr;
-	int r;
 
-	store_get_stats(&st);
-	lease_get_stats(&ls);
-	nr = store_region_stats(rs, POOL_MAX_REGIONS);
+	store_get_stats(d->store, &st);
+	lease_get_stats(d->leases, &ls);
+	nr = store_region_stats(d->store, rs, POOL_MAX_REGIONS);
 	HDR(g, KVS_MSG_STATS_GLOBAL, seq);
 	g.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	for (unsigned i = 0; i < nr; i++) {
@@ -142,8 +167,8 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 	g.sessions_total = STAT_GET(d, sessions_total);
 	g.sessions_refused = STAT_GET(d, sessions_refused);
 	g.protocol_errors = STAT_GET(d, protocol_errors);
-	r = put(admin, &g, sizeof(g));
-	for (unsigned i = 0; i < nr && r == 0; i++) {
+	put(&t, &g, sizeof(g));
+	for (unsigned i = 0; i < nr; i++) {
 		struct kvs_msg_stats_node m = { 0 };
 
 		HDR(m, KVS_MSG_STATS_NODE, seq);
@@ -153,13 +178,11 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 		m.used_bytes = rs[i].used_bytes;
 		m.extents_total = rs[i].extents_total;
 		m.extents_free = rs[i].extents_free;
-		r = put(admin, &m, sizeof(m));
+		put(&t, &m, sizeof(m));
 	}
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_stats_session m = { 0 };
 
-		if (r < 0)
-			return r;
 		if (!listed(s))
 			continue;
 		HDR(m, KVS_MSG_STATS_SESSION, seq);
@@ -178,7 +201,7 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 		m.inflight = __atomic_load_n(&s->w.inflight, __ATOMIC_RELAXED);
 #undef GET
 		strscpy_trunc(m.instance, s->hello.instance, sizeof(m.instance));
-		r = put(admin, &m, sizeof(m));
+		put(&t, &m, sizeof(m));
 	}
-	return r < 0 ? r : end(admin, seq);
+	return send_train(admin, &t, seq);
 }

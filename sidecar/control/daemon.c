@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -31,7 +32,6 @@
 #include "base/util.h"
 
 #define TICK_MS 100
-#define HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
 #define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 
 void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
@@ -119,10 +119,41 @@ static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
 	return n ? (int)n : -EINVAL;
 }
 
+/* A namespace's slot is reclaimed: its blocks go from the store. */
+static unsigned drop_nspace(void *arg, struct nspace *ns)
+{
+	return store_drop_nspace(arg, &ns->in_store);
+}
+
+/*
+ * [server] max_fds_per_uid, 0 meaning half of the fds kvstashd may open
+ * (main() raised the soft limit to the hard one): one uid's sessions can
+ * never take the fds every other uid's connections need.
+ */
+static unsigned fds_per_uid(const struct kvs_config *cfg)
+{
+	struct rlimit rl;
+
+	if (cfg->max_fds_per_uid)
+		return cfg->max_fds_per_uid;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 1u << 20;
+	return (unsigned)MIN(rl.rlim_cur / 2, 1u << 30);
+}
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
+	const struct lease_params lp = {
+		.ttl_ms = cfg->lease_ttl_ms,
+		.max_per_holder = cfg->max_leases,
+		.max_bytes_holder = cfg->lease_memory_per_instance,
+		.max_bytes_uid = cfg->lease_memory_per_uid,
+		.max_bytes = cfg->lease_memory,
+		.ops = &instance_lease_ops,
+	};
+	struct store_params sp = { .unsealed_share = cfg->unsealed_share };
 	struct pool *pool;
 	int nodes[POOL_MAX_REGIONS];
 	sigset_t mask;
@@ -134,7 +165,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	d->listen_fd = d->timer_fd = d->signal_fd = d->ack_fd = d->lock_fd = d->epfd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
+	CDS_INIT_LIST_HEAD(&d->graveyard);
 	CDS_INIT_LIST_HEAD(&d->acks);
+	slots_init(d);
+	d->fds_per_uid = fds_per_uid(cfg);
 	pthread_mutex_init(&d->ack_lock, NULL);
 
 	/* Signals go to the signalfd only: block them before any thread starts. */
@@ -160,9 +194,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
 
 	urcu_memb_register_thread();
-	nspace_table_init(cfg->max_namespaces);
-	instance_table_init();
-	lease_table_init(cfg->lease_ttl_ms, cfg->max_leases);
+	r = lease_table_new(&lp, &d->leases);
+	if (r < 0)
+		return log_error_errno(r, "cannot create the lease table");
 
 	r = cuda_init(cfg);
 	if (r < 0)
@@ -186,11 +220,19 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 			return r;
 		}
 	}
-	r = store_init(pool, cfg);
-	if (r < 0) {
-		pool_destroy(pool);
+	/* Ours from here: daemon_fini() unpins and destroys it. */
+	d->pool = pool;
+	sp.pool = pool;
+	sp.revoke = lease_revoke_for;
+	sp.leases = d->leases;
+	r = store_new(&sp, &d->store);
+	if (r < 0)
 		return log_error_errno(r, "cannot create the block index");
-	}
+	r = nspace_table_new(cfg->max_namespaces, drop_nspace, d->store, &d->nspaces);
+	if (r == 0)
+		r = instance_table_new(d->store, &d->instances);
+	if (r < 0)
+		return log_error_errno(r, "cannot create the namespace and instance tables");
 	r = copy_host_init(cfg);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the copy threads");
@@ -220,23 +262,17 @@ static void tick(struct daemon *d)
 {
 	static uint64_t last_slow;
 	uint64_t now = now_ns(), v;
-	struct session *s, *tmp;
 	ssize_t r = read(d->timer_fd, &v, sizeof(v));
 
 	(void)r;
-	lease_sweep();
+	lease_sweep(d->leases);
+	server_resume(d);
 	if (now - last_slow < NSEC_PER_SEC)
 		return;
 	last_slow = now;
-	store_reclaim_partial((uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
-	nspace_sweep();
-	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node) {
-		if (s->state == S_NEW && now - s->created_ns > HANDSHAKE_TIMEOUT_NS) {
-			slog_info(s, "no HELLO within %llu s: closing",
-				  (unsigned long long)(HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
-			session_close(s, -ETIMEDOUT);
-		}
-	}
+	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
+	nspace_sweep(d->nspaces);
+	slots_sweep(d, now);
 }
 
 static void begin_drain(struct daemon *d)
@@ -275,6 +311,16 @@ static void handle_signals(struct daemon *d)
 	}
 }
 
+static void free_graveyard(struct daemon *d)
+{
+	struct session *s, *tmp;
+
+	cds_list_for_each_entry_safe(s, tmp, &d->graveyard, node) {
+		cds_list_del(&s->node);
+		free(s);
+	}
+}
+
 int daemon_run(struct daemon *d)
 {
 	uint64_t drain_deadline = 0;
@@ -298,16 +344,23 @@ int daemon_run(struct daemon *d)
 				process_acks(d);
 			} else {
 				struct session *s = p;
+				uint32_t e = evs[i].events;
 				int r = 0;
 
-				if (evs[i].events & EPOLLIN)
+				/* Closed by an earlier event of this batch: nothing to read. */
+				if (s->state == S_CLOSING)
+					continue;
+				if (e & EPOLLOUT)
+					r = session_flush(s);
+				if (r == 0 && (e & EPOLLIN))
 					r = session_handle_input(s);
-				else if (evs[i].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+				else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
 					r = -ECONNRESET;
 				if (r < 0)
 					session_close(s, r);
 			}
 		}
+		free_graveyard(d);
 		if (d->stopping) {
 			if (!drain_deadline)
 				drain_deadline = now_ns() + DRAIN_TIMEOUT_NS;
@@ -331,15 +384,25 @@ void daemon_fini(struct daemon *d)
 	d->nr_workers = 0;
 	copy_host_fini();
 	mem_release_stop(); /* after the last session: it drains what they left */
-	lease_table_fini();
-	store_fini();
-	if (store_pool())
-		for (unsigned i = 0; i < store_pool()->nr_regions; i++)
-			cuda_unpin(store_pool()->regions[i].base);
-	pool_destroy(store_pool());
+	/* Leases first (they pin blocks and hold instances), the pool last (the store's slots). */
+	lease_table_free(d->leases);
+	d->leases = NULL;
+	store_free(d->store);
+	d->store = NULL;
+	if (d->pool)
+		for (unsigned i = 0; i < d->pool->nr_regions; i++)
+			cuda_unpin(d->pool->regions[i].base);
+	pool_destroy(d->pool);
+	d->pool = NULL;
 	cuda_fini();
-	nspace_table_fini();
+	nspace_table_free(d->nspaces);
+	d->nspaces = NULL;
+	instance_table_free(d->instances);
+	d->instances = NULL;
 	server_unlisten(d);
+	free_graveyard(d);
+	slots_fini(d);
+	log_ratelimit_flush(&d->accept_rl, NULL, "accept");
 	if (d->epfd >= 0)
 		close(d->epfd);
 	if (d->signal_fd >= 0)

@@ -13,10 +13,18 @@
 #include <urcu/list.h>
 
 #include "base/conf.h"
+#include "control/slots.h"
+#include "obs/log.h"
 #include "obs/metrics.h"
 #include "io/worker.h"
 
 #define MAX_WORKERS 64
+
+struct instance_table;
+struct lease_table;
+struct nspace_table;
+struct pool;
+struct store;
 
 /* Process-wide counters (relaxed atomics), read by `kvstash stats`. */
 struct daemon_stats {
@@ -66,6 +74,32 @@ struct daemon {
 	struct cds_list_head sessions;
 	unsigned nr_sessions;
 	uint64_t next_session_id;
+	/*
+	 * Sessions freed while an event batch is handled: a later event of
+	 * the same batch may still point at one, so the memory goes only
+	 * after the batch (daemon_run()).
+	 */
+	struct cds_list_head graveyard;
+
+	/* Connection slots (slots.c). */
+	struct cds_list_head uids;
+	struct cds_list_head slot_lists[SLOT_KINDS]; /* least recently active first */
+	unsigned slot_count[SLOT_KINDS];
+	unsigned fds_per_uid; /* [server] max_fds_per_uid, 0 resolved */
+
+	/* accept() failed for want of fds: the listening socket rests until the next tick. */
+	bool accept_paused;
+	struct log_ratelimit accept_rl;
+
+	/*
+	 * The block store and the tables around it, as handles (a second
+	 * tier stands beside the store): workers reach them as s->d->...
+	 */
+	struct pool *pool;		  /* the host pool, the store's slots */
+	struct store *store;		  /* the DRAM tier of the block store */
+	struct lease_table *leases;	  /* QUERY's leases over the store's blocks */
+	struct nspace_table *nspaces;	  /* namespaces (their blocks in the store) */
+	struct instance_table *instances; /* instances (tenants of the store) */
 
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;

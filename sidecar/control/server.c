@@ -20,8 +20,6 @@
 #include "control/session.h"
 #include "base/util.h"
 
-#define HANDSHAKE_SLACK 64u /* connections beyond max_sessions still told why */
-
 static int resolve_group(const char *name, gid_t *ret)
 {
 	struct group *g;
@@ -194,36 +192,49 @@ unsigned server_active_sessions(struct daemon *d)
 	return n;
 }
 
-/* Supplementary groups of the peer, from /proc (the peer cannot forge them). */
-static bool in_groups(pid_t pid, const struct id_list *gids)
+/*
+ * The peer's supplementary groups as the kernel captured them at connect()
+ * (SO_PEERGROUPS, like SO_PEERCRED's uid and gid), never read later from
+ * /proc/PID: by then the pid may belong to another process.  The count,
+ * or -errno.  *@ret_groups is malloc'd when the peer has groups.
+ */
+static int peer_groups(int fd, gid_t **ret_groups)
 {
-	char path[64], line[4096];
-	bool found = false;
-	FILE *f;
+	socklen_t len = 64 * sizeof(gid_t);
+	gid_t *g = NULL;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *p, *end;
+	for (;;) {
+		gid_t *n = realloc(g, len ? len : sizeof(gid_t));
 
-		if (strncmp(line, "Groups:", 7))
-			continue;
-		for (p = line + 7;; p = end) {
-			unsigned long g = strtoul(p, &end, 10);
-
-			if (end == p)
-				break;
-			for (unsigned i = 0; i < gids->n; i++)
-				found |= gids->ids[i] == g;
+		if (!n) {
+			free(g);
+			return -ENOMEM;
 		}
+		g = n;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
+			break;
+		if (errno != ERANGE) {
+			int err = errno;
+
+			free(g);
+			return -err;
+		}
+		/* len now says how much the groups need. */
 	}
-	fclose(f);
-	return found;
+	*ret_groups = g;
+	return (int)(len / sizeof(gid_t));
 }
 
-bool server_peer_allowed(struct daemon *d, pid_t pid, uid_t uid, gid_t gid)
+static bool listed(const struct id_list *l, uint32_t id)
+{
+	for (unsigned i = 0; i < l->n; i++)
+		if (l->ids[i] == id)
+			return true;
+	return false;
+}
+
+bool server_peer_allowed(struct daemon *d, uid_t uid, gid_t gid, const gid_t *groups,
+			 unsigned ngroups)
 {
 	const struct kvs_config *cfg = d->cfg;
 
@@ -231,52 +242,122 @@ bool server_peer_allowed(struct daemon *d, pid_t pid, uid_t uid, gid_t gid)
 		return true; /* no list: the socket's file mode decides */
 	if (uid == 0 || uid == geteuid())
 		return true;
-	for (unsigned i = 0; i < cfg->allow_uids.n; i++)
-		if (cfg->allow_uids.ids[i] == uid)
+	if (listed(&cfg->allow_uids, uid) || listed(&cfg->allow_gids, gid))
+		return true;
+	for (unsigned i = 0; i < ngroups; i++)
+		if (listed(&cfg->allow_gids, groups[i]))
 			return true;
-	for (unsigned i = 0; i < cfg->allow_gids.n; i++)
-		if (cfg->allow_gids.ids[i] == gid)
-			return true;
-	return cfg->allow_gids.n && in_groups(pid, &cfg->allow_gids);
+	return false;
 }
+
+/* Credentials and the allow-list verdict, as the kernel captured them at connect(). */
+static int peer_check(struct daemon *d, int fd, struct ucred *ret_cred, bool *ret_allowed)
+{
+	socklen_t len = sizeof(*ret_cred);
+	gid_t *groups = NULL;
+	int n = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, ret_cred, &len) < 0)
+		return -errno;
+	if (d->cfg->allow_gids.n) {
+		n = peer_groups(fd, &groups);
+		if (n < 0) {
+			/* Fail closed: only the primary group counts. */
+			log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, n, NULL,
+				  "SO_PEERGROUPS: the peer's supplementary groups are ignored");
+			n = 0;
+		}
+	}
+	*ret_allowed = server_peer_allowed(d, ret_cred->uid, ret_cred->gid, groups, (unsigned)n);
+	free(groups);
+	return 0;
+}
+
+void server_resume(struct daemon *d)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &d->listen_fd };
+
+	if (!d->accept_paused || d->listen_fd < 0)
+		return;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->listen_fd, &ev) == 0)
+		d->accept_paused = false;
+}
+
+/*
+ * Out of fds (or kernel memory): the pending connection stays in the
+ * backlog and the listening socket stays readable, so trying again at
+ * once would spin.  Rest it until the next tick (100 ms): the connection
+ * waits in the backlog, nothing is lost, and the loop keeps serving.
+ */
+static void pause_accept(struct daemon *d, int err)
+{
+	struct epoll_event ev = { .events = 0, .data.ptr = &d->listen_fd };
+
+	log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, err, NULL,
+		  "cannot accept connections (%u sessions); retrying at the next tick",
+		  d->nr_sessions);
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->listen_fd, &ev) == 0)
+		d->accept_paused = true;
+}
+
+#define ACCEPT_BATCH 64 /* then let the loop serve the sessions it has */
 
 void server_accept(struct daemon *d)
 {
-	for (;;) {
+	for (unsigned i = 0; i < ACCEPT_BATCH && d->listen_fd >= 0; i++) {
 		struct ucred cred;
-		socklen_t len = sizeof(cred);
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct session *s;
-		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		bool allowed = false;
+		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), r;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning_errno(errno, "accept");
-			if (errno == EINTR || errno == ECONNABORTED)
+			int err = errno;
+
+			if (err == EINTR || err == ECONNABORTED)
 				continue;
+			if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+				pause_accept(d, err);
+			else if (err != EAGAIN)
+				log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, err, NULL,
+					  "accept");
 			return;
 		}
-		if (d->nr_sessions >= d->cfg->max_sessions + HANDSHAKE_SLACK) {
-			/* Not even room to say why: the client sees EOF at HELLO. */
-			STAT_ADD(d, sessions_refused, 1);
-			close(fd);
-			continue;
-		}
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-			log_warning_errno(errno, "SO_PEERCRED");
+		r = peer_check(d, fd, &cred, &allowed);
+		if (r < 0) {
+			log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, r, NULL,
+				  "SO_PEERCRED");
 			close(fd);
 			continue;
 		}
 		s = session_new(d, fd, cred.pid, cred.uid, cred.gid);
 		if (!s) {
-			log_error_errno(ENOMEM, "cannot accept a session");
+			log_at_rl(&d->accept_rl, NULL, "accept", LOG_ERR, ENOMEM, NULL,
+				  "cannot accept a session");
 			close(fd);
+			continue;
+		}
+		s->peer_allowed = allowed;
+		r = slots_accept(d, s);
+		if (r < 0) {
+			session_close(s, r);
 			continue;
 		}
 		ev.data.ptr = s;
 		if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			log_error_errno(errno, "epoll_ctl");
-			session_close(s, -errno);
+			r = -errno;
+			clog_warning_errno(s, r, "epoll_ctl");
+			session_close(s, r);
+			continue;
 		}
+		/*
+		 * libkvstash sends its HELLO right after connect(), so it is
+		 * usually here already: handle it now, before more connections
+		 * are accepted, so that a flood of others cannot push this one
+		 * out of the handshake pool first.
+		 */
+		r = session_handle_input(s);
+		if (r < 0)
+			session_close(s, r);
 	}
 }

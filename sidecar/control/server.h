@@ -14,9 +14,15 @@ void server_unlisten(struct daemon *d);
 
 /* Accept pending connections (listening fd readable). */
 void server_accept(struct daemon *d);
+/* Listen again after accept() ran out of fds (the tick calls it). */
+void server_resume(struct daemon *d);
 
-/* SO_PEERCRED checked against [server] allow_uids / allow_gids. */
-bool server_peer_allowed(struct daemon *d, pid_t pid, uid_t uid, gid_t gid);
+/*
+ * Credentials captured at connect (SO_PEERCRED, SO_PEERGROUPS) checked
+ * against [server] allow_uids / allow_gids.
+ */
+bool server_peer_allowed(struct daemon *d, uid_t uid, gid_t gid, const gid_t *groups,
+			 unsigned ngroups);
 
 /* Sessions past HELLO (admin sessions not counted). */
 unsigned server_active_sessions(struct daemon *d);

@@ -50,19 +50,6 @@ void session_set_prefix(struct session *s)
 	}
 }
 
-void registration_free(struct registration *reg)
-{
-	if (!reg)
-		return;
-	for (uint32_t i = 0; i < reg->nr_mems; i++)
-		mem_release(&reg->mems[i]);
-	if (reg->class_id != POOL_NO_CLASS)
-		store_class_put(reg->class_id);
-	free(reg->mems);
-	free(reg->layout);
-	free(reg);
-}
-
 struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -77,6 +64,7 @@ struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_
 	s->d = d;
 	s->state = S_NEW;
 	s->created_ns = now_ns();
+	s->slot = SLOT_NONE;
 	CDS_INIT_LIST_HEAD(&s->inst_node);
 	CDS_INIT_LIST_HEAD(&s->w.saves);
 	session_set_prefix(s);
@@ -96,7 +84,7 @@ static int send_msg(struct session *s, const void *msg, size_t len, const int *f
 	int r = wireio_send(s->fd, msg, len, fds, nfds, MSG_DONTWAIT);
 
 	if (r < 0)
-		slog_info_errno(s, r, "cannot send a reply; closing");
+		slog_info_errno_rl(&s->log_rl, s, r, "cannot send a reply; closing");
 	return r;
 }
 
@@ -132,17 +120,6 @@ static uint32_t pick_entries(uint32_t want, uint32_t def, uint32_t max)
 	if (want >= max)
 		return max;
 	return MIN(next_pow2_u32(MAX(want, 2u)), max);
-}
-
-static unsigned sessions_of_uid(struct daemon *d, uid_t uid)
-{
-	struct session *s;
-	unsigned n = 0;
-
-	/* Engine sessions only, as max_sessions counts (server_active_sessions()). */
-	cds_list_for_each_entry(s, &d->sessions, node)
-		n += s->uid == uid && s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
-	return n;
 }
 
 static int create_region(struct session *s, char *why, size_t wl)
@@ -207,19 +184,21 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	}
 	r = proto_parse_hello(buf, len, &s->hello, why, sizeof(why));
 	if (r < 0) {
-		slog_warning(s, "HELLO refused: %s", why);
+		clog_warning(s, "HELLO refused: %s", why);
 		STAT_ADD(d, sessions_refused, 1);
 		reply(s, seq, r, "%s", why);
 		return r;
 	}
 	session_set_prefix(s);
-	if (!server_peer_allowed(d, s->pid, s->uid, s->gid)) {
-		slog_warning(s, "uid %u gid %u is not in the allow-list: refused", s->uid, s->gid);
+	if (!s->peer_allowed) {
+		clog_warning(s, "uid %u gid %u is not in the allow-list: refused", s->uid, s->gid);
 		STAT_ADD(d, sessions_refused, 1);
 		reply(s, seq, -EACCES, "uid %u is not allowed to use this kvstashd", s->uid);
 		return -EACCES;
 	}
 	if (s->hello.role == KVS_ROLE_ADMIN) {
+		/* Its own pool: admin sessions never take an engine's slot. */
+		slots_hello(s, SLOT_ADMIN, why, sizeof(why));
 		s->state = S_ACTIVE;
 		memset(&rep, 0, sizeof(rep));
 		proto_make_reply(&rep.r, seq, 0, NULL);
@@ -229,29 +208,26 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		return send_msg(s, &rep, sizeof(rep), NULL, 0);
 	}
 
-	if (server_active_sessions(d) >= cfg->max_sessions) {
-		r = -EUSERS;
-		snprintf(why, sizeof(why), "the session limit (%u) is reached", cfg->max_sessions);
-	} else if (sessions_of_uid(d, s->uid) >= cfg->max_sessions_per_uid) {
-		r = -EUSERS;
-		snprintf(why, sizeof(why), "the session limit of uid %u (%u) is reached", s->uid,
-			 cfg->max_sessions_per_uid);
+	/* The session's socket and its region's memfd count against the uid's fds. */
+	if ((r = slots_hello(s, SLOT_ENGINE, why, sizeof(why))) < 0 ||
+	    (r = slots_take_fds(s, 2, why, sizeof(why))) < 0) {
+		/* why set */
 	} else if (s->hello.device_kind == KVS_DEVICE_CUDA &&
 		   (r = cuda_device_find(s->hello.device_uuid)) < 0) {
 		snprintf(why, sizeof(why), "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s",
 			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
 			 s->hello.device_uuid[3],
 			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
-	} else if ((r = nspace_get(s->hello.ns, &s->ns)) < 0) {
+	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
 		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
-	} else if ((r = instance_join(s, why, sizeof(why), &s->inst)) < 0) {
+	} else if ((r = instance_join(d->instances, s, why, sizeof(why), &s->inst)) < 0) {
 		/* why set */
 	} else {
 		r = create_region(s, why, sizeof(why));
 	}
 	if (r < 0) {
-		slog_warning_errno(s, r, "HELLO refused: %s", why);
+		clog_warning_errno(s, r, "HELLO refused: %s", why);
 		STAT_ADD(d, sessions_refused, 1);
 		reply(s, seq, r, "%s", why);
 		return r;
@@ -338,11 +314,12 @@ static uint64_t mapped_of_uid(struct daemon *d, uid_t uid)
 }
 
 /*
- * May @s map @want more bytes of host memory?  Checked before anything is
- * mapped, so a refused REGISTER costs the daemon nothing.
+ * May session @arg map @want more bytes of host memory?  Checked before
+ * anything is mapped, so a refused REGISTER costs the daemon nothing.
  */
-static int check_mapped(struct session *s, uint64_t want, char *why, size_t wl)
+static int check_mapped(void *arg, uint64_t want, char *why, size_t wl)
 {
+	struct session *s = arg;
 	const struct kvs_config *cfg = s->d->cfg;
 	uint64_t cap = max_mapped_session(cfg), ucap = max_mapped_uid(cfg), held, total;
 
@@ -367,91 +344,21 @@ static int check_mapped(struct session *s, uint64_t want, char *why, size_t wl)
 static int build_registration(struct session *s, const struct reg_req *req, int *fds,
 			      struct registration **ret, char *why, size_t wl)
 {
-	struct registration *reg = calloc(1, sizeof(*reg));
-	uint64_t *sizes = calloc(req->nr_mems, sizeof(*sizes)), host_bytes = 0;
-	bool first;
-	int r = 0;
+	const struct registration_spec spec = {
+		.req = req,
+		.fds = fds,
+		.device_kind = s->hello.device_kind,
+		.cuda_dev = s->worker->dev,
+		.node = s->worker->node,
+		.tp_rank = s->hello.tp_rank,
+		.tp_size = s->hello.tp_size,
+		.ns = s->ns,
+		.store = s->d->store,
+		.may_map = check_mapped,
+		.may_map_arg = s,
+	};
 
-	if (!reg || !sizes || !(reg->mems = calloc(req->nr_mems, sizeof(*reg->mems)))) {
-		free(sizes);
-		free(reg);
-		snprintf(why, wl, "out of memory");
-		return -ENOMEM;
-	}
-	reg->class_id = POOL_NO_CLASS;
-	for (uint32_t i = 0; i < req->nr_mems; i++) {
-		reg->mems[i].fd = -1;
-		sizes[i] = req->mems[i].size;
-	}
-	/*
-	 * Geometry first, against the declared sizes (an import refuses an
-	 * allocation smaller than declared): the views say which bytes of
-	 * each allocation are needed, and only those are mapped, after the
-	 * bound on mapped bytes agreed.
-	 */
-	r = layout_build(req, sizes, &reg->layout, why, wl);
-	free(sizes);
-	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
-		const struct kvs_wire_mem *m = &req->mems[i];
-		bool host = m->kind == KVS_MEM_HOST_FD;
-		uint64_t lo, hi, n;
-
-		if (host != (s->hello.device_kind == KVS_DEVICE_HOST)) {
-			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
-				 host ? "host" : "GPU", host ? "GPU" : "host");
-			r = -EINVAL;
-		} else if (host) {
-			layout_mem_span(reg->layout, i, &lo, &hi);
-			n = mem_host_map_bytes(lo, hi);
-			if (__builtin_add_overflow(host_bytes, n, &host_bytes))
-				host_bytes = UINT64_MAX;
-		}
-	}
-	if (!r && host_bytes)
-		r = check_mapped(s, host_bytes, why, wl);
-	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
-		const struct kvs_wire_mem *m = &req->mems[i];
-		char w2[KVS_TEXT_MAX - 32];
-		bool host = m->kind == KVS_MEM_HOST_FD;
-		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? fds[m->fd_index] : -1;
-		uint64_t lo, hi;
-
-		if (host) {
-			layout_mem_span(reg->layout, i, &lo, &hi);
-			r = mem_import_host(m, fd, lo, hi, &reg->mems[i], w2, sizeof(w2));
-		} else {
-			r = cuda_mem_import((unsigned)s->worker->dev, m, fd, &reg->mems[i], w2,
-					    sizeof(w2));
-		}
-		if (r < 0) {
-			snprintf(why, wl, "allocation %u: %s", i, w2);
-			break;
-		}
-		if (fd >= 0)
-			fds[m->fd_index] = -1; /* the import owns it now */
-		reg->nr_mems = i + 1;
-		reg->mapped_bytes += host ? reg->mems[i].map_len : reg->mems[i].size;
-	}
-	if (!r && (r = store_class_get(reg->layout->slot_bytes, &reg->class_id)) < 0) {
-		if (r == -E2BIG)
-			snprintf(why, wl,
-				 "a block of %" PRIu64 " bytes does not fit a pool extent: raise [pool] extent_size",
-				 reg->layout->slot_bytes);
-		else
-			snprintf(why, wl, "too many distinct block sizes in the pool");
-		reg->class_id = POOL_NO_CLASS;
-	}
-	if (!r)
-		r = nspace_adopt(s->ns, reg->layout, s->hello.tp_size, why, wl, &first);
-	if (r < 0) {
-		registration_free(reg);
-		return r;
-	}
-	reg->region = pool_region_for_node(store_pool(), s->worker->node);
-	reg->nshards = reg->layout->replicated ? 1 : s->hello.tp_size;
-	reg->shard = reg->layout->replicated ? 0 : s->hello.tp_rank;
-	*ret = reg;
-	return 0;
+	return registration_build(&spec, ret, why, wl);
 }
 
 static int handle_register(struct session *s, const void *buf, size_t len, int *fds,
@@ -468,14 +375,22 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 	} else if (s->reg || s->waiting) {
 		r = -EBUSY;
 		snprintf(why, sizeof(why), "memory is already registered: UNREGISTER first");
-	} else if ((r = proto_parse_register(buf, len, nfds, s->d->cfg->max_layers, &req, why,
-					     sizeof(why))) == 0) {
-		r = build_registration(s, &req, fds, &reg, why, sizeof(why));
-		proto_reg_free(&req);
+	} else if ((r = slots_take_fds(s, nfds, why, sizeof(why))) < 0) {
+		/* why set: nothing of the uid's memory is mapped beyond its share */
+	} else {
+		r = proto_parse_register(buf, len, nfds, s->d->cfg->max_layers, &req, why,
+					 sizeof(why));
+		if (r == 0) {
+			r = build_registration(s, &req, fds, &reg, why, sizeof(why));
+			proto_reg_free(&req);
+		}
+		/* Counted as they came; what the registration keeps stays counted. */
+		slots_put_fds(s, nfds - (r == 0 ? MIN(reg->nr_fds, nfds) : 0));
 	}
 	if (r == 0) {
 		r = instance_register(s->inst, reg->layout->fingerprint, why, sizeof(why));
 		if (r < 0) {
+			slots_put_fds(s, reg->nr_fds);
 			registration_free(reg);
 		} else {
 			if (s->hello.device_kind == KVS_DEVICE_HOST)
@@ -492,18 +407,70 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 		}
 	}
 	if (r < 0) {
-		slog_warning_errno(s, r, "REGISTER refused: %s", why);
+		/* A client may retry in a loop: its lines are rate-limited. */
+		slog_warning_errno_rl(&s->log_rl, s, r, "REGISTER refused: %s", why);
 		return reply(s, seq, r, "%s", why) < 0 ? -EPIPE : 0;
 	}
 	return reply(s, seq, 0, NULL);
 }
 
-static void set_reading(struct session *s, bool on)
+static void update_events(struct session *s)
 {
-	struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP, .data.ptr = s };
+	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = s };
 
-	/* While waiting for the worker, leave further requests queued in the socket. */
+	/*
+	 * While waiting for the worker, or while a reply train waits for room,
+	 * leave further requests queued in the socket: one request at a time,
+	 * so a client that never reads costs one reply's memory, not more.
+	 */
+	if (s->out.buf)
+		ev.events |= EPOLLOUT;
+	else if (!s->waiting)
+		ev.events |= EPOLLIN;
 	epoll_ctl(s->d->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+}
+
+int session_flush(struct session *s)
+{
+	struct out_queue *q = &s->out;
+	bool progress = false;
+	int r = 0;
+
+	while (q->buf && q->off < q->len) {
+		const struct kvs_msg_hdr *h = (const void *)(q->buf + q->off);
+
+		r = wireio_send(s->fd, h, h->size, NULL, 0, MSG_DONTWAIT);
+		if (r == -EAGAIN) {
+			r = 0;
+			break;
+		}
+		if (r < 0)
+			break;
+		q->off += h->size;
+		progress = true;
+	}
+	if (progress)
+		slots_touch(s); /* a reader that reads is not idle */
+	if (r < 0) {
+		slog_info_errno_rl(&s->log_rl, s, r, "cannot send a reply; closing");
+		return r;
+	}
+	if (q->off >= q->len) {
+		free(q->buf);
+		*q = (struct out_queue){ 0 };
+	}
+	update_events(s);
+	return 0;
+}
+
+int session_queue(struct session *s, uint8_t *buf, size_t len)
+{
+	if (s->out.buf) { /* cannot happen: no request is read while one is queued */
+		free(buf);
+		return -EBUSY;
+	}
+	s->out = (struct out_queue){ .buf = buf, .len = len };
+	return session_flush(s);
 }
 
 static int handle_unregister(struct session *s, uint32_t seq)
@@ -517,7 +484,7 @@ static int handle_unregister(struct session *s, uint32_t seq)
 	s->waiting = true;
 	s->waiting_seq = seq;
 	s->waiting_type = KVS_MSG_UNREGISTER;
-	set_reading(s, false);
+	update_events(s);
 	worker_command(s->worker, WCMD_UNREGISTER, s);
 	return 0;
 }
@@ -541,16 +508,18 @@ int session_handle_input(struct session *s)
 		return -ECONNRESET;
 	if (n < 0) {
 		if (n == -EMSGSIZE) {
-			slog_warning(s, "oversized message or too many fds: closing");
+			clog_warning(s, "oversized message or too many fds: closing");
 			reply(s, 0, -EMSGSIZE, "message larger than %u bytes or more than %u fds",
 			      KVS_MSG_MAX, KVS_MAX_FDS);
 			return -EMSGSIZE;
 		}
 		return (int)n;
 	}
+	if (s->slot == SLOT_ADMIN)
+		slots_touch(s);
 	r = proto_check_header(buf, (size_t)n, &type, &seq);
 	if (r < 0) {
-		slog_warning(s, "malformed message header (%zd bytes): closing", n);
+		clog_warning(s, "malformed message header (%zd bytes): closing", n);
 		reply(s, 0, r, "malformed message header");
 		wireio_close_fds(fds, nfds);
 		return r;
@@ -561,7 +530,7 @@ int session_handle_input(struct session *s)
 		return -EPROTO;
 	}
 	if (type != KVS_MSG_REGISTER && nfds) {
-		slog_warning(s, "message type %u carries %u unexpected fds: closing", type, nfds);
+		clog_warning(s, "message type %u carries %u unexpected fds: closing", type, nfds);
 		reply(s, seq, -EBADF, "unexpected fds");
 		wireio_close_fds(fds, nfds);
 		return -EBADF;
@@ -582,7 +551,7 @@ int session_handle_input(struct session *s)
 	case KVS_MSG_STATS:
 		r = proto_parse_empty(buf, (size_t)n, why, sizeof(why));
 		if (r < 0) {
-			slog_warning(s, "malformed message type %u: %s", type, why);
+			clog_warning(s, "malformed message type %u: %s", type, why);
 			reply(s, seq, r, "%s", why);
 			break;
 		}
@@ -602,7 +571,7 @@ int session_handle_input(struct session *s)
 		}
 		break;
 	default:
-		slog_warning(s, "unknown message type %u: closing", type);
+		clog_warning(s, "unknown message type %u: closing", type);
 		reply(s, seq, -EBADMSG, "unknown message type %u", type);
 		wireio_close_fds(fds, nfds);
 		r = -EBADMSG;
@@ -623,7 +592,7 @@ static void session_free(struct session *s)
 	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
 	if (s->worker)
 		STAT_ADD(d, sessions_closed, 1);
-	lease_drop_creator(s->id);
+	lease_drop_creator(d->leases, s->id);
 	if (s->reg) {
 		instance_unregister(s->inst);
 		registration_free(s->reg);
@@ -634,11 +603,17 @@ static void session_free(struct session *s)
 	nspace_put(s->ns);
 	shmq_region_destroy(s->region);
 	free(s->w.backlog);
+	free(s->out.buf);
 	if (s->fd >= 0)
 		close(s->fd);
+	/* The worker's state: its DETACH ack (or no worker at all) orders this read. */
+	log_ratelimit_flush(&s->w.log_rl, s, NULL);
+	log_ratelimit_flush(&s->log_rl, s, NULL);
+	slots_release(s);
 	cds_list_del(&s->node);
 	d->nr_sessions--;
-	free(s);
+	/* Freed after the event batch: a later event of it may name this session. */
+	cds_list_add_tail(&s->node, &d->graveyard);
 }
 
 void session_close(struct session *s, int why)
@@ -673,6 +648,8 @@ void session_on_ack(struct session *s, enum wcmd_type type)
 		session_free(s);
 		break;
 	case WCMD_UNREGISTER:
+		if (s->retired)
+			slots_put_fds(s, s->retired->nr_fds);
 		registration_free(s->retired);
 		s->retired = NULL;
 		s->mapped_host = 0;
@@ -684,7 +661,7 @@ void session_on_ack(struct session *s, enum wcmd_type type)
 			session_close(s, -EPIPE);
 			break;
 		}
-		set_reading(s, true);
+		update_events(s);
 		break;
 	case WCMD_BROKEN:
 		STAT_ADD(s->d, protocol_errors, 1);

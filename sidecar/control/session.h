@@ -19,31 +19,20 @@
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
 
+#include "control/registration.h"
+#include "control/slots.h"
+#include "obs/log.h"
 #include "wire/proto.h"
 
 struct daemon;
 struct worker;
 struct instance;
 struct nspace;
-struct layout;
-struct mem_import;
 
 enum session_state {
 	S_NEW,	    /* connected, no HELLO yet */
 	S_ACTIVE,   /* HELLO done */
 	S_CLOSING,  /* socket gone or GOODBYE: waiting for the worker */
-};
-
-/* What a REGISTER built; immutable while published (see session.reg). */
-struct registration {
-	struct layout *layout;
-	uint32_t nr_mems;
-	struct mem_import *mems;
-	uint32_t class_id; /* pool class of this layout's slots */
-	unsigned region;   /* pool region (NUMA node) slots come from */
-	uint32_t shard;	   /* this rank's shard: tp_rank, or 0 if replicated */
-	uint32_t nshards;
-	uint64_t mapped_bytes; /* host: the pages mapped; GPU: the allocations' sizes */
 };
 
 struct session_stats { /* relaxed atomics */
@@ -76,6 +65,22 @@ struct wsess {
 	uint64_t save_next;  /* sequence of the next SAVE */
 	struct cds_list_head saves; /* SAVE ops in flight, by sequence */
 	struct cds_list_head wnode; /* in worker.sessions */
+	/*
+	 * The worker's lines about this session (rejected SQEs).  The control
+	 * thread reads it only in session_free(), after the DETACH ack: the
+	 * ack list's mutex orders the worker's last write before it.
+	 */
+	struct log_ratelimit log_rl;
+};
+
+/*
+ * A reply train (STATUS, STATS) waiting for room in the socket: sent as
+ * the client reads, on EPOLLOUT, while the session reads no new request.
+ */
+struct out_queue {
+	uint8_t *buf; /* packets back to back, each sized by its header */
+	size_t len;
+	size_t off; /* first byte not sent */
 };
 
 struct session {
@@ -84,6 +89,7 @@ struct session {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
+	bool peer_allowed; /* allow-list verdict on the credentials captured at accept */
 	enum session_state state;
 	struct hello_req hello;
 	char prefix[200]; /* "session N (pid P, instance I rank R)" */
@@ -121,6 +127,16 @@ struct session {
 
 	struct session_stats st;
 	uint64_t created_ns;
+
+	/* Connection slots (slots.c). */
+	struct uid_slots *owner;
+	enum slot_kind slot;
+	struct cds_list_head slot_node; /* daemon.slot_lists[slot] */
+	uint64_t active_ns;		/* last request or reply progress */
+	unsigned fds_held;		/* counted in owner->fds */
+
+	struct log_ratelimit log_rl; /* the control thread's lines about this session */
+	struct out_queue out;
 };
 
 const char *session_log_prefix(const struct session *s);
@@ -129,6 +145,14 @@ const char *session_log_prefix(const struct session *s);
 struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid);
 /* Read and handle one message: 0, or -errno when the session must close. */
 int session_handle_input(struct session *s);
+/*
+ * Queue a reply train of @len bytes (@buf, malloc'd, ours now) and send
+ * what the socket takes; the rest goes on EPOLLOUT.  0, or -errno when
+ * the session must close.
+ */
+int session_queue(struct session *s, uint8_t *buf, size_t len);
+/* EPOLLOUT: send more of the queued train.  0, or -errno to close. */
+int session_flush(struct session *s);
 /* Begin closing (EOF, error, GOODBYE, shutdown); frees once the worker acked. */
 void session_close(struct session *s, int why);
 enum wcmd_type;
@@ -136,8 +160,6 @@ void session_on_ack(struct session *s, enum wcmd_type type);
 
 /* Build the log prefix after HELLO. */
 void session_set_prefix(struct session *s);
-
-void registration_free(struct registration *reg);
 
 static inline struct registration *session_reg(struct session *s)
 {

@@ -138,7 +138,7 @@ static void finish_save(struct worker *w, struct op *op)
 	bool ok = op->batch.err == 0;
 	uint64_t ns = now_ns() - op->batch.t0;
 
-	store_save_end(op->ents, op->nents, ok);
+	store_save_end(w->d->store, op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
 	instance_save_leave(s->inst, &op->imark);
 	s->w.copies--;
@@ -149,7 +149,10 @@ static void finish_save(struct worker *w, struct op *op)
 		hist_observe(&w->d->stats.save_hist, ns);
 		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
-		op->res = op->nospace ? -ENOSPC : (int32_t)(op->nents + op->skipped);
+		/* The instance's own share first: it is what the engine can change. */
+		op->res = op->quota	? -EDQUOT
+			  : op->nospace ? -ENOSPC
+					: (int32_t)(op->nents + op->skipped);
 		op->r0 = op->nents;
 	} else {
 		op->res = op->batch.err;
@@ -164,7 +167,7 @@ static void finish_load(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
 
-	lease_put(op->lease);
+	lease_put(w->d->leases, op->lease);
 	s->w.copies--;
 	if (op->batch.err == 0) {
 		STAT_ADD(w->d, load_blocks, op->nblocks);
@@ -177,7 +180,8 @@ static void finish_load(struct worker *w, struct op *op)
 		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
 	} else {
-		slog_error_errno(s, op->batch.err, "load of %u blocks failed", op->nblocks);
+		slog_error_errno_rl(&s->w.log_rl, s, op->batch.err, "load of %u blocks failed",
+				    op->nblocks);
 		post(w, s, op->user_data, op->batch.err, 0, 0);
 	}
 	op_free(op);
@@ -279,8 +283,9 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
 	op->batch.dir = COPY_SAVE;
-	store_save_begin(s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
-			 &op->skipped, &op->nospace);
+	store_save_begin(w->d->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
+			 a->block_ids, a->n, op->ents, &op->nents, &op->skipped, &op->nospace,
+			 &op->quota);
 	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++) {
 		const struct save_ent *e = &op->ents[i];
@@ -323,23 +328,19 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	int r;
 
 	STAT_ADD(w->d, load_ops, 1);
-	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, &lease);
+	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		return;
+	}
+	r = lease_take(w->d->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
 	if (r < 0) {
+		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
 		return;
 	}
 	/* The share is spent from here on, whatever happens to the copy. */
-	if (a->n > lease->nblocks) {
-		lease_put(lease);
-		post(w, s, sqe->user_data, -EINVAL, 0, 0);
-		return;
-	}
-	op = calloc(1, sizeof(*op));
-	if (!op) {
-		lease_put(lease);
-		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
-		return;
-	}
 	op->s = s;
 	op->opcode = KVS_OP_LOAD;
 	op->user_data = sqe->user_data;
@@ -347,7 +348,7 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->nblocks = a->n;
 	op->batch.dir = COPY_LOAD;
 	for (uint32_t i = 0; i < a->n && !op->batch.err; i++) {
-		const struct shard *sh = &lease->blocks[i]->shards[reg->shard];
+		const struct shard *sh = &lease->blocks[i]->shards[reg->place.shard];
 
 		for (uint32_t l = a->layer_begin; l < a->layer_begin + a->layer_count; l++) {
 			const struct layer_view *v = &lay->layers[l];
@@ -377,8 +378,10 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 		     const struct sqe_args *a)
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
-	uint32_t hits = store_query(s->ns, a->keys, a->n, !nolease, w->blocks);
-	uint64_t id = 0, ttl = 0;
+	uint64_t id = 0, ttl = 0, pinned = 0;
+	uint32_t hits = store_query(w->d->store, &s->ns->in_store, a->keys, a->n, !nolease,
+				    w->blocks, &pinned);
+	char why[256];
 	int r;
 
 	STAT_ADD(w->d, query_ops, 1);
@@ -387,8 +390,11 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
 	if (hits && !nolease) {
-		r = lease_create(s->inst, s->id, w->blocks, hits, &id, &ttl);
+		r = lease_create(w->d->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
+				 &id, &ttl, why, sizeof(why));
 		if (r < 0) {
+			if (why[0])
+				slog_warning_errno(s, r, "QUERY refused: %s", why);
 			for (uint32_t i = 0; i < hits; i++)
 				block_unpin(w->blocks[i]);
 			post(w, s, sqe->user_data, r, 0, 0);
@@ -433,8 +439,10 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
 		r = -KVS_EUNSEALED;
 	if (r < 0) {
+		/* An engine can submit these in a loop: rate-limited per session. */
 		if (r == -EOPNOTSUPP || log_enabled(LOG_DEBUG))
-			slog_info_errno(s, r, "SQE opcode %u rejected", sqe->opcode);
+			slog_info_errno_rl(&s->w.log_rl, s, r, "SQE opcode %u rejected",
+					   sqe->opcode);
 		post(w, s, sqe->user_data, r, 0, 0);
 		return;
 	}
@@ -446,7 +454,8 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		do_query(w, s, sqe, &a);
 		break;
 	case KVS_OP_RELEASE:
-		post(w, s, sqe->user_data, lease_release(sqe->lease, s->inst), 0, 0);
+		post(w, s, sqe->user_data, lease_release(w->d->leases, sqe->lease, &s->inst->lh), 0,
+		     0);
 		break;
 	case KVS_OP_SAVE:
 		do_save(w, s, sqe, &a, reg);

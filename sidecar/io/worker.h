@@ -57,6 +57,7 @@ struct op {
 	uint32_t nents;
 	uint32_t skipped;
 	uint32_t nospace;
+	uint32_t quota; /* keys past the instance's unsealed share */
 	/* LOAD */
 	struct lease *lease;
 	uint32_t nblocks;

@@ -11,6 +11,7 @@
 
 #include "obs/log.h"
 #include "control/session.h"
+#include "base/util.h"
 
 static struct {
 	enum log_target target;
@@ -19,11 +20,15 @@ static struct {
 	char *file;
 	int journal;	/* stderr goes to journald: use <N> prefixes */
 	pthread_mutex_t lock; /* only log_open/reopen/close take it */
+	uint64_t rl_interval_ns;
+	unsigned rl_burst;
 } L = {
 	.target = LOG_TARGET_STDERR,
 	.level = LOG_INFO,
 	.fd = STDERR_FILENO,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.rl_interval_ns = 10 * NSEC_PER_SEC,
+	.rl_burst = 10,
 };
 
 static const char *const level_names[] = {
@@ -215,4 +220,48 @@ int log_full(int level, int err, const struct session *s, const char *fmt, ...)
 	r = log_fullv(level, err, s, fmt, ap);
 	va_end(ap);
 	return r;
+}
+
+void log_set_ratelimit(uint64_t interval_ns, unsigned burst)
+{
+	/* Before the threads that read it exist: pthread_create() orders it. */
+	L.rl_interval_ns = interval_ns;
+	L.rl_burst = burst;
+}
+
+void log_ratelimit_flush(struct log_ratelimit *rl, const struct session *s, const char *who)
+{
+	if (!rl || !rl->suppressed)
+		return;
+	if (s)
+		log_full(rl->level, 0, s, "%u similar log lines suppressed", rl->suppressed);
+	else
+		log_full(rl->level, 0, NULL, "%s: %u similar log lines suppressed", who ? who : "?",
+			 rl->suppressed);
+	rl->suppressed = 0;
+	rl->level = LOG_DEBUG;
+}
+
+bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const struct session *s,
+			const char *who)
+{
+	uint64_t now;
+
+	if (!L.rl_burst)
+		return true;
+	now = now_ns();
+	if (!rl->begin_ns || now - rl->begin_ns >= L.rl_interval_ns) {
+		/* A new window: say what the last one dropped before its first line. */
+		log_ratelimit_flush(rl, s, who);
+		rl->begin_ns = now;
+		rl->printed = 0;
+	}
+	if (rl->printed < L.rl_burst) {
+		rl->printed++;
+		return true;
+	}
+	if (!rl->suppressed || level < rl->level)
+		rl->level = level;
+	rl->suppressed++;
+	return false;
 }

@@ -11,6 +11,8 @@
 #define KVS_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <syslog.h>
 
@@ -61,5 +63,53 @@ int log_fullv(int level, int err, const struct session *s, const char *fmt, va_l
 #define slog_warning_errno(s, err, ...) log_at(LOG_WARNING, (err), (s), __VA_ARGS__)
 #define slog_info_errno(s, err, ...) log_at(LOG_INFO, (err), (s), __VA_ARGS__)
 #define slog_debug_errno(s, err, ...) log_at(LOG_DEBUG, (err), (s), __VA_ARGS__)
+
+/*
+ * Rate limiting, after systemd's log_ratelimit: through one state, at most
+ * `burst` lines per `interval` ([log] ratelimit_burst, ratelimit_interval);
+ * the rest are counted, and the count is logged ("N similar log lines
+ * suppressed") before the next line that passes, or by
+ * log_ratelimit_flush() when the state's owner goes away.  So a peer that
+ * provokes a line per request writes a few lines per interval, and the
+ * operator still learns how many it provoked.
+ *
+ * A state belongs to one thread (a session's control-side state and the
+ * uid states: the control thread; a session's ring state: its worker), so
+ * it takes no lock.  The prefix of the count's line is the session's, or
+ * @who when @s is NULL.
+ */
+struct log_ratelimit {
+	uint64_t begin_ns;   /* start of the current window */
+	uint32_t printed;    /* lines passed in the window */
+	uint32_t suppressed; /* lines dropped since the last count was logged */
+	int level;	     /* the most severe level dropped (lowest number) */
+};
+
+/* Set once at start, before any thread that logs (burst 0: no limit). */
+void log_set_ratelimit(uint64_t interval_ns, unsigned burst);
+/* May a line at @level pass now?  Logs the count of dropped lines first. */
+bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const struct session *s,
+			const char *who);
+/* Log the count of lines dropped since the last report, if any. */
+void log_ratelimit_flush(struct log_ratelimit *rl, const struct session *s, const char *who);
+
+/*
+ * A line through @rl: the count of dropped lines goes out with @rs's
+ * prefix (or @who's), the line itself with @s's.
+ */
+#define log_at_rl(rl, rs, who, level, err, s, ...)                            \
+	(log_enabled(level) && log_ratelimit_pass((rl), (level), (rs), (who)) \
+		 ? log_full((level), (err), (s), __VA_ARGS__)                 \
+		 : -abs(err))
+
+/* Session-scoped and rate-limited through @rl, a state of that session. */
+#define slog_warning_rl(rl, s, ...) log_at_rl((rl), (s), NULL, LOG_WARNING, 0, (s), __VA_ARGS__)
+#define slog_info_rl(rl, s, ...)    log_at_rl((rl), (s), NULL, LOG_INFO, 0, (s), __VA_ARGS__)
+#define slog_error_errno_rl(rl, s, err, ...) \
+	log_at_rl((rl), (s), NULL, LOG_ERR, (err), (s), __VA_ARGS__)
+#define slog_warning_errno_rl(rl, s, err, ...) \
+	log_at_rl((rl), (s), NULL, LOG_WARNING, (err), (s), __VA_ARGS__)
+#define slog_info_errno_rl(rl, s, err, ...) \
+	log_at_rl((rl), (s), NULL, LOG_INFO, (err), (s), __VA_ARGS__)
 
 #endif /* KVS_LOG_H */

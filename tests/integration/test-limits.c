@@ -8,13 +8,12 @@
  *     the client gets has exactly the sizes the reply names;
  *   - [server] max_sessions_per_uid: one uid's next HELLO is -EUSERS
  *     while another uid still gets in (as nobody, when run as root);
- *   - [session] max_namespaces: a new namespace is -EUSERS, a known one
- *     still joins; a namespace is given back once it has neither sessions
- *     nor blocks;
- *   - connections that never say HELLO hold at most max_sessions + 64
- *     slots: the next connection is closed at once, and slots given back
- *     are taken again.
- * (max_layers: test-register; max_keys: test-hostile-args; max_inflight:
+ *   - [session] max_namespaces: a new namespace is -EUSERS while every
+ *     one has a session, a known one still joins; a namespace is given
+ *     back once it has neither sessions nor blocks, and one with blocks
+ *     but no session gives its slot to a new one (test-slot-reclaim);
+ * (connection slots: test-connection-limits; fds: test-fd-exhaustion;
+ * max_layers: test-register; max_keys: test-hostile-args; max_inflight:
  * tests/soak/soak-exhaustion; max_leases: test-lease; max_sessions:
  * test-handshake.)
  */
@@ -27,10 +26,8 @@
 
 #include <shmq/shmq.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
-#define NOBODY	65534
 #define SQ_MAX	1024u
 #define ARG_MAX (8u << 20)
 
@@ -95,7 +92,7 @@ static void rings(void)
 	};
 	struct kvsd d;
 
-	dp_start(&d, "[session]\nsq_entries_max = 1024\narg_bytes_max = 8M\n");
+	it_start(&d, "[session]\nsq_entries_max = 1024\narg_bytes_max = 8M\n");
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct kvs_msg_hello_reply rep = ask(&d, cases[i].sq, cases[i].cq, cases[i].arg);
 
@@ -106,41 +103,38 @@ static void rings(void)
 		      rep.cq_entries, (unsigned long long)rep.arg_bytes, cases[i].want_sq,
 		      cases[i].want_cq, (unsigned long long)cases[i].want_arg);
 	}
-	dp_stop(&d);
-	dp_ok("%zu HELLOs, up to 2^32-1 entries and 2^64-1 bytes: sizes clamped to "
+	it_stop(&d);
+	it_ok("%zu HELLOs, up to 2^32-1 entries and 2^64-1 bytes: sizes clamped to "
 	      "sq_entries_max and arg_bytes_max, the region as the reply says",
 	      sizeof(cases) / sizeof(cases[0]));
 }
 
-/* Connect as nobody in a child: its kvs_connect() result. */
+struct nobody_conn {
+	const struct kvsd *d;
+	const char *inst;
+};
+
+static int nobody_conn_main(void *arg, void *ret)
+{
+	const struct nobody_conn *a = arg;
+	struct kvs_client *c = NULL;
+	int *res = ret;
+
+	it_become_nobody();
+	*res = test_connect(a->d, KVS_ROLE_WORKER, a->inst, "limits/pf", 0, 1, &c);
+	if (*res == 0)
+		*res = kvs_nop_sync(c, OP_TIMEOUT_MS);
+	kvs_close(c);
+	return 0;
+}
+
+/* Connect as nobody in a child: its kvs_connect() result (then its NOP's). */
 static int connect_as_nobody(const struct kvsd *d, const char *inst)
 {
-	int p[2], st, res = -ENOSYS;
-	pid_t pid;
+	struct nobody_conn a = { d, inst };
+	int res = -ENOSYS;
 
-	CHECK(pipe(p) == 0, "pipe");
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		ssize_t w;
-
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		res = test_connect(d, KVS_ROLE_WORKER, inst, "limits/pf", 0, 1, &c);
-		if (res == 0)
-			res = kvs_nop_sync(c, OP_TIMEOUT_MS);
-		w = write(p[1], &res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK(read(p[0], &res, sizeof(res)) == sizeof(res), "no result from the child");
-	close(p[0]);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "child status 0x%x", st);
+	it_in_child(nobody_conn_main, &a, &res, sizeof(res));
 	return res;
 }
 
@@ -151,7 +145,7 @@ static void per_uid(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[server]\nmax_sessions_per_uid = 2\nsocket_mode = 0666\ndir_mode = 0755\n");
+	it_start(&d, "[server]\nmax_sessions_per_uid = 2\nsocket_mode = 0666\ndir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	CHECK(test_connect(&d, KVS_ROLE_WORKER, "uid-a", "limits/pf", 0, 1, &a) == 0, "first");
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "uid-b", "limits/pf", 0, 1, &b) == 0, "second");
@@ -173,8 +167,8 @@ static void per_uid(void)
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
 	kvs_close(c);
 	kvs_close(a);
-	dp_stop(&d);
-	dp_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
+	it_stop(&d);
+	it_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
 	      "makes room",
 	      geteuid() == 0 ? ", another uid's is served" : "");
 }
@@ -189,8 +183,8 @@ static void namespaces(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[session]\nmax_namespaces = 2\n");
-	a = dp_worker(&d, "ns-a", "ns-a/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, 2, 8, 4096);
+	it_start(&d, "[session]\nmax_namespaces = 2\n");
+	a = it_worker(&d, "ns-a", "ns-a/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, 2, 8, 4096);
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-b", "ns-b/pf", 0, 1, &b) == 0, "ns-b");
 	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c), -EUSERS,
 		  "a third namespace");
@@ -200,87 +194,40 @@ static void namespaces(void)
 	      "a known namespace");
 	kvs_close(c);
 
-	/* ns-a keeps blocks: closing its session does not give it back. */
-	dp_keys(keys, 4, 1);
-	dp_ids(ids, 4, 0);
-	CHECK_RES(dp_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
+	/* ns-a keeps blocks but no session: a new namespace takes its slot. */
+	it_keys(keys, 4, 1);
+	it_ids(ids, 4, 0);
+	CHECK_RES(it_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
 	kvs_close(a);
 	test_kv_free(&kv);
-	usleep(2500000); /* two sweeps */
-	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c), -EUSERS,
-		  "a third namespace while ns-a holds blocks");
-
-	/* ns-b has neither sessions nor blocks once closed: swept, room for ns-c. */
-	kvs_close(b);
 	t0 = test_now_ns();
 	while ((r = test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c)) == -EUSERS &&
 	       test_now_ns() - t0 < 10000000000ull)
 		usleep(50000);
-	CHECK_RES(r, 0, "a new namespace once an empty one was swept");
+	CHECK_RES(r, 0, "a third namespace once ns-a, holding only blocks, is idle");
+	CHECK(kvsd_log_contains(&d, "reclaimed namespace ns-a/pf"), "ns-a was not the one taken");
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
-	kvs_close(c);
-	dp_stop(&d);
-	dp_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions or blocks, known "
-	      "ones join, an empty one is given back");
-}
 
-#define SLOTS (2u + 64u) /* max_sessions + the daemon's handshake slack */
-
-static void handshake_slots(void)
-{
-	struct kvs_msg_stats_global g0, g;
-	struct kvs_msg_hello h;
-	struct kvs_msg_hello_reply rep;
-	struct kvs_client *c = NULL;
-	int fds[SLOTS], fd, rfd, base, r;
-	struct kvsd d;
-	uint64_t t0;
-
-	dp_start(&d, "[server]\nmax_sessions = 2\n");
-	/*
-	 * Before dp_stats(): kvstashd closes that admin connection after its
-	 * reply, so a count taken just after may still include it.
-	 */
-	base = proc_fd_count(d.pid);
-	g0 = dp_stats(&d);
-	for (unsigned i = 0; i < SLOTS; i++) {
-		fds[i] = raw_connect(d.sock);
-		CHECK(fds[i] >= 0, "connection %u: %s", i, strerror(-fds[i]));
-	}
-	/* Accepted, and silent. */
-	CHECK(wait_fd_count(d.pid, base + (int)SLOTS, 5000) == base + (int)SLOTS,
-	      "kvstashd holds %d fds, %d expected", proc_fd_count(d.pid), base + (int)SLOTS);
-	fd = raw_connect(d.sock);
-	CHECK(fd >= 0, "connect");
-	raw_hello_init(&h, KVS_ROLE_WORKER, "slots-x", "limits/pf", 0, 1);
-	r = raw_hello(fd, &h, &rep, &rfd);
-	CHECK(r < 0, "a HELLO past every handshake slot was answered: %d", r);
-	close(fd);
-	/* Ten slots given back are taken again. */
-	for (unsigned i = 0; i < 10; i++)
-		close(fds[i]);
+	/* ns-b has neither sessions nor blocks once closed: swept, room for ns-d. */
+	kvs_close(b);
 	t0 = test_now_ns();
-	while ((r = test_connect(&d, KVS_ROLE_WORKER, "slots-y", "limits/pf", 0, 1, &c)) < 0 &&
-	       test_now_ns() - t0 < 5000000000ull)
-		usleep(10000);
-	CHECK_RES(r, 0, "a session once silent connections closed");
-	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
+	while ((r = test_connect(&d, KVS_ROLE_SCHEDULER, "ns-d", "ns-d/pf", 0, 1, &b)) == -EUSERS &&
+	       test_now_ns() - t0 < 10000000000ull)
+		usleep(50000);
+	CHECK_RES(r, 0, "a new namespace once an empty one was swept");
+	CHECK_RES(kvs_nop_sync(b, OP_TIMEOUT_MS), 0, "NOP");
+	kvs_close(b);
 	kvs_close(c);
-	for (unsigned i = 10; i < SLOTS; i++)
-		close(fds[i]);
-	g = dp_stats(&d);
-	CHECK(g.sessions_refused > g0.sessions_refused, "the refused connection was not counted");
-	dp_stop(&d);
-	dp_ok("%u silent connections (max_sessions 2 + 64): the next one is closed at once; "
-	      "slots given back are taken again", SLOTS);
+	it_stop(&d);
+	it_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions, known ones join, "
+	      "an idle one gives its slot");
 }
 
 int main(void)
 {
-	dp_watchdog(120);
+	it_watchdog(120);
 	rings();
 	per_uid();
 	namespaces();
-	handshake_slots();
 	return 0;
 }
