@@ -20,10 +20,13 @@
 
 #include <kvstash/peer.h>
 
+#include "unit.h"
+
 #define NBLOCKS 16u
 #define SHARD	8192u
 
-static char secret_path[] = "/tmp/kvspeer-api.XXXXXX";
+#define SECRET_TEMPLATE "/tmp/kvspeer-api.XXXXXX"
+static char secret_path[sizeof(SECRET_TEMPLATE)];
 
 struct srv {
 	uint8_t *mem;
@@ -522,32 +525,31 @@ START_TEST(test_health_peers_refused)
 }
 END_TEST
 
-int main(void)
+/* Each test gets a cluster secret file of its own. */
+static void setup(void)
 {
-	Suite *s = suite_create("peer-api");
-	TCase *tc = tcase_create("peer-api");
-	SRunner *sr;
-	int failed, fd;
+	static const char secret[] = "an api test secret of 32+ bytes.\n";
+	int fd;
 
+	strcpy(secret_path, SECRET_TEMPLATE);
 	fd = mkstemp(secret_path);
-	if (fd < 0 || write(fd, "an api test secret of 32+ bytes.\n", 33) != 33) {
-		perror(secret_path);
-		return 99;
-	}
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, secret, sizeof(secret) - 1), (ssize_t)(sizeof(secret) - 1));
 	close(fd);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_params);
-	tcase_add_test(tc, test_fetch_and_stats);
-	tcase_add_test(tc, test_join);
-	tcase_add_test(tc, test_no_waiting_in_callbacks);
-	tcase_add_test(tc, test_registered_memory);
-	tcase_add_test(tc, test_free_completes_fetches);
-	tcase_add_test(tc, test_health_peers_refused);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	unlink(secret_path);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+static void teardown(void)
+{
+	unlink(secret_path);
+}
+
+UNIT_TESTS(test_params, test_fetch_and_stats, test_join, test_no_waiting_in_callbacks,
+	   test_registered_memory, test_free_completes_fetches, test_health_peers_refused)
+
+const struct unit_suite unit_suite = {
+	.name = "peer-api",
+	.setup = setup,
+	.teardown = teardown,
+	.timeout_s = 60,
+	.add_tests = add_tests,
+};

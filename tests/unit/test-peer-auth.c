@@ -9,6 +9,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,10 @@
 
 #include "peer/addr.h"
 #include "peer/auth.h"
+#include "unit.h"
 
-static char dir[] = "/tmp/kvspeer-auth.XXXXXX";
+#define DIR_TEMPLATE "/tmp/kvspeer-auth.XXXXXX"
+static char dir[sizeof(DIR_TEMPLATE)];
 
 static const char *file(const char *name, const char *content, mode_t mode)
 {
@@ -203,33 +206,31 @@ START_TEST(test_allow_list)
 }
 END_TEST
 
-int main(void)
+/* Each test gets a directory of its own, removed with what it holds. */
+static void setup(void)
 {
-	Suite *s = suite_create("peer-auth");
-	TCase *tc = tcase_create("peer-auth");
-	SRunner *sr;
-	int failed;
-
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 99;
-	}
-	tcase_add_test(tc, test_secret_file);
-	tcase_add_test(tc, test_proofs);
-	tcase_add_test(tc, test_addresses);
-	tcase_add_test(tc, test_allow_list);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	{
-		char cmd[300];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		if (system(cmd)) {
-		}
-	}
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	strcpy(dir, DIR_TEMPLATE);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void teardown(void)
+{
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+UNIT_TESTS(test_secret_file, test_proofs, test_addresses, test_allow_list)
+
+const struct unit_suite unit_suite = {
+	.name = "peer-auth",
+	.setup = setup,
+	.teardown = teardown,
+	.add_tests = add_tests,
+};

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "peer/wire.h"
+#include "unit.h"
 
 #define OFF(type, field, off) ck_assert_uint_eq(offsetof(type, field), off)
 
@@ -310,25 +311,10 @@ START_TEST(test_small_messages)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("peer-wire");
-	TCase *tc = tcase_create("peer-wire");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_layout_and_numbers, test_header, test_hello, test_hello_reply, test_query,
+	   test_query_reply, test_auth_ok, test_small_messages)
 
-	tcase_add_test(tc, test_layout_and_numbers);
-	tcase_add_test(tc, test_header);
-	tcase_add_test(tc, test_hello);
-	tcase_add_test(tc, test_hello_reply);
-	tcase_add_test(tc, test_query);
-	tcase_add_test(tc, test_query_reply);
-	tcase_add_test(tc, test_auth_ok);
-	tcase_add_test(tc, test_small_messages);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "peer-wire",
+	.add_tests = add_tests,
+};
