@@ -33,6 +33,9 @@
 
 #include <kvstash/peer.h>
 
+#define TOOL_NAME "kvspeer-bench"
+#include "tool.h"
+
 static const uint8_t digest[KVSPEER_DIGEST_SIZE] = { 'b', 'e', 'n', 'c', 'h' };
 
 struct bench {
@@ -41,12 +44,10 @@ struct bench {
 	uint32_t blocks;
 };
 
+/* tool.h's monotonic clock, in seconds. */
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)now_ns() / 1e9;
 }
 
 static void key_of(uint32_t i, uint8_t key[KVSPEER_KEY_SIZE])
@@ -111,10 +112,8 @@ static uint8_t *big(uint64_t bytes)
 {
 	uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (p == MAP_FAILED) {
-		perror("mmap");
-		exit(2);
-	}
+	if (p == MAP_FAILED)
+		die("mmap %llu bytes: %s", (unsigned long long)bytes, strerror(errno));
 	/* Fault it in now: page faults are not what is measured. */
 	memset(p, 0x5a, bytes);
 	return p;
