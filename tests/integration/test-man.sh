@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: MIT
 #
 # The man pages: every page renders without a single groff warning and is
-# installed (named in man/Makefile.inc); every function kvstash.h and
-# shmq.h declare (inline helpers included) has a page of its own name,
-# which is, or sources with ".so man3/PAGE.3", a page naming the function
-# in NAME and in SYNOPSIS; the overviews libkvstash(3) and shmq(3) have a
-# synopsis line for every function; and, with kvstashd built,
+# installed (named in man/Makefile.inc); every function kvstash.h,
+# shmq.h and peer.h declare (inline helpers included) has a page of its
+# own name, which is, or sources with ".so man3/PAGE.3", a page naming
+# the function in NAME and in SYNOPSIS; the overviews libkvstash(3),
+# shmq(3) and kvspeer(3) have a synopsis line for every function (the
+# pages are in the source tree whether or not libkvspeer is built, so
+# they are checked in every build); and, with kvstashd built,
 # kvstash.conf(5) documents every configuration key in its section and
 # kvstashd(8) names every generated --SECTION-KEY option.
 
@@ -96,6 +98,7 @@ check_functions() {
 }
 check_functions "$top_srcdir/include/kvstash/kvstash.h" kvs_ libkvstash.3
 check_functions "$top_srcdir/include/shmq/shmq.h" shmq_ shmq.3
+check_functions "$top_srcdir/include/kvstash/peer.h" kvspeer_ kvspeer.3
 
 kvstashd=${top_builddir:-.}/sidecar/kvstashd
 if [ -x "$kvstashd" ]; then

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# The ABI of both shared libraries, in four places that must agree: the
+# The ABI of the shared libraries, in four places that must agree: the
 # functions the public header declares out of line, the version script
 # that lists each of them by name under its version node, what the built
 # library exports (each symbol at the node the script puts it in, no
@@ -117,6 +117,10 @@ check_lib libshmq "$top_builddir/shmq/.libs/libshmq.so" "$top_srcdir/include/shm
 check_lib libkvstash "$top_builddir/client/.libs/libkvstash.so" \
 	"$top_srcdir/include/kvstash/kvstash.h" kvs_ "$top_srcdir/client/libkvstash.sym" \
 	"$top_srcdir/debian/libkvstash0.symbols"
+# libkvspeer exists only where configure found UCX (m4/kvs_ucx.m4).
+check_lib libkvspeer "$top_builddir/peer/.libs/libkvspeer.so" \
+	"$top_srcdir/include/kvstash/peer.h" kvspeer_ "$top_srcdir/peer/libkvspeer.sym" \
+	"$top_srcdir/debian/libkvspeer0.symbols"
 
 if [ $status -eq 0 ] && [ $checked -eq 0 ]; then
 	echo "no shared library built: skipped"

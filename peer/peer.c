@@ -1,0 +1,713 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The service: parameters, the service thread's loop, registered memory,
+ * statistics and logging.  serve.c answers peers, fetch.c fetches from
+ * them, conn.c moves their bytes, ucx.c is the RDMA transport.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "peer/internal.h"
+
+/* ---- Logging ------------------------------------------------------------- */
+
+static void vlog(struct kvspeer *kp, int level, const char *fmt, va_list ap)
+{
+	char msg[512];
+
+	if (!kp->p.log)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kp->p.log(kp->p.log_arg, level, msg);
+}
+
+void kp_log(struct kvspeer *kp, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(kp, level, fmt, ap);
+	va_end(ap);
+}
+
+/* At most 20 lines a second that peers cause; the rest are counted, then said. */
+#define PEER_LOG_PER_SEC 20u
+
+void kp_log_peer(struct kvspeer *kp, int level, const char *fmt, ...)
+{
+	uint64_t now = peer_now_ns();
+	va_list ap;
+
+	if (now - kp->log_window_ns >= 1000 * NSEC_PER_MSEC) {
+		if (kp->log_suppressed)
+			kp_log(kp, KVSPEER_LOG_WARNING,
+			       "%u lines about peers suppressed in the last second",
+			       kp->log_suppressed);
+		kp->log_window_ns = now;
+		kp->log_in_window = 0;
+		kp->log_suppressed = 0;
+	}
+	if (kp->log_in_window >= PEER_LOG_PER_SEC) {
+		kp->log_suppressed++;
+		return;
+	}
+	kp->log_in_window++;
+	va_start(ap, fmt);
+	vlog(kp, level, fmt, ap);
+	va_end(ap);
+}
+
+bool kp_on_thread(struct kvspeer *kp)
+{
+	return kp->thread_started && pthread_equal(pthread_self(), kp->thread);
+}
+
+uint64_t kp_epoch(struct kvspeer *kp)
+{
+	/* Relaxed: a number told to peers, ordered against nothing. */
+	return __atomic_load_n(&kp->epoch, __ATOMIC_RELAXED);
+}
+
+void kvspeer_set_epoch(struct kvspeer *kp, uint64_t epoch)
+{
+	if (kp)
+		__atomic_store_n(&kp->epoch, epoch, __ATOMIC_RELAXED);
+}
+
+const char *kvspeer_version(void)
+{
+	return PACKAGE_VERSION;
+}
+
+static const char *const fail_names[KVSPEER_FAIL__MAX] = {
+	[KVSPEER_FAIL_CONNECT] = "connect",	[KVSPEER_FAIL_TIMEOUT] = "timeout",
+	[KVSPEER_FAIL_RESET] = "reset",		[KVSPEER_FAIL_AUTH] = "auth",
+	[KVSPEER_FAIL_PROTOCOL] = "protocol",	[KVSPEER_FAIL_STALE] = "stale",
+	[KVSPEER_FAIL_ALLOC] = "alloc",		[KVSPEER_FAIL_REFUSED] = "refused",
+	[KVSPEER_FAIL_ALLOWLIST] = "allowlist", [KVSPEER_FAIL_LIMIT] = "limit",
+	[KVSPEER_FAIL_BAD_LOCK] = "bad_lock",	[KVSPEER_FAIL_RANGE] = "range",
+	[KVSPEER_FAIL_STALL] = "stall",		[KVSPEER_FAIL_HOST] = "host",
+	[KVSPEER_FAIL_TRANSPORT] = "transport",
+};
+
+const char *kvspeer_fail_name(unsigned kind)
+{
+	return kind < KVSPEER_FAIL__MAX ? fail_names[kind] : NULL;
+}
+
+/* ---- Parameters ---------------------------------------------------------- */
+
+void kvspeer_params_init(struct kvspeer_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->transport = KVSPEER_TRANSPORT_TCP;
+	p->lock_ttl_ms = 10000;
+	p->max_conns = 256;
+	p->max_conns_per_peer = 16;
+	p->max_locks_per_peer = 64;
+	p->max_keys = KVSPEER_MAX_KEYS;
+	p->hello_timeout_ms = 5000;
+	p->io_timeout_ms = 5000;
+	p->idle_timeout_ms = 60000;
+	p->pool_idle = 4;
+	p->max_shard_bytes = 1ull << 30;
+}
+
+#define BAD(...)                                          \
+	do {                                              \
+		kp_log(kp, KVSPEER_LOG_ERR, __VA_ARGS__); \
+		return -EINVAL;                           \
+	} while (0)
+
+static bool all_zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+static int check_params(struct kvspeer *kp, const struct kvspeer_params *p)
+{
+	const struct kvspeer_host_ops *o = p->ops;
+
+	if (!p->cluster || strlen(p->cluster) >= KVSPEER_NAME_MAX ||
+	    pw_check_name(p->cluster, strlen(p->cluster) + 1) < 0)
+		BAD("cluster must be 1-%u characters of [A-Za-z0-9._:/@+=-]", KVSPEER_NAME_MAX - 1);
+	if (!p->node || strlen(p->node) >= KVSPEER_NAME_MAX ||
+	    pw_check_name(p->node, strlen(p->node) + 1) < 0)
+		BAD("node must be 1-%u characters of [A-Za-z0-9._:/@+=-]", KVSPEER_NAME_MAX - 1);
+	if (!p->secret_file || !*p->secret_file)
+		BAD("a cluster secret file is required");
+	if (p->transport != KVSPEER_TRANSPORT_TCP && p->transport != KVSPEER_TRANSPORT_UCX)
+		BAD("unknown transport %u", p->transport);
+	if (p->flags & ~KVSPEER_F__ALL)
+		BAD("unknown flags 0x%x", p->flags & ~KVSPEER_F__ALL);
+	if ((p->flags & KVSPEER_F_UCX_ALLOW_TCP) && p->transport != KVSPEER_TRANSPORT_UCX)
+		BAD("KVSPEER_F_UCX_ALLOW_TCP needs the UCX transport");
+	if (!p->lock_ttl_ms || p->lock_ttl_ms > 600000)
+		BAD("lock_ttl_ms must be 1..600000");
+	if (!p->max_keys || p->max_keys > KVSPEER_MAX_KEYS)
+		BAD("max_keys must be 1..%u", KVSPEER_MAX_KEYS);
+	if (!p->max_conns || p->max_conns > 65536 || !p->max_conns_per_peer ||
+	    !p->max_locks_per_peer)
+		BAD("connection and lock limits must be positive (max_conns at most 65536)");
+	if (!p->hello_timeout_ms || !p->io_timeout_ms || !p->idle_timeout_ms)
+		BAD("timeouts must be positive");
+	if (!p->max_shard_bytes)
+		BAD("max_shard_bytes must be positive");
+	if (p->pool_idle > 64)
+		BAD("pool_idle must be at most 64");
+	if (p->sock_buf_bytes > (1u << 30))
+		BAD("sock_buf_bytes must be at most 1 GiB");
+	if (!all_zero(p->resv, sizeof(p->resv)))
+		BAD("reserved parameters must be zero");
+	if (o && (o->resv[0] || o->resv[1] || o->resv[2] || o->resv[3]))
+		BAD("reserved host ops must be NULL");
+	if (p->listen) {
+		if (!o || !o->lock || !o->unlock || !o->generation)
+			BAD("serving (listen) needs host ops lock, unlock and generation");
+		if (!p->allow)
+			BAD("serving (listen) needs an allow-list of peer networks");
+	}
+	return 0;
+}
+
+/* ---- Registered memory --------------------------------------------------- */
+
+int kp_region_find(struct kvspeer *kp, const void *addr, uint64_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+
+	if (!len || a + len < a)
+		return -1;
+	for (uint32_t i = 0; i < kp->nr_regions; i++) {
+		const struct region *r = &kp->regions[i];
+
+		if (a >= r->base && a - r->base <= r->len && len <= r->len - (a - r->base))
+			return (int)i;
+	}
+	return -1;
+}
+
+int kvspeer_mem_register(struct kvspeer *kp, const void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr;
+	struct region r = { .base = a, .len = len };
+	int ret = 0;
+
+	if (!kp || !addr || !len || a + len < a)
+		return -EINVAL;
+	if (kp_on_thread(kp))
+		return -EDEADLK;
+	pthread_mutex_lock(&kp->reg_lock);
+	for (uint32_t i = 0; i < kp->nr_regions; i++) {
+		const struct region *o = &kp->regions[i];
+
+		if (a < o->base + o->len && o->base < a + len) {
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	if (kp->nr_regions == PW_MAX_REGIONS) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	if (kp->ucx) {
+		ret = pucx_mem_map(kp->ucx, (void *)addr, len, &r.memh, &r.rkey, &r.rkey_len);
+		if (ret < 0)
+			goto out;
+	}
+	kp->regions[kp->nr_regions++] = r;
+	kp->regions_version++;
+out:
+	pthread_mutex_unlock(&kp->reg_lock);
+	if (ret < 0)
+		kp_log(kp, KVSPEER_LOG_ERR, "cannot register %zu bytes at %p: %s", len, addr,
+		       strerror(-ret));
+	return ret;
+}
+
+int kvspeer_mem_unregister(struct kvspeer *kp, const void *addr)
+{
+	int ret = -ENOENT;
+
+	if (!kp)
+		return -EINVAL;
+	if (kp_on_thread(kp))
+		return -EDEADLK;
+	pthread_mutex_lock(&kp->reg_lock);
+	for (uint32_t i = 0; i < kp->nr_regions; i++) {
+		struct region *r = &kp->regions[i];
+
+		if (r->base != (uintptr_t)addr)
+			continue;
+		if (r->refs) {
+			ret = -EBUSY;
+			break;
+		}
+		if (kp->ucx)
+			pucx_mem_unmap(kp->ucx, r->memh, r->rkey);
+		memmove(r, r + 1, (kp->nr_regions - i - 1) * sizeof(*r));
+		kp->nr_regions--;
+		/* Peers holding the old table (UCX indices) must fetch it again. */
+		kp->regions_version++;
+		ret = 0;
+		break;
+	}
+	pthread_mutex_unlock(&kp->reg_lock);
+	return ret;
+}
+
+/* ---- The loop -------------------------------------------------------------- */
+
+int kp_epoll_set(struct kvspeer *kp, struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
+
+	if (c->events == events)
+		return 0;
+	if (epoll_ctl(kp->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+		return -errno;
+	c->events = events;
+	return 0;
+}
+
+static void wake(struct kvspeer *kp)
+{
+	uint64_t one = 1;
+
+	/* A failed write means the counter is already non-zero: a wake is pending. */
+	if (write(kp->wakefd, &one, sizeof(one)) < 0) {
+	}
+}
+
+static void run_cmds(struct kvspeer *kp, bool *ret_stop)
+{
+	struct plist cmds, ctl, *pos, *tmp;
+	uint64_t v;
+
+	if (read(kp->wakefd, &v, sizeof(v)) < 0) {
+	}
+	plist_init(&cmds);
+	plist_init(&ctl);
+	pthread_mutex_lock(&kp->cmd_lock);
+	/* Take the lists whole: submitters append under cmd_lock only. */
+	if (!plist_empty(&kp->cmds)) {
+		cmds = kp->cmds;
+		cmds.next->prev = &cmds;
+		cmds.prev->next = &cmds;
+		plist_init(&kp->cmds);
+	}
+	if (!plist_empty(&kp->ctl)) {
+		ctl = kp->ctl;
+		ctl.next->prev = &ctl;
+		ctl.prev->next = &ctl;
+		plist_init(&kp->ctl);
+	}
+	*ret_stop = kp->stopping;
+	pthread_mutex_unlock(&kp->cmd_lock);
+
+	plist_for_each_safe(pos, tmp, &ctl)
+	{
+		struct ctl_req *r = plist_entry(pos, struct ctl_req, link);
+
+		plist_del(pos);
+		r->fn(kp, r);
+		pthread_mutex_lock(&kp->cmd_lock);
+		r->done = true;
+		/* Under cmd_lock: pairs with the waiter's check in kp_ctl(). */
+		pthread_cond_signal(&r->cond);
+		pthread_mutex_unlock(&kp->cmd_lock);
+	}
+	plist_for_each_safe(pos, tmp, &cmds)
+	{
+		struct fetch *f = plist_entry(pos, struct fetch, link);
+
+		plist_del(pos);
+		fetch_start(kp, f);
+	}
+}
+
+/* Run @fn on the service thread and wait for it. */
+static int kp_ctl(struct kvspeer *kp, void (*fn)(struct kvspeer *, struct ctl_req *), void *arg)
+{
+	struct ctl_req r = { .fn = fn, .arg = arg };
+	int ret;
+
+	if (kp_on_thread(kp))
+		return -EDEADLK;
+	pthread_cond_init(&r.cond, NULL);
+	pthread_mutex_lock(&kp->cmd_lock);
+	if (kp->stopping) {
+		pthread_mutex_unlock(&kp->cmd_lock);
+		pthread_cond_destroy(&r.cond);
+		return -ESHUTDOWN;
+	}
+	plist_add_tail(&r.link, &kp->ctl);
+	pthread_mutex_unlock(&kp->cmd_lock);
+	wake(kp);
+	pthread_mutex_lock(&kp->cmd_lock);
+	while (!r.done)
+		pthread_cond_wait(&r.cond, &kp->cmd_lock);
+	ret = r.result;
+	pthread_mutex_unlock(&kp->cmd_lock);
+	pthread_cond_destroy(&r.cond);
+	return ret;
+}
+
+int kp_submit(struct kvspeer *kp, struct fetch *f)
+{
+	pthread_mutex_lock(&kp->cmd_lock);
+	if (kp->stopping) {
+		pthread_mutex_unlock(&kp->cmd_lock);
+		return -ESHUTDOWN;
+	}
+	plist_add_tail(&f->link, &kp->cmds);
+	pthread_mutex_unlock(&kp->cmd_lock);
+	wake(kp);
+	return 0;
+}
+
+static void conn_event(struct conn *c, uint32_t events)
+{
+	if (c->state == CS_DEAD)
+		return;
+	if (c->state == CS_CONNECTING) {
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			fetch_connected(c);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		if (c->rx_paused && !(events & EPOLLIN)) {
+			/* A streaming serve conn whose peer went away. */
+			conn_close(c, -ECONNRESET);
+			return;
+		}
+		if (conn_read(c) < 0 || c->state == CS_DEAD)
+			return;
+	}
+	if (events & EPOLLOUT)
+		conn_flush(c);
+	/* A stream ended: requests that waited in rbuf go now (a loop, not recursion). */
+	while (c->state != CS_DEAD && c->rx_kick && !c->rx_paused) {
+		c->rx_kick = false;
+		conn_read(c);
+	}
+}
+
+static void free_dead(struct kvspeer *kp)
+{
+	struct plist *pos, *tmp;
+
+	plist_for_each_safe(pos, tmp, &kp->dead)
+	{
+		struct conn *c = plist_entry(pos, struct conn, dead_link);
+
+		plist_del(pos);
+		conn_free(c);
+	}
+}
+
+static void close_all(struct kvspeer *kp)
+{
+	struct plist *pos, *tmp;
+
+	plist_for_each_safe(pos, tmp, &kp->conns)
+	{
+		struct conn *c = plist_entry(pos, struct conn, link);
+
+		conn_close(c, -ESHUTDOWN);
+	}
+	free_dead(kp);
+}
+
+static void *service(void *arg)
+{
+	struct kvspeer *kp = arg;
+	struct epoll_event evs[64];
+	bool stop = false;
+
+	if (kp->p.ops && kp->p.ops->thread_start)
+		kp->p.ops->thread_start(kp->p.host);
+	while (!stop) {
+		bool busy = !plist_empty(&kp->conns) || !plist_empty(&kp->fetches);
+		int n = epoll_wait(kp->epfd, evs, 64, busy ? PEER_TICK_MS : 1000);
+		uint64_t now;
+
+		for (int i = 0; i < n; i++) {
+			struct ev_src *src = evs[i].data.ptr;
+
+			switch (src->kind) {
+			case EV_WAKE:
+				run_cmds(kp, &stop);
+				break;
+			case EV_LISTEN:
+				serve_accept(kp);
+				break;
+			case EV_UCX:
+				pucx_progress(kp->ucx);
+				break;
+			case EV_CONN:
+				conn_event(plist_entry(src, struct conn, ev), evs[i].events);
+				break;
+			}
+		}
+		/* UCX completions may be due without an fd event (they were queued). */
+		if (kp->ucx)
+			pucx_progress(kp->ucx);
+		now = peer_now_ns();
+		if (now >= kp->next_tick_ns) {
+			serve_tick(kp, now);
+			fetch_tick(kp, now);
+			kp->next_tick_ns = now + PEER_TICK_MS * NSEC_PER_MSEC;
+		}
+		free_dead(kp);
+	}
+	/* kvspeer_free(): every fetch completes, every lock is given back. */
+	fetch_fail_all(kp, -ESHUTDOWN);
+	close_all(kp);
+	if (kp->p.ops && kp->p.ops->thread_stop)
+		kp->p.ops->thread_stop(kp->p.host);
+	return NULL;
+}
+
+/* ---- Create / destroy -------------------------------------------------------- */
+
+static int epoll_add(struct kvspeer *kp, int fd, struct ev_src *src, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = src };
+
+	return epoll_ctl(kp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static void kp_destroy(struct kvspeer *kp)
+{
+	struct plist *pos, *tmp;
+
+	plist_for_each_safe(pos, tmp, &kp->cmds)
+	{
+		struct fetch *f = plist_entry(pos, struct fetch, link);
+
+		plist_del(pos);
+		kvspeer_fetch_unref((struct kvspeer_fetch *)f);
+	}
+	peer_ents_free(kp);
+	if (kp->ucx) {
+		for (uint32_t i = 0; i < kp->nr_regions; i++)
+			pucx_mem_unmap(kp->ucx, kp->regions[i].memh, kp->regions[i].rkey);
+		pucx_free(kp->ucx);
+	}
+	if (kp->listenfd >= 0)
+		close(kp->listenfd);
+	if (kp->wakefd >= 0)
+		close(kp->wakefd);
+	if (kp->epfd >= 0)
+		close(kp->epfd);
+	peer_secret_wipe(&kp->secret);
+	pthread_mutex_destroy(&kp->cmd_lock);
+	pthread_mutex_destroy(&kp->reg_lock);
+	free(kp->accts);
+	free((char *)kp->p.listen);
+	free((char *)kp->p.allow);
+	free((char *)kp->p.ucx_devices);
+	free((char *)kp->p.secret_file);
+	free(kp);
+}
+
+int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
+{
+	char why[256] = "";
+	struct kvspeer *kp;
+	int r;
+
+	if (!p || !ret_kp)
+		return -EINVAL;
+	kp = calloc(1, sizeof(*kp));
+	if (!kp)
+		return -ENOMEM;
+	kp->p.log = p->log;
+	kp->p.log_arg = p->log_arg;
+	kp->epfd = kp->wakefd = kp->listenfd = -1;
+	pthread_mutex_init(&kp->cmd_lock, NULL);
+	pthread_mutex_init(&kp->reg_lock, NULL);
+	plist_init(&kp->cmds);
+	plist_init(&kp->ctl);
+	plist_init(&kp->conns);
+	plist_init(&kp->dead);
+	plist_init(&kp->fetches);
+	plist_init(&kp->peers);
+	r = check_params(kp, p);
+	if (r < 0)
+		goto fail;
+	kp->p = *p;
+	kp->p.listen = kp->p.allow = kp->p.ucx_devices = kp->p.secret_file = NULL;
+	kp->p.secret_file = strdup(p->secret_file);
+	if ((p->listen && !(kp->p.listen = strdup(p->listen))) ||
+	    (p->allow && !(kp->p.allow = strdup(p->allow))) ||
+	    (p->ucx_devices && !(kp->p.ucx_devices = strdup(p->ucx_devices))) ||
+	    !kp->p.secret_file) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	snprintf(kp->cluster, sizeof(kp->cluster), "%s", p->cluster);
+	snprintf(kp->node, sizeof(kp->node), "%s", p->node);
+	kp->epoch = p->epoch;
+	kp->start_ns = peer_now_ns();
+
+	r = peer_secret_load(p->secret_file, &kp->secret, why, sizeof(why));
+	if (r < 0) {
+		kp_log(kp, KVSPEER_LOG_ERR, "%s", why);
+		goto fail;
+	}
+	if (p->listen) {
+		r = peer_allow_parse(p->allow, &kp->allow, why, sizeof(why));
+		if (r < 0) {
+			kp_log(kp, KVSPEER_LOG_ERR, "allow: %s", why);
+			goto fail;
+		}
+		r = peer_addr_parse(p->listen, &kp->listen_sa, &kp->listen_salen);
+		if (r < 0) {
+			kp_log(kp, KVSPEER_LOG_ERR, "listen '%s' is not ADDR:PORT or [ADDR]:PORT",
+			       p->listen);
+			goto fail;
+		}
+		if (peer_addr_is_wildcard((struct sockaddr *)&kp->listen_sa)) {
+			kp_log(kp, KVSPEER_LOG_ERR,
+			       "listen '%s' would bind every interface: name the cluster interface's address",
+			       p->listen);
+			r = -EINVAL;
+			goto fail;
+		}
+		kp->serving = true;
+		kp->accts = calloc(p->max_conns, sizeof(*kp->accts));
+		if (!kp->accts) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
+	kp->epfd = epoll_create1(EPOLL_CLOEXEC);
+	kp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (kp->epfd < 0 || kp->wakefd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	kp->wake_ev.kind = EV_WAKE;
+	kp->listen_ev.kind = EV_LISTEN;
+	kp->ucx_ev.kind = EV_UCX;
+	r = epoll_add(kp, kp->wakefd, &kp->wake_ev, EPOLLIN);
+	if (r < 0)
+		goto fail;
+	if (kp->serving) {
+		r = serve_listen(kp);
+		if (r < 0)
+			goto fail;
+		r = epoll_add(kp, kp->listenfd, &kp->listen_ev, EPOLLIN);
+		if (r < 0)
+			goto fail;
+	}
+	if (p->transport == KVSPEER_TRANSPORT_UCX) {
+		r = pucx_new(kp, &kp->ucx, why, sizeof(why));
+		if (r < 0) {
+			kp_log(kp, KVSPEER_LOG_ERR, "UCX transport: %s", why);
+			goto fail;
+		}
+		r = epoll_add(kp, pucx_fd(kp->ucx), &kp->ucx_ev, EPOLLIN);
+		if (r < 0)
+			goto fail;
+	}
+	/* Lock ids start at a random point, so a restart does not reuse ids soon. */
+	{
+		uint8_t rnd[PW_NONCE_SIZE];
+
+		r = peer_nonce(rnd);
+		if (r < 0)
+			goto fail;
+		memcpy(&kp->next_lock_id, rnd, sizeof(kp->next_lock_id));
+		kp->next_lock_id = (kp->next_lock_id >> 2) | 1;
+	}
+	r = pthread_create(&kp->thread, NULL, service, kp);
+	if (r) {
+		r = -r;
+		goto fail;
+	}
+	kp->thread_started = true;
+	*ret_kp = kp;
+	return 0;
+fail:
+	kp_destroy(kp);
+	return r;
+}
+
+void kvspeer_free(struct kvspeer *kp)
+{
+	if (!kp)
+		return;
+	pthread_mutex_lock(&kp->cmd_lock);
+	kp->stopping = true;
+	pthread_mutex_unlock(&kp->cmd_lock);
+	wake(kp);
+	if (kp->thread_started)
+		pthread_join(kp->thread, NULL);
+	kp->thread_started = false;
+	kp_destroy(kp);
+}
+
+int kvspeer_local_addr(struct kvspeer *kp, char *buf, size_t len)
+{
+	if (!kp || !buf || !len)
+		return -EINVAL;
+	if (!kp->serving)
+		return -ENOTCONN;
+	if (strlen(kp->listen_str) >= len)
+		return -ENOSPC;
+	memcpy(buf, kp->listen_str, strlen(kp->listen_str) + 1);
+	return 0;
+}
+
+/* ---- Statistics and peers ------------------------------------------------------- */
+
+int kvspeer_stats(struct kvspeer *kp, struct kvspeer_stats *ret)
+{
+	const uint64_t *src;
+	uint64_t *dst;
+
+	if (!kp || !ret)
+		return -EINVAL;
+	_Static_assert(sizeof(struct kvspeer_stats) % sizeof(uint64_t) == 0, "stats are u64s");
+	src = (const uint64_t *)&kp->st;
+	dst = (uint64_t *)ret;
+	/* Relaxed, per field: counters pair with nothing (internal.h). */
+	for (size_t i = 0; i < sizeof(*ret) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	return 0;
+}
+
+struct peers_arg {
+	struct kvspeer_peer_info *ret;
+	unsigned max;
+};
+
+static void peers_fn(struct kvspeer *kp, struct ctl_req *r)
+{
+	struct peers_arg *a = r->arg;
+
+	r->result = peers_snapshot(kp, a->ret, a->max);
+}
+
+int kvspeer_peers(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned max)
+{
+	struct peers_arg a = { .ret = ret, .max = max };
+
+	if (!kp || (!ret && max))
+		return -EINVAL;
+	return kp_ctl(kp, peers_fn, &a);
+}
