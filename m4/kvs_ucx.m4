@@ -9,14 +9,15 @@ dnl     loads libucp at run time, and only when a host asks for the UCX
 dnl     transport: libucs installs SIGSEGV/SIGBUS/SIGILL/SIGFPE handlers
 dnl     from its constructor and libucm hooks mmap/brk, which a library
 dnl     must not do to a host that never asked for UCX (peer/ucx.c).
-dnl   libcrypto (libssl-dev, OpenSSL 3): HMAC-SHA256 of the cluster
-dnl     secret's challenge-response, constant-time comparison.
+dnl   nettle (nettle-dev): HMAC-SHA256 of the cluster secret's
+dnl     challenge-response, constant-time comparison (the registry's
+dnl     digests use it too: one crypto library for the tree).
 dnl Sets have_ucx, UCX_CFLAGS, CRYPTO_CFLAGS, CRYPTO_LIBS,
 dnl HAVE_UCX (define and conditional), KVS_UCP_SONAME (define).
 AC_DEFUN([KVS_CHECK_UCX], [
 AC_ARG_WITH([ucx],
 	[AS_HELP_STRING([--with-ucx],
-		[build libkvspeer, the peer block transfer over TCP and UCX (default: detect libucx-dev and libssl-dev)])],
+		[build libkvspeer, the peer block transfer over TCP and UCX (default: detect libucx-dev and nettle-dev)])],
 	[], [with_ucx=check])
 have_ucx=no
 kvs_ucx_why=""
@@ -26,8 +27,8 @@ CRYPTO_LIBS=""
 AS_IF([test "x$with_ucx" != xno], [
 	PKG_CHECK_MODULES([UCX], [ucx >= 1.13], [kvs_have_ucx_pc=yes],
 		[kvs_have_ucx_pc=no; kvs_ucx_why="libucx-dev (ucx >= 1.13) not found"])
-	PKG_CHECK_MODULES([CRYPTO], [libcrypto >= 3.0], [kvs_have_crypto=yes],
-		[kvs_have_crypto=no; kvs_ucx_why="${kvs_ucx_why:+$kvs_ucx_why, }libssl-dev (libcrypto >= 3.0) not found"])
+	PKG_CHECK_MODULES([CRYPTO], [nettle >= 3.4], [kvs_have_crypto=yes],
+		[kvs_have_crypto=no; kvs_ucx_why="${kvs_ucx_why:+$kvs_ucx_why, }nettle-dev (nettle >= 3.4) not found"])
 	AS_IF([test "x$kvs_have_ucx_pc" = xyes], [
 		kvs_save_CPPFLAGS="$CPPFLAGS"
 		CPPFLAGS="$CPPFLAGS $UCX_CFLAGS"
@@ -50,7 +51,7 @@ AS_IF([test "x$have_ucx" = xyes], [
 	kvs_ucp_soname="libucp.so.0"
 	AC_DEFINE_UNQUOTED([KVS_UCP_SONAME], ["$kvs_ucp_soname"], [libucp loaded by libkvspeer's UCX transport])
 	AC_DEFINE([HAVE_UCX], [1], [Define to 1 if libkvspeer (peer transfer, UCX transport) is built])
-	kvs_ucx_summary="yes (UCX $($PKG_CONFIG --modversion ucx), libcrypto $($PKG_CONFIG --modversion libcrypto))"
+	kvs_ucx_summary="yes (UCX $($PKG_CONFIG --modversion ucx), nettle $($PKG_CONFIG --modversion nettle))"
 ], [
 	AC_DEFINE([HAVE_UCX], [0], [Define to 1 if libkvspeer (peer transfer, UCX transport) is built])
 	kvs_ucx_summary="no: not compiled in ($kvs_ucx_why)"

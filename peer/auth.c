@@ -8,9 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 
 #include "peer/auth.h"
 
@@ -78,7 +77,7 @@ int peer_secret_load(const char *path, struct peer_secret *ret, char *why, size_
 	memcpy(ret->key, buf, len);
 	ret->len = len;
 out:
-	OPENSSL_cleanse(buf, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 	close(fd);
 	return r;
 }
@@ -87,7 +86,7 @@ void peer_secret_wipe(struct peer_secret *s)
 {
 	if (!s)
 		return;
-	OPENSSL_cleanse(s->key, sizeof(s->key));
+	explicit_bzero(s->key, sizeof(s->key));
 	s->len = 0;
 }
 
@@ -97,11 +96,11 @@ int peer_proof(const struct peer_secret *s, enum peer_side side, const void *hel
 	const char *label = side == PEER_SIDE_SERVER ? label_server : label_client;
 	/* Label (NUL included, so no label is a prefix of a transcript), then both payloads. */
 	uint8_t msg[sizeof(label_server) + 2 * PW_HELLO_MAX];
-	uint8_t mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
+	struct hmac_sha256_ctx ctx;
 	size_t n = 0;
 
 	_Static_assert(sizeof(label_server) == sizeof(label_client), "labels");
+	_Static_assert(PW_MAC_SIZE == SHA256_DIGEST_SIZE, "the proof is one HMAC-SHA256");
 	if (hlen > PW_HELLO_MAX || rlen > PW_HELLO_MAX || !s->len)
 		return -EINVAL;
 	memcpy(msg, label, sizeof(label_server));
@@ -110,16 +109,17 @@ int peer_proof(const struct peer_secret *s, enum peer_side side, const void *hel
 	n += hlen;
 	memcpy(msg + n, reply, rlen);
 	n += rlen;
-	if (!HMAC(EVP_sha256(), s->key, (int)s->len, msg, n, mac, &maclen) || maclen != PW_MAC_SIZE)
-		return -EIO;
-	memcpy(ret_mac, mac, PW_MAC_SIZE);
-	OPENSSL_cleanse(mac, sizeof(mac));
+	hmac_sha256_set_key(&ctx, s->len, s->key);
+	hmac_sha256_update(&ctx, n, msg);
+	hmac_sha256_digest(&ctx, PW_MAC_SIZE, ret_mac);
+	/* The context holds the key's inner and outer pads. */
+	explicit_bzero(&ctx, sizeof(ctx));
 	return 0;
 }
 
 bool peer_proof_equal(const uint8_t a[PW_MAC_SIZE], const uint8_t b[PW_MAC_SIZE])
 {
-	return CRYPTO_memcmp(a, b, PW_MAC_SIZE) == 0;
+	return memeql_sec(a, b, PW_MAC_SIZE) != 0; /* constant time */
 }
 
 int peer_nonce(uint8_t ret[PW_NONCE_SIZE])

@@ -3,8 +3,8 @@
  * The cluster secret and the challenge-response built on it.
  *
  * Both sides prove that they hold the secret without sending it: each
- * picks a fresh 32-byte nonce, and each proof is an HMAC-SHA256 (OpenSSL's
- * libcrypto) over a label naming the side and the handshake's bytes, which
+ * picks a fresh 32-byte nonce, and each proof is an HMAC-SHA256 (nettle,
+ * the library the registry's digests use too) over a label naming the side and the handshake's bytes, which
  * carry both nonces and both names (wire.h).  A proof is compared in
  * constant time.
  */
@@ -36,14 +36,14 @@ enum peer_side { PEER_SIDE_SERVER, PEER_SIDE_CLIENT };
  */
 int peer_secret_load(const char *path, struct peer_secret *ret, char *why, size_t wl);
 
-/* Overwrite the key (OPENSSL_cleanse: not optimised away). */
+/* Overwrite the key (explicit_bzero: not optimised away). */
 void peer_secret_wipe(struct peer_secret *s);
 
 /*
  * The proof of @side over the client's HELLO payload (@hello, @hlen) and
  * the server's HELLO_REPLY payload (@reply, @rlen).  For the server's
- * proof the caller zeroes the reply's proof field first.  0 or -EIO
- * (libcrypto failed).
+ * proof the caller zeroes the reply's proof field first.  0, or -EINVAL
+ * (a payload longer than PW_HELLO_MAX, no secret).
  */
 int peer_proof(const struct peer_secret *s, enum peer_side side, const void *hello, size_t hlen,
 	       const void *reply, size_t rlen, uint8_t ret_mac[PW_MAC_SIZE]);

@@ -130,6 +130,36 @@ START_TEST(test_proofs)
 }
 END_TEST
 
+/*
+ * The proof is the protocol: HMAC-SHA256(secret, label NUL || hello ||
+ * reply), the same bytes whichever library computes it (these were
+ * computed with Python's hmac module), so peers built against another
+ * crypto library still talk.
+ */
+START_TEST(test_proof_known_answer)
+{
+	static const uint8_t server[PW_MAC_SIZE] = {
+		0xa2, 0x0b, 0x08, 0x8b, 0x8a, 0xd0, 0xb9, 0xc1, 0xb8, 0x91, 0x6b,
+		0x38, 0x35, 0x74, 0xcd, 0xc0, 0xba, 0x4a, 0x07, 0xcf, 0xc1, 0xce,
+		0x7c, 0x09, 0x7c, 0xb9, 0x90, 0xf7, 0x01, 0x75, 0x71, 0xcb,
+	};
+	static const uint8_t client[PW_MAC_SIZE] = {
+		0x03, 0x1f, 0x74, 0x17, 0xfb, 0x8a, 0x21, 0x4a, 0x59, 0x7d, 0x14,
+		0xa8, 0xc0, 0x86, 0xe5, 0xc2, 0x86, 0x62, 0x14, 0xb8, 0x68, 0x37,
+		0xb8, 0xa2, 0xeb, 0xd4, 0x78, 0xda, 0x10, 0x0c, 0x3d, 0xee,
+	};
+	struct peer_secret k = { .len = 32 };
+	uint8_t mac[PW_MAC_SIZE];
+
+	for (unsigned i = 0; i < 32; i++)
+		k.key[i] = (uint8_t)(i + 1);
+	ck_assert_int_eq(peer_proof(&k, PEER_SIDE_SERVER, "hello", 5, "reply", 5, mac), 0);
+	ck_assert_mem_eq(mac, server, PW_MAC_SIZE);
+	ck_assert_int_eq(peer_proof(&k, PEER_SIDE_CLIENT, "hello", 5, "reply", 5, mac), 0);
+	ck_assert_mem_eq(mac, client, PW_MAC_SIZE);
+}
+END_TEST
+
 START_TEST(test_addresses)
 {
 	struct sockaddr_storage sa;
@@ -226,7 +256,7 @@ static void teardown(void)
 	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-UNIT_TESTS(test_secret_file, test_proofs, test_addresses, test_allow_list)
+UNIT_TESTS(test_secret_file, test_proofs, test_proof_known_answer, test_addresses, test_allow_list)
 
 const struct unit_suite unit_suite = {
 	.name = "peer-auth",
