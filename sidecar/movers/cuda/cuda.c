@@ -182,11 +182,11 @@ int cuda_init(const struct kvs_config *cfg)
 
 	C.cfg = cfg;
 	C.n = 0;
-	if (strcmp(cfg->cuda_enable, "no") == 0)
+	if (cfg->cuda_enable == CUDA_ENABLE_NO)
 		return 0;
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n <= 0) {
-		if (strcmp(cfg->cuda_enable, "yes") == 0)
+		if (cfg->cuda_enable == CUDA_ENABLE_YES)
 			return log_error_errno(ENODEV, "cuda: [cuda] enable = yes but no usable GPU (%s)",
 					       cudaGetErrorString(e));
 		log_info("cuda: no GPU found (%s): host backend only",
@@ -196,7 +196,7 @@ int cuda_init(const struct kvs_config *cfg)
 	}
 	r = resolve_driver();
 	if (r < 0)
-		return strcmp(cfg->cuda_enable, "yes") == 0 ? r : 0;
+		return cfg->cuda_enable == CUDA_ENABLE_YES ? r : 0;
 	for (int i = 0; i < n && C.n < CUDA_MAX_DEVICES; i++) {
 		struct cuda_device_info *d = &C.dev[C.n];
 		struct cudaDeviceProp p;
@@ -566,16 +566,15 @@ static void event_put(struct cuda_worker *cw, cudaEvent_t ev)
 /* Which mover for this batch: see [cuda] mover and kernel_below in kvstash.conf(5). */
 static bool want_kernel(const struct cuda_worker *cw, const struct copy_batch *b)
 {
-	const char *mover = C.cfg->cuda_mover;
+	/* [cuda] mover was parsed at load: no string is compared per batch. */
+	enum cuda_mover mover = C.cfg->cuda_mover;
 
-	if (!cw->gather || b->n == 0)
+	if (!cw->gather || b->n == 0 || mover == CUDA_MOVER_DMA)
 		return false;
 	for (uint32_t i = 0; i < b->n; i++)
 		if ((b->pieces[i].eng | (uintptr_t)b->pieces[i].pool | b->pieces[i].len) & 15)
 			return false; /* the kernel moves 16-byte words */
-	if (strcmp(mover, "dma") == 0)
-		return false;
-	if (strcmp(mover, "kernel") == 0)
+	if (mover == CUDA_MOVER_KERNEL)
 		return true;
 	/*
 	 * auto: saves run in the background, where DMA costs the engine

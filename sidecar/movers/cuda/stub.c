@@ -11,7 +11,7 @@
 
 int cuda_init(const struct kvs_config *cfg)
 {
-	if (cfg->cuda_enable[0] == 'y')
+	if (cfg->cuda_enable == CUDA_ENABLE_YES)
 		return log_error_errno(ENODEV, "cuda: [cuda] enable = yes but kvstashd was built without CUDA");
 	return 0;
 }
