@@ -15,6 +15,7 @@
 #include "wire/layout.h"
 #include "store/lease.h"
 #include "obs/log.h"
+#include "io/batch.h"
 #include "io/mem.h"
 #include "control/nspace.h"
 #include "control/session.h"
@@ -242,12 +243,6 @@ static bool check_flushes(struct worker *w)
 	return any;
 }
 
-/* Engine address of an allocation: a host pointer or a device address. */
-static uint64_t mem_base(const struct registration *reg, uint32_t mem)
-{
-	return reg->mems[mem].base;
-}
-
 static void submit_copy(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
@@ -286,26 +281,10 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	store_save_begin(s->inst, s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
 			 &op->skipped, &op->nospace, &op->quota);
 	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
-	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++) {
-		const struct save_ent *e = &op->ents[i];
-
-		for (uint32_t l = 0; l < lay->nr_layers && !op->batch.err; l++) {
-			const struct layer_view *v = &lay->layers[l];
-
-			for (uint32_t seg = 0; seg < v->segments; seg++) {
-				uint64_t eng = mem_base(reg, v->mem) +
-					       layer_block_offset(v, e->block_id, seg);
-
-				if (copy_batch_add(&op->batch, eng,
-						   e->shard->slot.addr + v->slot_off +
-							   seg * v->segment_bytes,
-						   v->segment_bytes) < 0) {
-					op->batch.err = -ENOMEM;
-					break;
-				}
-			}
-		}
-	}
+	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++)
+		op->batch.err =
+			copy_batch_add_block(&op->batch, lay, reg->mems, op->ents[i].block_id,
+					     op->ents[i].shard->slot.addr, 0, lay->nr_layers);
 	op->seq = s->w.save_next++;
 	cds_list_add_tail(&op->snode, &s->w.saves);
 	instance_save_enter(s->inst, &op->imark);
@@ -346,24 +325,10 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->lease = lease;
 	op->nblocks = a->n;
 	op->batch.dir = COPY_LOAD;
-	for (uint32_t i = 0; i < a->n && !op->batch.err; i++) {
-		const struct shard *sh = &lease->blocks[i]->shards[reg->shard];
-
-		for (uint32_t l = a->layer_begin; l < a->layer_begin + a->layer_count; l++) {
-			const struct layer_view *v = &lay->layers[l];
-
-			for (uint32_t seg = 0; seg < v->segments; seg++) {
-				uint64_t eng = mem_base(reg, v->mem) +
-					       layer_block_offset(v, a->block_ids[i], seg);
-
-				if (copy_batch_add(&op->batch, eng,
-						   sh->slot.addr + v->slot_off +
-							   seg * v->segment_bytes,
-						   v->segment_bytes) < 0)
-					op->batch.err = -ENOMEM;
-			}
-		}
-	}
+	for (uint32_t i = 0; i < a->n && !op->batch.err; i++)
+		op->batch.err = copy_batch_add_block(&op->batch, lay, reg->mems, a->block_ids[i],
+						     lease->blocks[i]->shards[reg->shard].slot.addr,
+						     a->layer_begin, a->layer_count);
 	if (op->batch.err) {
 		s->w.copies++;
 		op->batch.t0 = now_ns();

@@ -42,39 +42,6 @@ static struct {
 	uint64_t inline_bytes;
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-int copy_batch_add(struct copy_batch *b, uint64_t eng, uint8_t *pool, uint64_t len)
-{
-	if (b->n) {
-		struct piece *p = &b->pieces[b->n - 1];
-
-		/* Adjacent on both sides: one copy instead of two. */
-		if (p->eng + p->len == eng && p->pool + p->len == pool) {
-			p->len += len;
-			b->bytes += len;
-			return 0;
-		}
-	}
-	if (b->n == b->cap) {
-		uint32_t cap = b->cap ? 2 * b->cap : 16;
-		struct piece *p = realloc(b->pieces, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		b->pieces = p;
-		b->cap = cap;
-	}
-	b->pieces[b->n++] = (struct piece){ eng, pool, len };
-	b->bytes += len;
-	return 0;
-}
-
-void copy_batch_free(struct copy_batch *b)
-{
-	free(b->pieces);
-	b->pieces = NULL;
-	b->n = b->cap = 0;
-}
-
 static void run(enum copy_dir dir, const struct piece *p, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
