@@ -18,9 +18,7 @@
 #endif
 
 #include "store/store.h"
-#include "io/mem.h"
 #include "io/mover.h"
-#include "movers/cuda/cuda.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "store/lease.h"
@@ -81,19 +79,9 @@ static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
 		nodes[0] = -1;
 		return 1;
 	}
-	if (strcmp(cfg->numa, "auto") == 0 && cuda_device_count()) {
-		/* One region per NUMA node that hosts a GPU. */
-		for (unsigned i = 0; i < cuda_device_count(); i++) {
-			int node = cuda_device(i)->numa_node;
-			bool seen = false;
-
-			for (unsigned j = 0; j < n; j++)
-				seen |= nodes[j] == node;
-			if (!seen && n < max)
-				nodes[n++] = node;
-		}
+	/* One region per NUMA node that hosts a device (a GPU). */
+	if (strcmp(cfg->numa, "auto") == 0 && (n = movers_device_nodes(nodes, max)) > 0)
 		return (int)n;
-	}
 	if (strcmp(cfg->numa, "auto") == 0) {
 		/* Without GPUs the host worker is the only device: one region on its node. */
 		int cpu = sched_getcpu();
@@ -133,6 +121,38 @@ static unsigned fds_per_uid(const struct kvs_config *cfg)
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
 		return 1u << 20;
 	return (unsigned)MIN(rl.rlim_cur / 2, 1u << 30);
+}
+
+/*
+ * One I/O worker per device of every mover, in table order, each on its
+ * device's NUMA node (devices without one: @node, the pool's first): the
+ * host worker is workers[0], GPU i's workers[1 + i].
+ */
+static int start_workers(struct daemon *d, int node)
+{
+	const struct mover_ops *mv;
+	unsigned devs;
+
+	for (unsigned k = 0; (mv = mover_at(k, &devs)); k++) {
+		for (unsigned dev = 0; dev < devs; dev++) {
+			struct worker *w;
+			int r;
+
+			/* Sized for every device: a worker missing here would be a hole at HELLO. */
+			if (d->nr_workers == MAX_WORKERS)
+				return log_error_errno(E2BIG, "more than %u devices", MAX_WORKERS);
+			r = worker_start(d, d->nr_workers,
+					 mv->device_node ? mv->device_node(dev) : node, mv, dev,
+					 &w);
+			if (r < 0)
+				return log_error_errno(r, "cannot start the I/O worker of %s %u",
+						       mv->dev_name, dev);
+			d->workers[d->nr_workers++] = w;
+			if (mv == mover_for_device(KVS_DEVICE_HOST))
+				d->host_worker = w;
+		}
+	}
+	return 0;
 }
 
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
@@ -183,7 +203,8 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	instance_table_init();
 	lease_table_init(cfg);
 
-	r = cuda_init(cfg);
+	/* Every mover finds its devices: the pool goes where they are. */
+	r = movers_init(cfg);
 	if (r < 0)
 		return r;
 	n = parse_nodes(cfg, nodes, POOL_MAX_REGIONS);
@@ -197,10 +218,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	if (r < 0)
 		return r;
 	for (unsigned i = 0; i < pool->nr_regions; i++) {
-		r = cuda_pin(pool->regions[i].base, pool->regions[i].size);
+		r = movers_pin(pool->regions[i].base, pool->regions[i].size);
 		if (r < 0) {
 			for (unsigned j = 0; j < i; j++)
-				cuda_unpin(pool->regions[j].base);
+				movers_unpin(pool->regions[j].base);
 			pool_destroy(pool);
 			return r;
 		}
@@ -210,29 +231,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 		pool_destroy(pool);
 		return log_error_errno(r, "cannot create the block index");
 	}
-	r = copy_host_init(cfg);
-	if (r < 0)
-		return log_error_errno(r, "cannot start the copy threads");
-	r = mem_release_start();
-	if (r < 0)
-		return log_error_errno(r, "cannot start the engine-memory release thread");
-	r = worker_start(d, 0, nodes[0], -1, &d->host_worker);
-	if (r < 0)
-		return log_error_errno(r, "cannot start the host I/O worker");
-	d->workers[d->nr_workers++] = d->host_worker;
-	r = metrics_start(d);
+	r = start_workers(d, nodes[0]);
 	if (r < 0)
 		return r;
-	/* One worker per GPU, on the GPU's NUMA node: workers[1 + device index]. */
-	for (unsigned i = 0; i < cuda_device_count() && d->nr_workers < MAX_WORKERS; i++) {
-		struct worker *w;
-
-		r = worker_start(d, d->nr_workers, cuda_device(i)->numa_node, (int)i, &w);
-		if (r < 0)
-			return log_error_errno(r, "cannot start the I/O worker of GPU %u", i);
-		d->workers[d->nr_workers++] = w;
-	}
-	return 0;
+	return metrics_start(d);
 }
 
 static void tick(struct daemon *d)
@@ -359,15 +361,13 @@ void daemon_fini(struct daemon *d)
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;
-	copy_host_fini();
-	mem_release_stop(); /* after the last session: it drains what they left */
 	lease_table_fini();
 	store_fini();
 	if (store_pool())
 		for (unsigned i = 0; i < store_pool()->nr_regions; i++)
-			cuda_unpin(store_pool()->regions[i].base);
+			movers_unpin(store_pool()->regions[i].base);
 	pool_destroy(store_pool());
-	cuda_fini();
+	movers_fini(); /* after the last session: the host's drains what they left mapped */
 	nspace_table_fini();
 	server_unlisten(d);
 	free_graveyard(d);

@@ -9,14 +9,13 @@
 #include <urcu/urcu-memb.h>
 
 #include "store/store.h"
-#include "movers/cuda/cuda.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "wire/layout.h"
 #include "store/lease.h"
 #include "obs/log.h"
 #include "io/batch.h"
-#include "io/mem.h"
+#include "io/mover.h"
 #include "control/nspace.h"
 #include "control/session.h"
 #include "wire/sqe.h"
@@ -51,14 +50,6 @@ void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
 	c->s = s;
 	pthread_mutex_lock(&w->lock);
 	cds_list_add_tail(&c->node, &w->cmds);
-	pthread_mutex_unlock(&w->lock);
-	bump(w);
-}
-
-void worker_complete(struct worker *w, struct op *op)
-{
-	pthread_mutex_lock(&w->lock);
-	cds_list_add_tail(&op->node, &w->done);
 	pthread_mutex_unlock(&w->lock);
 	bump(w);
 }
@@ -137,7 +128,7 @@ static void finish_save(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
 	bool ok = op->batch.err == 0;
-	uint64_t ns = now_ns() - op->batch.t0;
+	uint64_t ns = now_ns() - op->t0;
 
 	store_save_end(op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
@@ -173,7 +164,7 @@ static void finish_load(struct worker *w, struct op *op)
 	if (op->batch.err == 0) {
 		STAT_ADD(w->d, load_blocks, op->nblocks);
 		STAT_ADD(w->d, bytes_loaded, op->batch.bytes);
-		uint64_t ns = now_ns() - op->batch.t0;
+		uint64_t ns = now_ns() - op->t0;
 
 		STAT_ADD(w->d, load_ns, ns);
 		hist_observe(&w->d->stats.load_hist, ns);
@@ -199,20 +190,13 @@ static void finish(struct worker *w, struct op *op)
 static bool reap_done(struct worker *w)
 {
 	struct cds_list_head list;
-	struct op *op, *tmp;
-	bool any;
+	struct copy_batch *b, *tmp;
 
-	CDS_INIT_LIST_HEAD(&list);
-	pthread_mutex_lock(&w->lock);
-	cds_list_splice(&w->done, &list);
-	CDS_INIT_LIST_HEAD(&w->done);
-	pthread_mutex_unlock(&w->lock);
-	cds_list_splice(&w->local_done, &list);
-	CDS_INIT_LIST_HEAD(&w->local_done);
-	any = !cds_list_empty(&list);
-	cds_list_for_each_entry_safe(op, tmp, &list, node)
-		finish(w, op);
-	return any;
+	if (!batch_sink_reap(&w->sink, &list))
+		return false;
+	cds_list_for_each_entry_safe(b, tmp, &list, node)
+		finish(w, caa_container_of(b, struct op, batch));
+	return true;
 }
 
 /* ---- operations ---------------------------------------------------- */
@@ -243,21 +227,25 @@ static bool check_flushes(struct worker *w)
 	return any;
 }
 
-static void submit_copy(struct worker *w, struct op *op)
+/*
+ * Every SAVE and LOAD that took a copy count ends here, copied or not: its
+ * batch comes back through the sink, finish() drops the count.  @copy:
+ * hand the batch to the mover; else it completes as it is (nothing to
+ * copy, or it failed while it was built).
+ */
+static void submit_copy(struct worker *w, struct op *op, bool copy)
 {
 	struct session *s = op->s;
 
 	s->w.copies++;
-	op->batch.t0 = now_ns();
-	/* A GPU worker serves only CUDA sessions; the host worker only host ones. */
-	if (w->dev < 0) {
-		copy_host_submit(w, op);
-	} else if (w->cuda) {
-		copy_cuda_submit(w, op);
-	} else {
-		op->batch.err = -EIO; /* the GPU could not be set up at start */
-		cds_list_add_tail(&op->node, &w->local_done);
-	}
+	op->t0 = now_ns();
+	op->batch.sink = &w->sink;
+	if (!copy)
+		batch_complete(&op->batch, 0);
+	else if (w->mover)
+		w->mover->ops->submit(w->mover, &op->batch);
+	else
+		batch_complete(&op->batch, -EIO); /* the device could not be set up at start */
 }
 
 static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -277,7 +265,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->s = s;
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
-	op->batch.dir = COPY_SAVE;
+	op->batch.dir = COPY_TO_POOL;
 	store_save_begin(s->inst, s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
 			 &op->skipped, &op->nospace, &op->quota);
 	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
@@ -288,13 +276,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->seq = s->w.save_next++;
 	cds_list_add_tail(&op->snode, &s->w.saves);
 	instance_save_enter(s->inst, &op->imark);
-	if (op->nents == 0 || op->batch.err) {
-		s->w.copies++; /* finish_save() drops it */
-		op->batch.t0 = now_ns();
-		cds_list_add_tail(&op->node, &w->local_done);
-		return;
-	}
-	submit_copy(w, op);
+	submit_copy(w, op, op->nents && !op->batch.err);
 }
 
 static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -324,18 +306,12 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->user_data = sqe->user_data;
 	op->lease = lease;
 	op->nblocks = a->n;
-	op->batch.dir = COPY_LOAD;
+	op->batch.dir = COPY_FROM_POOL;
 	for (uint32_t i = 0; i < a->n && !op->batch.err; i++)
 		op->batch.err = copy_batch_add_block(&op->batch, lay, reg->mems, a->block_ids[i],
 						     lease->blocks[i]->shards[reg->shard].slot.addr,
 						     a->layer_begin, a->layer_count);
-	if (op->batch.err) {
-		s->w.copies++;
-		op->batch.t0 = now_ns();
-		cds_list_add_tail(&op->node, &w->local_done);
-		return;
-	}
-	submit_copy(w, op);
+	submit_copy(w, op, !op->batch.err);
 }
 
 static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -591,19 +567,27 @@ static void *worker_main(void *arg)
 	int nrings = 0;
 
 	urcu_memb_register_thread();
+	batch_sink_own(&w->sink);
 	if (w->node >= 0 && numa_available() >= 0)
 		numa_run_on_node(w->node);
-	if (w->dev >= 0 && cuda_worker_init(w, (unsigned)w->dev) < 0)
-		log_error("worker %u: GPU %d unusable: its sessions will fail their copies", w->id,
-			  w->dev);
+	/* Here, not in worker_start(): a device context may belong to the thread that made it. */
+	if (w->mover_ops->worker_init(w->dev, w->id, &w->mover) < 0) {
+		w->mover = NULL;
+		log_error("worker %u: %s %u unusable: its sessions will fail their copies", w->id,
+			  w->mover_ops->dev_name, w->dev);
+	}
 	for (;;) {
-		/* Pairs with the release in bump(): commands queued before are seen. */
+		/*
+		 * Pairs with the release in bump() and in batch_complete():
+		 * commands and completions queued before are seen.
+		 */
 		uint32_t seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
 		struct session *s;
 		bool busy = false;
 
 		busy |= process_cmds(w);
-		busy |= copy_cuda_poll(w);
+		if (w->mover && w->mover->ops->poll)
+			busy |= w->mover->ops->poll(w->mover);
 		busy |= reap_done(w);
 		cds_list_for_each_entry(s, &w->sessions, w.wnode)
 			busy |= poll_session(w, s);
@@ -613,8 +597,9 @@ static void *worker_main(void *arg)
 		/* Pairs with the store-release in worker_stop(). */
 		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->nr_sessions == 0)
 			break;
-		/* GPU copies in flight: keep polling their events, do not sleep. */
-		if (busy || copy_cuda_inflight(w)) {
+		/* Copies only polling completes (GPU events): keep polling, do not sleep. */
+		if (busy ||
+		    (w->mover && w->mover->ops->inflight && w->mover->ops->inflight(w->mover))) {
 			idle_since = now_ns();
 			continue;
 		}
@@ -638,12 +623,14 @@ static void *worker_main(void *arg)
 		}
 		idle_since = now_ns();
 	}
-	cuda_worker_fini(w);
+	if (w->mover)
+		w->mover->ops->worker_fini(w->mover);
 	urcu_memb_unregister_thread();
 	return NULL;
 }
 
-int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret)
+int worker_start(struct daemon *d, unsigned id, int node, const struct mover_ops *mover,
+		 unsigned dev, struct worker **ret)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 	int r;
@@ -652,15 +639,15 @@ int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker
 		return -ENOMEM;
 	w->id = id;
 	w->node = node;
+	w->mover_ops = mover;
 	w->dev = dev;
 	w->d = d;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);
 	CDS_INIT_LIST_HEAD(&w->cmds);
-	CDS_INIT_LIST_HEAD(&w->done);
+	batch_sink_init(&w->sink, &w->word);
 	CDS_INIT_LIST_HEAD(&w->sessions);
 	CDS_INIT_LIST_HEAD(&w->flushes);
-	CDS_INIT_LIST_HEAD(&w->local_done);
 	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, d->cfg->max_keys) + 8;
 	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
 	w->blocks = calloc(d->cfg->max_keys, sizeof(*w->blocks));
@@ -696,6 +683,7 @@ void worker_stop(struct worker *w)
 	free(w->ring_sessions);
 	free(w->scratch);
 	free(w->blocks);
+	batch_sink_fini(&w->sink);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }

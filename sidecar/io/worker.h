@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * I/O workers: one per GPU and one for host-backend sessions.  A worker
- * polls the SQs of its sessions, validates and runs each SQE, starts the
- * copies, reaps their completions and posts CQEs.  It busy-polls while
+ * I/O workers: one per device of every mover (io/mover.h): the host's,
+ * and one per GPU.  A worker polls the SQs of its sessions, validates and
+ * runs each SQE, starts the copies on its mover, reaps their completions
+ * and posts CQEs.  It busy-polls while
  * work arrives and, after spin_us without any, sleeps on the futex words
  * of its SQs with NEED_WAKEUP set, so engines make a syscall only then.
  *
  * The control thread talks to a worker through commands (attach, detach,
- * unregister, stop) and gets acks back on the daemon's ack queue.  Copy
- * threads hand finished ops back through worker_complete().
+ * unregister, stop) and gets acks back on the daemon's ack queue.  Every
+ * copy batch comes back through the worker's sink (batch_complete(), from
+ * whichever thread the mover finished it on).
  */
 #ifndef KVS_WORKER_H
 #define KVS_WORKER_H
@@ -48,7 +50,7 @@ struct op {
 	uint64_t user_data;
 	int32_t res;
 	uint64_t r0, r1;
-	struct cds_list_head node; /* done list / flush list */
+	struct cds_list_head node; /* flush list */
 	/* SAVE */
 	uint64_t seq;
 	struct cds_list_head snode; /* in wsess.saves */
@@ -64,24 +66,25 @@ struct op {
 	/* FLUSH */
 	uint64_t mark;
 	/* copy */
-	struct copy_batch batch;
-	void *batch_priv; /* the mover's */
+	struct copy_batch batch; /* handed to the mover; comes back through the sink */
+	uint64_t t0;		 /* when it was submitted */
 };
 
 struct worker {
 	unsigned id;
 	int node;	/* NUMA node, -1: none */
-	int dev;	/* CUDA device index (cuda.h), -1: the host worker */
-	void *cuda;	/* the CUDA mover's state (movers/cuda/cuda.c) */
+	const struct mover_ops *mover_ops; /* the mover of its device */
+	unsigned dev;			   /* which of the mover's devices */
+	struct mover *mover; /* worker thread: its instance; NULL if it could not start */
 	char name[32];
 	struct daemon *d;
 	pthread_t thread;
 	bool running;
 
-	pthread_mutex_t lock;	   /* cmds and done */
+	pthread_mutex_t lock; /* cmds */
 	struct cds_list_head cmds;
-	struct cds_list_head done; /* ops finished by copy threads */
-	uint32_t word;		   /* futex: bumped on every cmd / done */
+	uint32_t word;		/* futex: bumped on every cmd and on every completion from afar */
+	struct batch_sink sink; /* finished copy batches, of its mover */
 
 	/* worker thread only */
 	struct cds_list_head sessions;
@@ -91,21 +94,18 @@ struct worker {
 	unsigned rings_cap;
 	bool rings_stale;
 	struct cds_list_head flushes; /* FLUSH ops waiting */
-	struct cds_list_head local_done;
 	uint8_t *scratch;	      /* argument copies (QUERY) */
 	struct block **blocks;	      /* QUERY hits */
 	uint64_t scratch_size;
 	bool stop;
 };
 
-/* @dev: CUDA device index for a GPU worker, -1 for the host worker. */
-int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret);
+/* A worker for device @dev of @mover, placed on NUMA node @node. */
+int worker_start(struct daemon *d, unsigned id, int node, const struct mover_ops *mover,
+		 unsigned dev, struct worker **ret);
 /* Stop after every session was detached; joins the thread. */
 void worker_stop(struct worker *w);
 
 void worker_command(struct worker *w, enum wcmd_type type, struct session *s);
-
-/* A copy finished (any thread). */
-void worker_complete(struct worker *w, struct op *op);
 
 #endif /* KVS_WORKER_H */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CUDA backend: see cuda.h.  Two movers share one completion path:
+ * The CUDA mover (see cuda.h): GPU discovery, pinning the pool, importing
+ * engine GPU memory (legacy IPC handles and VMM POSIX fds), and the data
+ * path.  Two ways of moving a batch share one completion path:
  *
  *   dma     one cudaMemcpyAsync per coalesced piece on the direction's
  *           stream (the worker builds pieces that merge ranges adjacent on
@@ -11,7 +13,7 @@
  *           but it time-slices with the engine's kernels.
  *
  * Each worker (one per GPU) owns a save stream and a load stream so both
- * directions run at once.  An op's copies are followed by an event; the
+ * directions run at once.  A batch's copies are followed by an event; the
  * worker polls the events in submission order per stream.
  */
 #include <errno.h>
@@ -20,35 +22,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include "base/conf.h"
+#include "base/util.h"
+#include "io/batch.h"
+#include "io/mem.h"
 #include "io/mover.h"
 #include "movers/cuda/cuda.h"
 #include "obs/log.h"
-#include "io/mem.h"
-#include "base/util.h"
-#include "io/worker.h"
 
 #define DRIVER_API_VERSION 12000 /* ABI of the driver entry points we call */
-#define DESC_RING_BYTES (8u << 20) /* per stream: ~350k descriptors */
-#define KERNEL_SPLIT (64u << 10)   /* descriptors of at most this many bytes */
-#define KERNEL_THREADS 512u
 
-struct kvs_desc {
-	uint64_t dst;
-	uint64_t src;
-	uint64_t len;
-};
-
-extern const unsigned char kvs_gather_fatbin[];
-
-/* Driver functions, resolved once through the static runtime. */
-static struct {
+/*
+ * Driver functions, resolved once by cuda_init() through the static
+ * runtime; read-only after it (before any worker starts or any REGISTER).
+ */
+struct cuda_driver {
 	PFN_cuMemGetAddressRange_v3020 mem_get_address_range;
 	PFN_cuMemImportFromShareableHandle_v10020 mem_import;
 	PFN_cuMemAddressReserve_v10020 mem_address_reserve;
@@ -61,31 +54,16 @@ static struct {
 	PFN_cuModuleGetFunction_v2000 module_get_function;
 	PFN_cuModuleUnload_v2000 module_unload;
 	PFN_cuLaunchKernel_v4000 launch_kernel;
-} drv;
+};
 
+static struct cuda_driver cuda_drv;
+
+/* Written by cuda_init() and cuda_fini() (control thread), read-only in between. */
 static struct {
 	unsigned n;
 	struct cuda_device_info dev[CUDA_MAX_DEVICES];
 	const struct kvs_config *cfg;
-	pthread_mutex_t lock; /* the IPC import cache */
-	struct ipc_import *imports;
-} C = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* A legacy IPC handle can be opened once per process: share the mapping. */
-struct ipc_import {
-	struct ipc_import *next;
-	unsigned dev;
-	uint8_t handle[KVS_IPC_HANDLE_SIZE];
-	void *ptr;
-	uint64_t size; /* the real allocation size */
-	unsigned refs;
-};
-
-struct vmm_import {
-	unsigned dev;
-	CUdeviceptr va;
-	size_t size;
-};
+} C;
 
 static int cuda_errno(cudaError_t e)
 {
@@ -105,7 +83,7 @@ static int cuda_errno(cudaError_t e)
 	}
 }
 
-static int drv_errno(CUresult r)
+static int cuda_drv_errno(CUresult r)
 {
 	switch (r) {
 	case CUDA_SUCCESS:
@@ -122,15 +100,16 @@ static int drv_errno(CUresult r)
 	}
 }
 
-#define RESOLVE(field, sym)                                                                   \
-	do {                                                                                  \
-		enum cudaDriverEntryPointQueryResult q;                                       \
-		if (cudaGetDriverEntryPointByVersion(sym, (void **)&drv.field, DRIVER_API_VERSION, \
-						     cudaEnableDefault, &q) != cudaSuccess || \
-		    q != cudaDriverEntryPointSuccess || !drv.field) {                           \
-			log_error("cuda: driver function %s not available", sym);             \
-			return -ENOSYS;                                                       \
-		}                                                                             \
+#define RESOLVE(field, sym)                                                                 \
+	do {                                                                                \
+		enum cudaDriverEntryPointQueryResult q;                                     \
+		if (cudaGetDriverEntryPointByVersion(sym, (void **)&cuda_drv.field,         \
+						     DRIVER_API_VERSION, cudaEnableDefault, \
+						     &q) != cudaSuccess ||                  \
+		    q != cudaDriverEntryPointSuccess || !cuda_drv.field) {                  \
+			log_error("cuda: driver function %s not available", sym);           \
+			return -ENOSYS;                                                     \
+		}                                                                           \
 	} while (0)
 
 static int resolve_driver(void)
@@ -175,7 +154,12 @@ static void uuid_str(const uint8_t *u, char *buf, size_t len)
 		 u[14], u[15]);
 }
 
-int cuda_init(const struct kvs_config *cfg)
+/*
+ * Find the GPUs.  Returns how many (0 without a driver or device, or when
+ * [cuda] enable = no), or -errno when [cuda] enable = yes and none is
+ * usable.  Logs what it found.
+ */
+static int cuda_init(const struct kvs_config *cfg)
 {
 	cudaError_t e;
 	int n = 0, r;
@@ -219,7 +203,7 @@ int cuda_init(const struct kvs_config *cfg)
 	return (int)C.n;
 }
 
-void cuda_fini(void)
+static void cuda_fini(void)
 {
 	C.n = 0;
 }
@@ -242,7 +226,23 @@ int cuda_device_find(const uint8_t uuid[16])
 	return -ENODEV;
 }
 
-int cuda_pin(void *base, uint64_t size)
+static int cuda_device_node(unsigned dev)
+{
+	return C.dev[dev].numa_node;
+}
+
+static int cuda_ordinal(unsigned dev)
+{
+	return C.dev[dev].ordinal;
+}
+
+static const struct kvs_config *cuda_config(void)
+{
+	return C.cfg;
+}
+
+/* Pin a pool region (mapped, portable); logs the time it took. */
+static int cuda_pin(void *base, uint64_t size)
 {
 	uint64_t t0 = now_ns();
 	cudaError_t e;
@@ -266,13 +266,35 @@ int cuda_pin(void *base, uint64_t size)
 	return 0;
 }
 
-void cuda_unpin(void *base)
+static void cuda_unpin(void *base)
 {
 	if (C.n)
 		cudaHostUnregister(base);
 }
 
 /* ---- imports ------------------------------------------------------- */
+
+/* A legacy IPC handle can be opened once per process: share the mapping. */
+struct ipc_import {
+	struct ipc_import *next;
+	unsigned dev;
+	uint8_t handle[KVS_IPC_HANDLE_SIZE];
+	void *ptr;
+	uint64_t size; /* the real allocation size */
+	unsigned refs;
+};
+
+struct vmm_import {
+	unsigned dev;
+	CUdeviceptr va;
+	size_t size;
+};
+
+/* Every IPC handle open, with the sessions' references. */
+static struct {
+	pthread_mutex_t lock; /* the IPC import cache */
+	struct ipc_import *imports;
+} I = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_import *ret,
 		      char *why, size_t wl)
@@ -283,8 +305,8 @@ static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_imp
 	cudaError_t e;
 	int r = 0;
 
-	pthread_mutex_lock(&C.lock);
-	for (im = C.imports; im; im = im->next)
+	pthread_mutex_lock(&I.lock);
+	for (im = I.imports; im; im = im->next)
 		if (im->dev == dev && memcmp(im->handle, m->ipc_handle, sizeof(im->handle)) == 0)
 			break;
 	if (!im) {
@@ -292,7 +314,7 @@ static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_imp
 		void *ptr = NULL;
 
 		memcpy(&h, m->ipc_handle, sizeof(h));
-		cudaSetDevice(C.dev[dev].ordinal);
+		cudaSetDevice(cuda_ordinal(dev));
 		e = cudaIpcOpenMemHandle(&ptr, h, cudaIpcMemLazyEnablePeerAccess);
 		if (e != cudaSuccess) {
 			snprintf(why, wl, "cannot open the CUDA IPC handle: %s (allocations from "
@@ -302,7 +324,7 @@ static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_imp
 			r = -EINVAL;
 			goto out;
 		}
-		if (drv.mem_get_address_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr) !=
+		if (cuda_drv.mem_get_address_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr) !=
 		    CUDA_SUCCESS) {
 			cudaIpcCloseMemHandle(ptr);
 			snprintf(why, wl, "cannot size the imported allocation");
@@ -319,8 +341,8 @@ static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_imp
 		memcpy(im->handle, m->ipc_handle, sizeof(im->handle));
 		im->ptr = ptr;
 		im->size = size - ((uintptr_t)ptr - base);
-		im->next = C.imports;
-		C.imports = im;
+		im->next = I.imports;
+		I.imports = im;
 	}
 	if (m->size > im->size) {
 		snprintf(why, wl, "allocation declared %" PRIu64 " bytes, it has %" PRIu64, m->size,
@@ -328,7 +350,7 @@ static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_imp
 		r = -ERANGE;
 		if (im->refs == 0) {
 			/* Opened just now for nothing: close it again. */
-			C.imports = im->next;
+			I.imports = im->next;
 			cudaIpcCloseMemHandle(im->ptr);
 			free(im);
 		}
@@ -339,11 +361,12 @@ static int import_ipc(unsigned dev, const struct kvs_wire_mem *m, struct mem_imp
 		.kind = KVS_MEM_CUDA_IPC,
 		.size = m->size,
 		.base = (uint64_t)(uintptr_t)im->ptr,
+		.mapped = m->size,
 		.fd = -1,
 		.priv = im,
 	};
 out:
-	pthread_mutex_unlock(&C.lock);
+	pthread_mutex_unlock(&I.lock);
 	return r;
 }
 
@@ -356,42 +379,43 @@ static int import_vmm(unsigned dev, const struct kvs_wire_mem *m, int fd, struct
 	CUdeviceptr va = 0;
 	CUresult cr;
 
-	cudaSetDevice(C.dev[dev].ordinal);
-	cr = drv.mem_import(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	cudaSetDevice(cuda_ordinal(dev));
+	cr = cuda_drv.mem_import(&h, (void *)(uintptr_t)fd,
+				 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	if (cr != CUDA_SUCCESS) {
 		snprintf(why, wl, "cannot import the VMM fd (error %d)", (int)cr);
-		return drv_errno(cr);
+		return cuda_drv_errno(cr);
 	}
-	cr = drv.mem_address_reserve(&va, m->size, 0, 0, 0);
+	cr = cuda_drv.mem_address_reserve(&va, m->size, 0, 0, 0);
 	if (cr == CUDA_SUCCESS) {
 		/* cuMemMap refuses a size beyond the allocation: the bounds check. */
-		cr = drv.mem_map(va, m->size, 0, h, 0);
+		cr = cuda_drv.mem_map(va, m->size, 0, h, 0);
 		if (cr != CUDA_SUCCESS) {
-			drv.mem_address_free(va, m->size);
+			cuda_drv.mem_address_free(va, m->size);
 			snprintf(why, wl, "cannot map %" PRIu64 " bytes of the VMM allocation (larger "
 					  "than it, or not granularity-aligned)",
 				 m->size);
-			drv.mem_release(h);
+			cuda_drv.mem_release(h);
 			return -ERANGE;
 		}
 	} else {
 		snprintf(why, wl, "cannot reserve %" PRIu64 " bytes of address space", m->size);
-		drv.mem_release(h);
-		return drv_errno(cr);
+		cuda_drv.mem_release(h);
+		return cuda_drv_errno(cr);
 	}
 	/* The mapping keeps the allocation alive; the handle is no longer needed. */
-	drv.mem_release(h);
+	cuda_drv.mem_release(h);
 	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = C.dev[dev].ordinal;
+	access.location.id = cuda_ordinal(dev);
 	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	cr = drv.mem_set_access(va, m->size, &access, 1);
+	cr = cuda_drv.mem_set_access(va, m->size, &access, 1);
 	vi = calloc(1, sizeof(*vi));
 	if (cr != CUDA_SUCCESS || !vi) {
-		drv.mem_unmap(va, m->size);
-		drv.mem_address_free(va, m->size);
+		cuda_drv.mem_unmap(va, m->size);
+		cuda_drv.mem_address_free(va, m->size);
 		free(vi);
 		snprintf(why, wl, "cannot enable access to the VMM mapping");
-		return cr != CUDA_SUCCESS ? drv_errno(cr) : -ENOMEM;
+		return cr != CUDA_SUCCESS ? cuda_drv_errno(cr) : -ENOMEM;
 	}
 	vi->dev = dev;
 	vi->va = va;
@@ -400,16 +424,17 @@ static int import_vmm(unsigned dev, const struct kvs_wire_mem *m, int fd, struct
 		.kind = KVS_MEM_CUDA_VMM_FD,
 		.size = m->size,
 		.base = va,
+		.mapped = m->size,
 		.fd = fd,
 		.priv = vi,
 	};
 	return 0;
 }
 
-int cuda_mem_import(unsigned dev, const struct kvs_wire_mem *m, int fd, struct mem_import *ret,
-		    char *why, size_t wl)
+static int cuda_mem_import(unsigned dev, const struct kvs_wire_mem *m, int fd, uint64_t lo,
+			   uint64_t hi, struct mem_import *ret, char *why, size_t wl)
 {
-	if (dev >= C.n) {
+	if (dev >= cuda_device_count()) {
 		snprintf(why, wl, "no such GPU");
 		return -ENODEV;
 	}
@@ -421,29 +446,29 @@ int cuda_mem_import(unsigned dev, const struct kvs_wire_mem *m, int fd, struct m
 	return -EINVAL;
 }
 
-void copy_cuda_mem_release(struct mem_import *imp)
+static void cuda_mem_release(struct mem_import *imp)
 {
 	if (imp->kind == KVS_MEM_CUDA_IPC) {
 		struct ipc_import *im = imp->priv, **pp;
 
-		pthread_mutex_lock(&C.lock);
+		pthread_mutex_lock(&I.lock);
 		if (im && --im->refs == 0) {
-			for (pp = &C.imports; *pp && *pp != im; pp = &(*pp)->next)
+			for (pp = &I.imports; *pp && *pp != im; pp = &(*pp)->next)
 				;
 			if (*pp)
 				*pp = im->next;
-			cudaSetDevice(C.dev[im->dev].ordinal);
+			cudaSetDevice(cuda_ordinal(im->dev));
 			cudaIpcCloseMemHandle(im->ptr);
 			free(im);
 		}
-		pthread_mutex_unlock(&C.lock);
+		pthread_mutex_unlock(&I.lock);
 	} else if (imp->kind == KVS_MEM_CUDA_VMM_FD) {
 		struct vmm_import *vi = imp->priv;
 
 		if (vi) {
-			cudaSetDevice(C.dev[vi->dev].ordinal);
-			drv.mem_unmap(vi->va, vi->size);
-			drv.mem_address_free(vi->va, vi->size);
+			cudaSetDevice(cuda_ordinal(vi->dev));
+			cuda_drv.mem_unmap(vi->va, vi->size);
+			cuda_drv.mem_address_free(vi->va, vi->size);
 			free(vi);
 		}
 	}
@@ -452,41 +477,67 @@ void copy_cuda_mem_release(struct mem_import *imp)
 
 /* ---- the mover ------------------------------------------------------ */
 
+#define DESC_RING_BYTES (8u << 20) /* per stream: ~350k descriptors */
+#define KERNEL_SPLIT (64u << 10)   /* descriptors of at most this many bytes */
+#define KERNEL_THREADS 512u
+
+struct kvs_desc {
+	uint64_t dst;
+	uint64_t src;
+	uint64_t len;
+};
+
+extern const unsigned char kvs_gather_fatbin[];
+
 struct cuda_stream {
 	cudaStream_t stream;
-	struct cds_list_head fifo; /* ops in submission order */
+	struct cds_list_head fifo; /* batches in submission order (copy_batch.node) */
 	struct kvs_desc *ring;	   /* mapped pinned descriptors */
 	uint64_t cap;		   /* descriptors */
 	uint64_t head, tail;	   /* free-running; [head, tail) in use */
 };
 
 struct cuda_worker {
+	struct mover m;
 	unsigned dev;
-	struct cuda_stream st[2]; /* COPY_SAVE, COPY_LOAD */
+	unsigned wid;		  /* the worker's number, for logs */
+	struct cuda_stream st[2]; /* by enum copy_dir */
 	CUmodule mod;
 	CUfunction gather;
 	unsigned ctas;
+	enum cuda_mover mode;  /* [cuda] mover */
+	uint64_t kernel_below; /* [cuda] kernel_below */
 	unsigned inflight;
 	cudaEvent_t *events; /* free stack */
 	unsigned nevents, cap_events;
 };
 
+/* A batch in flight (copy_batch.priv). */
 struct cuda_op {
 	cudaEvent_t ev;
-	uint64_t desc_end; /* ring tail after this op (0: no descriptors) */
+	uint64_t desc_end; /* ring tail after this batch (0: no descriptors) */
 	bool kernel;
+	int err; /* a failure at submit, reported when the event says the rest is done */
 };
 
-int cuda_worker_init(struct worker *w, unsigned dev)
+static inline struct cuda_worker *cuda_worker_of(struct mover *m)
 {
+	return caa_container_of(m, struct cuda_worker, m);
+}
+
+static int cuda_worker_init(unsigned dev, unsigned wid, struct mover **ret)
+{
+	const struct kvs_config *cfg = cuda_config();
 	struct cuda_worker *cw = calloc(1, sizeof(*cw));
 	CUresult cr;
 	cudaError_t e;
 
 	if (!cw)
 		return -ENOMEM;
+	cw->m.ops = &cuda_mover;
 	cw->dev = dev;
-	e = cudaSetDevice(C.dev[dev].ordinal);
+	cw->wid = wid;
+	e = cudaSetDevice(cuda_ordinal(dev));
 	for (int i = 0; i < 2 && e == cudaSuccess; i++) {
 		CDS_INIT_LIST_HEAD(&cw->st[i].fifo);
 		e = cudaStreamCreateWithFlags(&cw->st[i].stream, cudaStreamNonBlocking);
@@ -496,31 +547,32 @@ int cuda_worker_init(struct worker *w, unsigned dev)
 		cw->st[i].cap = DESC_RING_BYTES / sizeof(struct kvs_desc);
 	}
 	if (e != cudaSuccess) {
-		log_error("cuda: worker %u: cannot create streams: %s", w->id, cudaGetErrorString(e));
+		log_error("cuda: worker %u: cannot create streams: %s", wid, cudaGetErrorString(e));
 		free(cw);
 		return cuda_errno(e);
 	}
-	cr = drv.module_load_data(&cw->mod, kvs_gather_fatbin);
+	cr = cuda_drv.module_load_data(&cw->mod, kvs_gather_fatbin);
 	if (cr == CUDA_SUCCESS)
-		cr = drv.module_get_function(&cw->gather, cw->mod, "kvs_gather");
+		cr = cuda_drv.module_get_function(&cw->gather, cw->mod, "kvs_gather");
 	if (cr != CUDA_SUCCESS) {
 		/* Without the kernel the DMA mover still works. */
 		log_warning("cuda: worker %u: cannot load the gather kernel (error %d): DMA only",
-			    w->id, (int)cr);
+			    wid, (int)cr);
 		cw->gather = NULL;
 	}
-	cw->ctas = C.cfg->cuda_kernel_ctas ? C.cfg->cuda_kernel_ctas : 4 * C.dev[dev].sms;
-	w->cuda = cw;
+	/* Parsed at load (base/conf.c): nothing is compared per batch but numbers. */
+	cw->mode = cfg->cuda_mover;
+	cw->kernel_below = cfg->cuda_kernel_below;
+	cw->ctas = cfg->cuda_kernel_ctas ? cfg->cuda_kernel_ctas : 4 * cuda_device(dev)->sms;
+	*ret = &cw->m;
 	return 0;
 }
 
-void cuda_worker_fini(struct worker *w)
+static void cuda_worker_fini(struct mover *m)
 {
-	struct cuda_worker *cw = w->cuda;
+	struct cuda_worker *cw = cuda_worker_of(m);
 
-	if (!cw)
-		return;
-	cudaSetDevice(C.dev[cw->dev].ordinal);
+	cudaSetDevice(cuda_ordinal(cw->dev));
 	for (int i = 0; i < 2; i++) {
 		if (cw->st[i].stream) {
 			cudaStreamSynchronize(cw->st[i].stream);
@@ -533,9 +585,8 @@ void cuda_worker_fini(struct worker *w)
 		cudaEventDestroy(cw->events[i]);
 	free(cw->events);
 	if (cw->mod)
-		drv.module_unload(cw->mod);
+		cuda_drv.module_unload(cw->mod);
 	free(cw);
-	w->cuda = NULL;
 }
 
 static int event_get(struct cuda_worker *cw, cudaEvent_t *ret)
@@ -566,22 +617,19 @@ static void event_put(struct cuda_worker *cw, cudaEvent_t ev)
 /* Which mover for this batch: see [cuda] mover and kernel_below in kvstash.conf(5). */
 static bool want_kernel(const struct cuda_worker *cw, const struct copy_batch *b)
 {
-	/* [cuda] mover was parsed at load: no string is compared per batch. */
-	enum cuda_mover mover = C.cfg->cuda_mover;
-
-	if (!cw->gather || b->n == 0 || mover == CUDA_MOVER_DMA)
+	if (!cw->gather || b->n == 0 || cw->mode == CUDA_MOVER_DMA)
 		return false;
 	for (uint32_t i = 0; i < b->n; i++)
-		if ((b->pieces[i].eng | (uintptr_t)b->pieces[i].pool | b->pieces[i].len) & 15)
+		if ((b->pieces[i].dev | (uintptr_t)b->pieces[i].pool | b->pieces[i].len) & 15)
 			return false; /* the kernel moves 16-byte words */
-	if (mover == CUDA_MOVER_KERNEL)
+	if (cw->mode == CUDA_MOVER_KERNEL)
 		return true;
 	/*
 	 * auto: saves run in the background, where DMA costs the engine
 	 * nothing; loads are on the time-to-first-token path, where small
 	 * fragments need the kernel to reach the PCIe limit.
 	 */
-	return b->dir == COPY_LOAD && b->bytes / b->n < C.cfg->cuda_kernel_below;
+	return b->dir == COPY_FROM_POOL && b->bytes / b->n < cw->kernel_below;
 }
 
 static uint64_t count_descs(const struct copy_batch *b)
@@ -609,10 +657,9 @@ static struct kvs_desc *ring_take(struct cuda_stream *s, uint64_t n, uint64_t *r
 	return &s->ring[pos % s->cap];
 }
 
-static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct op *op,
+static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct copy_batch *b,
 			 struct cuda_op *co)
 {
-	struct copy_batch *b = &op->batch;
 	uint64_t n = count_descs(b), k = 0;
 	struct kvs_desc *d = ring_take(s, n, &co->desc_end);
 	unsigned int nd = (unsigned int)n, grid;
@@ -626,10 +673,10 @@ static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct o
 
 		for (uint64_t off = 0; off < p->len; off += KERNEL_SPLIT) {
 			uint64_t len = MIN((uint64_t)KERNEL_SPLIT, p->len - off);
-			uint64_t pool = (uint64_t)(uintptr_t)p->pool + off, eng = p->eng + off;
+			uint64_t pool = (uint64_t)(uintptr_t)p->pool + off, dev = p->dev + off;
 
-			d[k++] = b->dir == COPY_SAVE ? (struct kvs_desc){ pool, eng, len } :
-						       (struct kvs_desc){ eng, pool, len };
+			d[k++] = b->dir == COPY_TO_POOL ? (struct kvs_desc){ pool, dev, len } :
+							  (struct kvs_desc){ dev, pool, len };
 		}
 	}
 	/* Host pointer == device pointer for mapped pinned memory (checked in cuda_pin()). */
@@ -638,25 +685,23 @@ static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct o
 	params[0] = &dd;
 	params[1] = &nd;
 	grid = MIN(nd, cw->ctas);
-	cr = drv.launch_kernel(cw->gather, grid, 1, 1, KERNEL_THREADS, 1, 1, 0,
-			       (CUstream)s->stream, params, NULL);
+	cr = cuda_drv.launch_kernel(cw->gather, grid, 1, 1, KERNEL_THREADS, 1, 1, 0,
+				    (CUstream)s->stream, params, NULL);
 	if (cr != CUDA_SUCCESS) {
 		s->tail = co->desc_end - n; /* nothing was queued: give the descriptors back */
 		co->desc_end = 0;
-		return drv_errno(cr);
+		return cuda_drv_errno(cr);
 	}
 	co->kernel = true;
 	return 0;
 }
 
-static int launch_dma(struct cuda_stream *s, struct op *op)
+static int launch_dma(struct cuda_stream *s, const struct copy_batch *b)
 {
-	struct copy_batch *b = &op->batch;
-
 	for (uint32_t i = 0; i < b->n; i++) {
 		const struct piece *p = &b->pieces[i];
-		void *eng = (void *)(uintptr_t)p->eng;
-		cudaError_t e = b->dir == COPY_SAVE ?
+		void *eng = (void *)(uintptr_t)p->dev;
+		cudaError_t e = b->dir == COPY_TO_POOL ?
 					cudaMemcpyAsync(p->pool, eng, p->len, cudaMemcpyDeviceToHost,
 							s->stream) :
 					cudaMemcpyAsync(eng, p->pool, p->len, cudaMemcpyHostToDevice,
@@ -672,10 +717,9 @@ static int launch_dma(struct cuda_stream *s, struct op *op)
 	return 0;
 }
 
-void copy_cuda_submit(struct worker *w, struct op *op)
+static void cuda_submit(struct mover *m, struct copy_batch *b)
 {
-	struct cuda_worker *cw = w->cuda;
-	struct copy_batch *b = &op->batch;
+	struct cuda_worker *cw = cuda_worker_of(m);
 	struct cuda_stream *s = &cw->st[b->dir];
 	struct cuda_op *co = calloc(1, sizeof(*co));
 	int r = -ENOMEM;
@@ -683,72 +727,92 @@ void copy_cuda_submit(struct worker *w, struct op *op)
 	if (co && event_get(cw, &co->ev) == 0) {
 		r = -ENOSPC;
 		if (want_kernel(cw, b))
-			r = launch_kernel(cw, s, op, co);
+			r = launch_kernel(cw, s, b, co);
 		if (r < 0)
-			r = launch_dma(s, op);
+			r = launch_dma(s, b);
 		if (cudaEventRecord(co->ev, s->stream) != cudaSuccess && r == 0)
 			r = -EIO;
 	}
 	if (r < 0) {
 		/*
-		 * Copies already queued may still run: the op completes through
-		 * its event when one was recorded, else right away.
+		 * Copies already queued may still run: the batch completes
+		 * through its event when one was recorded, else right away.
 		 */
-		b->err = r == -ENOSPC ? -EIO : r;
+		r = r == -ENOSPC ? -EIO : r;
 		if (!co || !co->ev) {
 			free(co);
-			op->batch_priv = NULL;
-			cds_list_add_tail(&op->node, &w->local_done);
+			b->priv = NULL;
+			batch_complete(b, r);
 			return;
 		}
+		co->err = r;
 	}
-	op->batch_priv = co;
-	cds_list_add_tail(&op->node, &s->fifo);
+	b->priv = co;
+	cds_list_add_tail(&b->node, &s->fifo);
 	cw->inflight++;
 }
 
-bool copy_cuda_poll(struct worker *w)
+static bool cuda_poll(struct mover *m)
 {
-	struct cuda_worker *cw = w->cuda;
+	struct cuda_worker *cw = cuda_worker_of(m);
 	bool any = false;
 
-	if (!cw || !cw->inflight)
+	if (!cw->inflight)
 		return false;
 	for (int i = 0; i < 2; i++) {
 		struct cuda_stream *s = &cw->st[i];
 
 		while (!cds_list_empty(&s->fifo)) {
-			struct op *op = cds_list_first_entry(&s->fifo, struct op, node);
-			struct cuda_op *co = op->batch_priv;
+			struct copy_batch *b =
+				cds_list_first_entry(&s->fifo, struct copy_batch, node);
+			struct cuda_op *co = b->priv;
 			cudaError_t e = cudaEventQuery(co->ev);
+			int err = co->err;
 
 			if (e == cudaErrorNotReady)
 				break;
 			if (e != cudaSuccess) {
-				log_error("cuda: worker %u: copy failed: %s", w->id,
+				log_error("cuda: worker %u: copy failed: %s", cw->wid,
 					  cudaGetErrorString(e));
 				cudaGetLastError();
-				if (!op->batch.err)
-					op->batch.err = -EIO;
+				if (!err)
+					err = -EIO;
 			}
 			/* In-order stream: every earlier descriptor is free too. */
 			if (co->desc_end)
 				s->head = co->desc_end;
 			event_put(cw, co->ev);
 			free(co);
-			op->batch_priv = NULL;
-			cds_list_del(&op->node);
-			cds_list_add_tail(&op->node, &w->local_done);
+			b->priv = NULL;
+			cds_list_del(&b->node);
 			cw->inflight--;
+			batch_complete(b, err);
 			any = true;
 		}
 	}
 	return any;
 }
 
-unsigned copy_cuda_inflight(const struct worker *w)
+static unsigned cuda_inflight(const struct mover *m)
 {
-	const struct cuda_worker *cw = w->cuda;
-
-	return cw ? cw->inflight : 0;
+	return caa_container_of(m, const struct cuda_worker, m)->inflight;
 }
+
+const struct mover_ops cuda_mover = {
+	.name = "cuda",
+	.dev_name = "GPU",
+	.device_kind = KVS_DEVICE_CUDA,
+	.mem_kinds = MEM_KIND(KVS_MEM_CUDA_IPC) | MEM_KIND(KVS_MEM_CUDA_VMM_FD),
+	.init = cuda_init,
+	.fini = cuda_fini,
+	.device_node = cuda_device_node,
+	.pin = cuda_pin,
+	.unpin = cuda_unpin,
+	.import = cuda_mem_import,
+	.release = cuda_mem_release,
+	.worker_init = cuda_worker_init,
+	.worker_fini = cuda_worker_fini,
+	.submit = cuda_submit,
+	.poll = cuda_poll,
+	.inflight = cuda_inflight,
+};
