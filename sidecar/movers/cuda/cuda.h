@@ -4,8 +4,10 @@
  * mover table in io/mover.c) and the GPUs it found, by UUID (never by
  * ordinal: CUDA_VISIBLE_DEVICES renumbers), for HELLO and status.
  *
- *   cuda.c    GPU discovery, pool pinning, engine GPU memory (legacy IPC
- *             handles and VMM fds) and the data path
+ *   device.c  GPU discovery, pool pinning, the driver entry points and
+ *             the CUresult / cudaError_t -> errno mapping
+ *   import.c  engine GPU memory: legacy IPC handles and VMM fds
+ *   mover.c   the data path: copy engines and a gather kernel
  *   stub.c    all of it for builds without CUDA: no device
  *
  * The CUDA runtime is linked statically and driver functions are reached
@@ -13,7 +15,7 @@
  * to link and starts on hosts without a driver: the mover then finds no
  * device, host sessions work, and CUDA sessions are refused.
  *
- * This header needs no CUDA header.
+ * This header needs no CUDA header; internal.h is the folder's own.
  */
 #ifndef KVS_MOVERS_CUDA_H
 #define KVS_MOVERS_CUDA_H
