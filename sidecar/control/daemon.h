@@ -18,7 +18,8 @@
 #include "obs/metrics.h"
 #include "io/worker.h"
 
-#define MAX_WORKERS 64
+/* One per device of every mover: the host's one and up to CUDA_MAX_DEVICES GPUs. */
+#define MAX_WORKERS (1 + MOVER_MAX_DEVICES)
 
 /* Process-wide counters (relaxed atomics), read by `kvstash stats`. */
 struct daemon_stats {
