@@ -98,13 +98,17 @@ void batch_complete(struct copy_batch *b, int err)
 	}
 	pthread_mutex_lock(&k->lock);
 	cds_list_add_tail(&b->node, &k->remote);
-	pthread_mutex_unlock(&k->lock);
 	/*
-	 * Release: the batch queued above is visible to the owner that sees
-	 * the new value (its load-acquire of the word before it reaps).
+	 * The wake comes before the unlock: the owner takes the batch under
+	 * this lock only after it, and once it has every batch back it may
+	 * stop and free the sink and its word, so nothing of them may be
+	 * touched after the unlock.  Release: the batch is visible to the
+	 * owner that sees the new value (its load-acquire of the word before
+	 * it reaps).
 	 */
 	__atomic_fetch_add(k->word, 1, __ATOMIC_RELEASE);
 	shmq_wake_word(k->word);
+	pthread_mutex_unlock(&k->lock);
 }
 
 bool batch_sink_reap(struct batch_sink *k, struct cds_list_head *list)
