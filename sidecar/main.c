@@ -223,6 +223,11 @@ int main(int argc, char **argv)
 	log_info("kvstashd %s starting (wire %u.%u, config %s)", PACKAGE_VERSION, KVS_WIRE_MAJOR,
 		 KVS_WIRE_MINOR, config);
 	raise_fd_limit(&cfg);
+	/* Until the store is wired to sidecar/ssd/ (ssd.h says how), say so rather than ignore it. */
+	if (cfg.ssd_path[0])
+		log_warning("[ssd] path is set, but this kvstashd does not use the SSD tier yet: "
+			    "nothing is written to %s",
+			    cfg.ssd_path);
 
 	r = daemon_init(&d, &cfg, config);
 	if (r == 0) {

@@ -64,6 +64,9 @@
 #include "common/gpu/gpu.h" /* the compute-bound "engine" kernel */
 #endif
 
+#define TOOL_NAME "kvstash-bench"
+#include "tool.h"
+
 #define KiB	      (UINT64_C(1) << 10)
 #define MiB	      (UINT64_C(1) << 20)
 #define GiB	      (UINT64_C(1) << 30)
@@ -76,14 +79,6 @@
 
 /* ---- small helpers ------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -92,32 +87,10 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
 }
 
-static __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "kvstash-bench: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(EXIT_FAILURE);
-}
-
-/* splitmix64: deterministic streams from a seed. */
-static uint64_t mix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static void shuffle(uint32_t *v, uint32_t n, uint64_t *rng)
 {
 	for (uint32_t i = n; i > 1; i--) {
-		uint32_t j = (uint32_t)(mix(rng) % i), t = v[i - 1];
+		uint32_t j = (uint32_t)(splitmix64(rng) % i), t = v[i - 1];
 
 		v[i - 1] = v[j];
 		v[j] = t;
@@ -131,7 +104,7 @@ static void make_keys(uint8_t *keys, uint32_t n, uint64_t space, uint64_t iter)
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = parent[0] ^ (parent[1] * 31) ^ i;
-		uint64_t k[2] = { mix(&s), mix(&s) };
+		uint64_t k[2] = { splitmix64(&s), splitmix64(&s) };
 
 		memcpy(keys + 16 * (size_t)i, k, 16);
 		parent[0] = k[0];
@@ -156,15 +129,6 @@ static uint64_t quantile(uint64_t *v, size_t n, double q)
 	qsort(v, n, sizeof(*v), cmp_u64);
 	i = (size_t)(q * (double)(n - 1) + 0.5);
 	return v[i < n ? i : n - 1];
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size ? size : 1);
-
-	if (!p)
-		die("out of memory (%zu x %zu bytes)", n, size);
-	return p;
 }
 
 static int parse_size(const char *s, uint64_t *ret)
@@ -296,7 +260,7 @@ static void host_mem_fill(struct bmem *m, uint64_t seed)
 	uint64_t *p = (uint64_t *)(uintptr_t)m->addr;
 
 	for (uint64_t i = 0; i < m->size / 8; i++)
-		p[i] = mix(&seed);
+		p[i] = splitmix64(&seed);
 }
 
 static void host_mem_read(const struct bmem *m, uint64_t off, void *dst, uint64_t len)
@@ -386,7 +350,7 @@ static void cuda_mem_fill(struct bmem *m, uint64_t seed)
 		uint64_t n = m->size - off < chunk ? m->size - off : chunk;
 
 		for (uint64_t i = 0; i < n / 8; i++)
-			buf[i] = mix(&seed);
+			buf[i] = splitmix64(&seed);
 		CUDA_OK(cudaMemcpy((void *)(uintptr_t)(m->addr + off), buf, n,
 				   cudaMemcpyHostToDevice));
 	}
@@ -2121,24 +2085,6 @@ static void default_kvstashd(void)
 	snprintf(O.kvstashd, sizeof(O.kvstashd), "%.*s/../sidecar/kvstashd", PATH_MAX - 32, self);
 }
 
-static void parse_names(const char *s, bool *out, const char *const *names, unsigned n,
-			const char *what)
-{
-	char buf[256], *save = NULL, *tok;
-
-	memset(out, 0, n * sizeof(*out));
-	snprintf(buf, sizeof(buf), "%s", s);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned i;
-
-		for (i = 0; i < n && strcmp(tok, names[i]); i++)
-			;
-		if (i == n)
-			die("unknown %s '%s'", what, tok);
-		out[i] = true;
-	}
-}
-
 static void parse_args(int argc, char **argv)
 {
 	enum {
@@ -2344,11 +2290,8 @@ static void parse_args(int argc, char **argv)
 			O.interference = false;
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(2);
+			usage_exit(usage, c);
 		}
 	}
 	if (optind < argc)

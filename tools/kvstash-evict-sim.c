@@ -50,48 +50,12 @@
 
 #include "store/evict.h"
 
-static __attribute__((noreturn, format(printf, 1, 2))) void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "kvstash-evict-sim: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(EXIT_FAILURE);
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size ? size : 1);
-
-	if (!p)
-		die("out of memory (%zu x %zu bytes)", n, size);
-	return p;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* splitmix64 */
-static uint64_t rnd(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#define TOOL_NAME "kvstash-evict-sim"
+#include "tool.h"
 
 static double rnd01(uint64_t *s)
 {
-	return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0);
+	return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ---- a key -> u32 map (open addressing, linear probing) ------------- */
@@ -194,18 +158,58 @@ struct policy {
 	void (*destroy)(void *p);
 };
 
-/* A node pool with a free list, shared by the list-based policies. */
-struct pool {
+/*
+ * What every policy starts with (its first member, so that a policy is a
+ * pointer to it): the resident keys, each mapped to its node, and the
+ * indices of the free nodes (for the node-based policies).
+ */
+struct resident {
+	struct map m;
 	uint32_t *free;
 	uint32_t nfree;
+	size_t cap;
 };
 
-static void pool_init(struct pool *p, size_t cap)
+static void resident_init(struct resident *r, size_t cap, bool nodes)
 {
-	p->free = xcalloc(cap, sizeof(*p->free));
+	map_init(&r->m, cap);
+	r->cap = cap;
+	if (!nodes)
+		return;
+	r->free = xcalloc(cap, sizeof(*r->free));
 	for (size_t i = 0; i < cap; i++)
-		p->free[i] = (uint32_t)(cap - 1 - i);
-	p->nfree = (uint32_t)cap;
+		r->free[i] = (uint32_t)(cap - 1 - i);
+	r->nfree = (uint32_t)cap;
+}
+
+static void resident_fini(struct resident *r)
+{
+	map_free(&r->m);
+	free(r->free);
+}
+
+/* Every policy's contains(). */
+static bool resident_has(void *p, uint64_t k)
+{
+	uint32_t i;
+
+	return map_get(&((struct resident *)p)->m, k, &i);
+}
+
+/* A free node for @k, now resident. */
+static uint32_t resident_add(struct resident *r, uint64_t k)
+{
+	uint32_t i = r->free[--r->nfree];
+
+	map_put(&r->m, k, i);
+	return i;
+}
+
+/* @k, in node @i, leaves. */
+static void resident_del(struct resident *r, uint64_t k, uint32_t i)
+{
+	map_del(&r->m, k);
+	r->free[r->nfree++] = i;
 }
 
 /* kvstashd: its S3-FIFO queue (sidecar/store/evict.c), the key as the fingerprint. */
@@ -215,30 +219,19 @@ struct kv_node {
 };
 
 struct kv {
+	struct resident r;
 	struct s3fifo q;
-	struct map m;
 	struct kv_node *nodes;
-	struct pool pool;
-	size_t cap;
 };
 
 static void *kv_create(size_t cap)
 {
 	struct kv *s = xcalloc(1, sizeof(*s));
 
+	resident_init(&s->r, cap, true);
 	s3fifo_init(&s->q);
-	map_init(&s->m, cap);
 	s->nodes = xcalloc(cap, sizeof(*s->nodes));
-	pool_init(&s->pool, cap);
-	s->cap = cap;
 	return s;
-}
-
-static bool kv_contains(void *p, uint64_t k)
-{
-	uint32_t i;
-
-	return map_get(&((struct kv *)p)->m, k, &i);
 }
 
 static bool kv_hit(void *p, uint64_t k)
@@ -246,7 +239,7 @@ static bool kv_hit(void *p, uint64_t k)
 	struct kv *s = p;
 	uint32_t i;
 
-	if (!map_get(&s->m, k, &i))
+	if (!map_get(&s->r.m, k, &i))
 		return false;
 	s3fifo_hit(&s->nodes[i].qn);
 	return true;
@@ -262,7 +255,7 @@ static void kv_insert(void *p, uint64_t k)
 	struct kv *s = p;
 	uint32_t i;
 
-	if (s->q.n == s->cap) {
+	if (s->q.n == s->r.cap) {
 		struct s3fifo_node *v = s3fifo_pick(&s->q, kv_any, NULL, 0);
 		struct kv_node *vn;
 
@@ -270,13 +263,11 @@ static void kv_insert(void *p, uint64_t k)
 			die("kvstashd's queue found no victim in %zu unpinned entries", s->q.n);
 		vn = caa_container_of(v, struct kv_node, qn);
 		s3fifo_evict(&s->q, v, vn->key);
-		map_del(&s->m, vn->key);
-		s->pool.free[s->pool.nfree++] = (uint32_t)(vn - s->nodes);
+		resident_del(&s->r, vn->key, (uint32_t)(vn - s->nodes));
 	}
-	i = s->pool.free[--s->pool.nfree];
+	i = resident_add(&s->r, k);
 	s->nodes[i].key = k;
 	s3fifo_insert(&s->q, &s->nodes[i].qn, k);
-	map_put(&s->m, k, i);
 }
 
 static void kv_destroy(void *p)
@@ -284,9 +275,8 @@ static void kv_destroy(void *p)
 	struct kv *s = p;
 
 	s3fifo_fini(&s->q);
-	map_free(&s->m);
+	resident_fini(&s->r);
 	free(s->nodes);
-	free(s->pool.free);
 	free(s);
 }
 
@@ -303,12 +293,11 @@ struct sv_node {
 };
 
 struct sv {
+	struct resident r;
 	struct cds_list_head list;
 	struct sv_node *hand; /* NULL: start at the oldest */
-	struct map m;
 	struct sv_node *nodes;
-	struct pool pool;
-	size_t cap, n;
+	size_t n;
 	bool warm; /* insert as visited: one lap of grace for new blocks */
 };
 
@@ -316,19 +305,10 @@ static void *sv_create(size_t cap)
 {
 	struct sv *s = xcalloc(1, sizeof(*s));
 
+	resident_init(&s->r, cap, true);
 	CDS_INIT_LIST_HEAD(&s->list);
-	map_init(&s->m, cap);
 	s->nodes = xcalloc(cap, sizeof(*s->nodes));
-	pool_init(&s->pool, cap);
-	s->cap = cap;
 	return s;
-}
-
-static bool sv_contains(void *p, uint64_t k)
-{
-	uint32_t i;
-
-	return map_get(&((struct sv *)p)->m, k, &i);
 }
 
 static bool sv_hit(void *p, uint64_t k)
@@ -336,7 +316,7 @@ static bool sv_hit(void *p, uint64_t k)
 	struct sv *s = p;
 	uint32_t i;
 
-	if (!map_get(&s->m, k, &i))
+	if (!map_get(&s->r.m, k, &i))
 		return false;
 	s->nodes[i].visited = true;
 	return true;
@@ -360,7 +340,7 @@ static void sv_insert(void *p, uint64_t k)
 	struct sv *s = p;
 	uint32_t i;
 
-	if (s->n == s->cap) {
+	if (s->n == s->r.cap) {
 		struct sv_node *v = s->hand ? s->hand : sv_oldest(s);
 
 		/* Everything is evictable: at most one lap clears every bit. */
@@ -373,15 +353,13 @@ static void sv_insert(void *p, uint64_t k)
 			s->hand = NULL;
 		cds_list_del(&v->link);
 		s->n--;
-		map_del(&s->m, v->key);
-		s->pool.free[s->pool.nfree++] = (uint32_t)(v - s->nodes);
+		resident_del(&s->r, v->key, (uint32_t)(v - s->nodes));
 	}
-	i = s->pool.free[--s->pool.nfree];
+	i = resident_add(&s->r, k);
 	s->nodes[i].key = k;
 	s->nodes[i].visited = s->warm;
 	cds_list_add(&s->nodes[i].link, &s->list);
 	s->n++;
-	map_put(&s->m, k, i);
 }
 
 static void *sv_create_warm(size_t cap)
@@ -396,9 +374,8 @@ static void sv_destroy(void *p)
 {
 	struct sv *s = p;
 
-	map_free(&s->m);
+	resident_fini(&s->r);
 	free(s->nodes);
-	free(s->pool.free);
 	free(s);
 }
 /* LRU: a doubly linked list by index, most recent at the head. */
@@ -408,10 +385,9 @@ struct lru_node {
 };
 
 struct lru {
-	struct map m;
+	struct resident r;
 	struct lru_node *nodes; /* nodes[cap] is the list head */
-	struct pool pool;
-	size_t cap, n;
+	size_t n;
 };
 
 static void lru_unlink(struct lru *l, uint32_t i)
@@ -422,7 +398,7 @@ static void lru_unlink(struct lru *l, uint32_t i)
 
 static void lru_push(struct lru *l, uint32_t i)
 {
-	uint32_t h = (uint32_t)l->cap;
+	uint32_t h = (uint32_t)l->r.cap;
 
 	l->nodes[i].prev = h;
 	l->nodes[i].next = l->nodes[h].next;
@@ -434,19 +410,10 @@ static void *lru_create(size_t cap)
 {
 	struct lru *l = xcalloc(1, sizeof(*l));
 
-	map_init(&l->m, cap);
+	resident_init(&l->r, cap, true);
 	l->nodes = xcalloc(cap + 1, sizeof(*l->nodes));
 	l->nodes[cap].prev = l->nodes[cap].next = (uint32_t)cap;
-	pool_init(&l->pool, cap);
-	l->cap = cap;
 	return l;
-}
-
-static bool lru_contains(void *p, uint64_t k)
-{
-	uint32_t i;
-
-	return map_get(&((struct lru *)p)->m, k, &i);
 }
 
 static bool lru_hit(void *p, uint64_t k)
@@ -454,7 +421,7 @@ static bool lru_hit(void *p, uint64_t k)
 	struct lru *l = p;
 	uint32_t i;
 
-	if (!map_get(&l->m, k, &i))
+	if (!map_get(&l->r.m, k, &i))
 		return false;
 	lru_unlink(l, i);
 	lru_push(l, i);
@@ -466,17 +433,15 @@ static void lru_insert(void *p, uint64_t k)
 	struct lru *l = p;
 	uint32_t i;
 
-	if (l->n == l->cap) {
-		i = l->nodes[l->cap].prev; /* the least recent */
+	if (l->n == l->r.cap) {
+		i = l->nodes[l->r.cap].prev; /* the least recent */
 		lru_unlink(l, i);
-		map_del(&l->m, l->nodes[i].key);
-		l->pool.free[l->pool.nfree++] = i;
+		resident_del(&l->r, l->nodes[i].key, i);
 		l->n--;
 	}
-	i = l->pool.free[--l->pool.nfree];
+	i = resident_add(&l->r, k);
 	l->nodes[i].key = k;
 	lru_push(l, i);
-	map_put(&l->m, k, i);
 	l->n++;
 }
 
@@ -484,9 +449,8 @@ static void lru_destroy(void *p)
 {
 	struct lru *l = p;
 
-	map_free(&l->m);
+	resident_fini(&l->r);
 	free(l->nodes);
-	free(l->pool.free);
 	free(l);
 }
 
@@ -520,44 +484,35 @@ static uint64_t ring_pop(struct ring *r)
 
 /* FIFO: evict the oldest insert; hits change nothing. */
 struct fifo {
-	struct map m;
-	struct ring r;
-	size_t cap;
+	struct resident r; /* no nodes: the ring holds the keys */
+	struct ring keys;
 };
 
 static void *fifo_create(size_t cap)
 {
 	struct fifo *f = xcalloc(1, sizeof(*f));
 
-	map_init(&f->m, cap);
-	ring_init(&f->r, cap);
-	f->cap = cap;
+	resident_init(&f->r, cap, false);
+	ring_init(&f->keys, cap);
 	return f;
-}
-
-static bool fifo_contains(void *p, uint64_t k)
-{
-	uint32_t i;
-
-	return map_get(&((struct fifo *)p)->m, k, &i);
 }
 
 static void fifo_insert(void *p, uint64_t k)
 {
 	struct fifo *f = p;
 
-	if (f->r.n == f->cap)
-		map_del(&f->m, ring_pop(&f->r));
-	ring_push(&f->r, k);
-	map_put(&f->m, k, 0);
+	if (f->keys.n == f->r.cap)
+		map_del(&f->r.m, ring_pop(&f->keys));
+	ring_push(&f->keys, k);
+	map_put(&f->r.m, k, 0);
 }
 
 static void fifo_destroy(void *p)
 {
 	struct fifo *f = p;
 
-	map_free(&f->m);
-	free(f->r.v);
+	resident_fini(&f->r);
+	free(f->keys.v);
 	free(f);
 }
 
@@ -576,37 +531,27 @@ struct s3_node {
 };
 
 struct s3 {
-	struct map m; /* key -> node */
-	struct map g; /* ghost key -> its position count */
+	struct resident r; /* key -> node */
+	struct map g;	   /* ghost key -> its position count */
 	struct s3_node *nodes;
-	struct pool pool;
 	struct ring small, main, ghost;
 	uint64_t ghost_seq; /* pushes so far: a ghost's identity */
-	size_t cap, small_cap, ghost_cap;
+	size_t small_cap, ghost_cap;
 };
 
 static void *s3_create(size_t cap)
 {
 	struct s3 *s = xcalloc(1, sizeof(*s));
 
-	s->cap = cap;
 	s->small_cap = cap / 10 ? cap / 10 : 1;
 	s->ghost_cap = cap - s->small_cap ? cap - s->small_cap : 1;
-	map_init(&s->m, cap);
+	resident_init(&s->r, cap, true);
 	map_init(&s->g, s->ghost_cap);
 	s->nodes = xcalloc(cap, sizeof(*s->nodes));
-	pool_init(&s->pool, cap);
 	ring_init(&s->small, cap + 1);
 	ring_init(&s->main, cap + 1);
 	ring_init(&s->ghost, s->ghost_cap);
 	return s;
-}
-
-static bool s3_contains(void *p, uint64_t k)
-{
-	uint32_t i;
-
-	return map_get(&((struct s3 *)p)->m, k, &i);
 }
 
 static bool s3_hit(void *p, uint64_t k)
@@ -614,7 +559,7 @@ static bool s3_hit(void *p, uint64_t k)
 	struct s3 *s = p;
 	uint32_t i;
 
-	if (!map_get(&s->m, k, &i))
+	if (!map_get(&s->r.m, k, &i))
 		return false;
 	if (s->nodes[i].freq < 3)
 		s->nodes[i].freq++;
@@ -637,8 +582,7 @@ static void s3_ghost_add(struct s3 *s, uint64_t k)
 
 static void s3_free_node(struct s3 *s, uint32_t i)
 {
-	map_del(&s->m, s->nodes[i].key);
-	s->pool.free[s->pool.nfree++] = i;
+	resident_del(&s->r, s->nodes[i].key, i);
 }
 
 static void s3_evict_main(struct s3 *s)
@@ -669,9 +613,9 @@ static void s3_evict(struct s3 *s)
 			s->nodes[i].freq = 0;
 			s->nodes[i].inq = 2;
 			ring_push(&s->main, i);
-			if (s->main.n > s->cap - s->small_cap)
+			if (s->main.n > s->r.cap - s->small_cap)
 				s3_evict_main(s);
-			if (s->small.n + s->main.n < s->cap)
+			if (s->small.n + s->main.n < s->r.cap)
 				return;
 			continue;
 		}
@@ -688,9 +632,9 @@ static void s3_insert(void *p, uint64_t k)
 	uint32_t i, seq;
 	bool ghost = map_get(&s->g, k, &seq);
 
-	while (s->small.n + s->main.n >= s->cap)
+	while (s->small.n + s->main.n >= s->r.cap)
 		s3_evict(s);
-	i = s->pool.free[--s->pool.nfree];
+	i = resident_add(&s->r, k);
 	s->nodes[i] = (struct s3_node){ .key = k, .freq = 0, .inq = ghost ? 2 : 1 };
 	if (ghost) {
 		map_del(&s->g, k);
@@ -698,35 +642,29 @@ static void s3_insert(void *p, uint64_t k)
 	} else {
 		ring_push(&s->small, i);
 	}
-	map_put(&s->m, k, i);
 }
 
 static void s3_destroy(void *p)
 {
 	struct s3 *s = p;
 
-	map_free(&s->m);
+	resident_fini(&s->r);
 	map_free(&s->g);
 	free(s->nodes);
-	free(s->pool.free);
 	free(s->small.v);
 	free(s->main.v);
 	free(s->ghost.v);
 	free(s);
 }
 
-static bool no_hit_update(void *p, uint64_t k)
-{
-	return fifo_contains(p, k);
-}
-
+/* FIFO's hit: a lookup that changes nothing. */
 static const struct policy POLICIES[] = {
-	{ "LRU", lru_create, lru_hit, lru_contains, lru_insert, lru_destroy },
-	{ "kvstashd", kv_create, kv_hit, kv_contains, kv_insert, kv_destroy },
-	{ "SIEVE", sv_create, sv_hit, sv_contains, sv_insert, sv_destroy },
-	{ "FIFO", fifo_create, no_hit_update, fifo_contains, fifo_insert, fifo_destroy },
-	{ "S3-FIFO-lite", s3_create, s3_hit, s3_contains, s3_insert, s3_destroy },
-	{ "SIEVE-warm", sv_create_warm, sv_hit, sv_contains, sv_insert, sv_destroy },
+	{ "LRU", lru_create, lru_hit, resident_has, lru_insert, lru_destroy },
+	{ "kvstashd", kv_create, kv_hit, resident_has, kv_insert, kv_destroy },
+	{ "SIEVE", sv_create, sv_hit, resident_has, sv_insert, sv_destroy },
+	{ "FIFO", fifo_create, resident_has, resident_has, fifo_insert, fifo_destroy },
+	{ "S3-FIFO-lite", s3_create, s3_hit, resident_has, s3_insert, s3_destroy },
+	{ "SIEVE-warm", sv_create_warm, sv_hit, resident_has, sv_insert, sv_destroy },
 };
 #define NR_POLICIES (sizeof(POLICIES) / sizeof(POLICIES[0]))
 
@@ -995,19 +933,7 @@ static void parse_args(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_W:
-			memset(O.workloads, 0, sizeof(O.workloads));
-			snprintf(buf, sizeof(buf), "%s", optarg);
-			save = NULL;
-			for (tok = strtok_r(buf, ",", &save); tok;
-			     tok = strtok_r(NULL, ",", &save)) {
-				unsigned i;
-
-				for (i = 0; i < 3 && strcmp(tok, WORKLOADS[i]); i++)
-					;
-				if (i == 3)
-					die("unknown workload '%s'", tok);
-				O.workloads[i] = true;
-			}
+			parse_names(optarg, O.workloads, WORKLOADS, 3, "workload");
 			break;
 		case OPT_REQ:
 			O.requests = strtoull(optarg, NULL, 0);
@@ -1057,11 +983,8 @@ static void parse_args(int argc, char **argv)
 			O.json = true;
 			break;
 		case 'h':
-			usage(stdout);
-			exit(0);
 		default:
-			usage(stderr);
-			exit(2);
+			usage_exit(usage, c);
 		}
 	}
 	if (optind < argc)

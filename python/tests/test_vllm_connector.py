@@ -63,9 +63,22 @@ def live_leases(daemon) -> int:
     return kvstash.stats(daemon.socket)["global"]["leases_live"]
 
 
+def leases_become(daemon, want: int, timeout: float = 10.0) -> bool:
+    """Does kvstashd's live-lease count reach @want within @timeout?
+
+    A RELEASE is an SQE like any other: the connector submits it and goes
+    on, so the count drops once kvstashd has taken it, not at once."""
+    deadline = time.monotonic() + timeout
+    while live_leases(daemon) != want:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def assert_clean(daemon, *engines):
     """No live lease in kvstashd, no request left in any connector, every block back."""
-    assert live_leases(daemon) == 0
+    assert leases_become(daemon, 0)
     for e in engines:
         assert e.idle()
         assert e.conn._sched.tracked() == 0
@@ -197,14 +210,14 @@ def test_relookup_and_unallocated_lookup_leave_no_lease(engines, daemon):
     b = engines("loader")
     req = vs.Request("b", PROMPT, ve.BS)
     assert b.conn.get_num_new_matched_tokens(req, 0) == (48, True)
-    assert live_leases(daemon) == 1
+    assert leases_become(daemon, 1)
     # Asked again with a longer GPU-cached prefix: the old lease goes, a new one comes.
     assert b.conn.get_num_new_matched_tokens(req, 16) == (32, True)
-    assert live_leases(daemon) == 1
+    assert leases_become(daemon, 1)
     # vLLM could not allocate blocks for it: the step ends without update_state_after_alloc.
     so = vs.SchedulerOutput([], vs.CachedRequestData(), {}, set(), set())
     b.conn.build_connector_meta(so)
-    assert live_leases(daemon) == 0
+    assert leases_become(daemon, 0)
     b.conn.request_finished(req, [])
     assert b.conn._sched.tracked() == 0
 
@@ -216,7 +229,7 @@ def test_request_that_does_not_fit_releases_its_lease(engines, daemon):
     b.add("b", PROMPT)
     b.step()
     assert "b" in b.waiting and "b" not in b.remote
-    assert live_leases(daemon) == 0
+    assert leases_become(daemon, 0)
     b.abort("b")
     assert b.conn._sched.tracked() == 0
 
@@ -230,7 +243,7 @@ def test_abort_during_load_frees_blocks_and_leases(engines, daemon):
     b.abort("b")                      # vLLM keeps its blocks until the load ended
     b.run()
     assert b.idle() and len(b.free) == 31
-    assert live_leases(daemon) == 0
+    assert leases_become(daemon, 0)
     assert b.conn._sched.tracked() == 0
 
 

@@ -136,6 +136,10 @@ def test_cuda_caches_save_and_load_byte_exact(gpu_daemon, save_layout, load_layo
                 assert b.workers[0].read(blk) == ve.expected(bytes(req.block_hashes[i][:16]), 0), f"block {i}"
             b.run(timeout=60)
             assert not b.invalid
+            # RELEASEs are submitted, not waited for: kvstashd takes them a moment later.
+            deadline = time.monotonic() + 10
+            while kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] and time.monotonic() < deadline:
+                time.sleep(0.005)
             assert kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] == 0
         finally:
             for e in engines:

@@ -150,6 +150,17 @@ def live(daemon):
     return kvstash.stats(daemon.socket)["global"]["leases_live"]
 
 
+def leases_become(daemon, want, timeout=10.0):
+    """Does the live-lease count reach @want within @timeout?  RELEASEs
+    are submitted, not waited for: kvstashd takes them a moment later."""
+    deadline = time.monotonic() + timeout
+    while live(daemon) != want:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def test_store_lookup_load_into_shuffled_blocks(setup, daemon):
     a_mgr, a = setup("e0")
     keys = keys_for(100, 4)
@@ -165,7 +176,7 @@ def test_store_lookup_load_into_shuffled_blocks(setup, daemon):
     assert prefix_lookup(b_mgr, keys + keys_for(900, 1), ctx) == 4      # next step: one QUERY answers
     dst = random.Random(5).sample(range(5, NB), 4)
     spec = b_mgr.prepare_load(keys, ctx)
-    assert live(daemon) == 1
+    assert leases_become(daemon, 1)
     assert b.worker.transfer_async(7, (spec, vs.GPULoadStoreSpec(dst, group_sizes=[4], block_indices=[0])))
     r = b.wait(7)
     assert r.success and r.transfer_size == 4 * LAYERS * 2 * HALF and r.transfer_type == ("KVSTASH", "GPU")
@@ -173,7 +184,7 @@ def test_store_lookup_load_into_shuffled_blocks(setup, daemon):
         assert b.read(blk) == b.expect(vs.get_offload_block_hash(k))
     b_mgr.complete_load(keys, ctx)
     list(b_mgr.take_events())
-    assert live(daemon) == 0
+    assert leases_become(daemon, 0)
 
 
 def test_unclaimed_lookups_release_their_lease_each_step(setup, daemon):
@@ -186,12 +197,12 @@ def test_unclaimed_lookups_release_their_lease_each_step(setup, daemon):
     prefix_lookup(mgr, keys, ctx)
     list(mgr.take_events())
     assert prefix_lookup(mgr, keys, ctx) == 2
-    assert live(daemon) == 1
+    assert leases_become(daemon, 1)
     list(mgr.take_events())           # the request was not scheduled this step
-    assert live(daemon) == 0
+    assert leases_become(daemon, 0)
     assert prefix_lookup(mgr, keys, ctx) == 2    # asked again: answered at once, no retry step
     list(mgr.take_events())
-    assert live(daemon) == 0 and mgr.live_leases() == 0
+    assert leases_become(daemon, 0) and mgr.live_leases() == 0
 
 
 def test_load_of_other_blocks_than_looked_up(setup, daemon):
@@ -213,7 +224,7 @@ def test_load_of_other_blocks_than_looked_up(setup, daemon):
     assert rank.read(8) == rank.expect(vs.get_offload_block_hash(keys[2]))
     mgr.complete_load(keys[1:], ctx)
     list(mgr.take_events())
-    assert live(daemon) == 0
+    assert leases_become(daemon, 0)
 
 
 def test_kvstashd_killed_mid_load_fails_the_job_without_a_hang(setup, daemon):
@@ -269,7 +280,7 @@ def test_tp2_ranks_load_their_own_shards(daemon):
                 assert r.read(4) == r.expect(vs.get_offload_block_hash(keys[1]))
             mgr.complete_load(keys, ctx)
             list(mgr.take_events())
-            assert live(daemon) == 0
+            assert leases_become(daemon, 0)
         finally:
             for r in ranks:
                 r.close()

@@ -198,6 +198,10 @@ def test_offloading_spec_through_vllm_interfaces(gpu_daemon, layout):
         got, want = blocks(dst_ids), blocks(src_ids)
         assert bool(want.abs().sum() > 0), "the source blocks were never filled"
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), "loaded blocks differ from the saved ones"
+        # RELEASEs are submitted, not waited for: kvstashd takes them a moment later.
+        deadline = time.monotonic() + 10
+        while kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] and time.monotonic() < deadline:
+            time.sleep(0.005)
         assert kvstash.stats(gpu_daemon.socket)["global"]["leases_live"] == 0
         w.shutdown()
         manager.shutdown()

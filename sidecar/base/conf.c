@@ -149,6 +149,47 @@ static const struct key keys[] = {
 	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
 	    "thread blocks of the gather kernel (0: 4 per SM)"),
 
+	KEY("cluster", "redis", T_STR, cluster_redis, "", 0, 0,
+	    "Redis holding the cluster block registry: host:port, [v6]:port or unix:/path; empty: no cluster"),
+	KEY("cluster", "user", T_STR, cluster_user, "", 0, 0,
+	    "Redis ACL user to AUTH as (empty: the default user)"),
+	KEY("cluster", "password_file", T_STR, cluster_password_file, "", 0, 0,
+	    "file holding the Redis AUTH password, owned by kvstashd's user, mode 0600 or stricter (empty: no AUTH)"),
+	KEY("cluster", "name", T_STR, cluster_name, "kvstash", 0, 0,
+	    "cluster name: nodes of one name see each other's blocks"),
+	KEY("cluster", "node", T_STR, cluster_node, "", 0, 0,
+	    "this node's name, unique in the cluster (empty: the host name)"),
+	KEY("cluster", "peer_address", T_STR, cluster_peer_address, "", 0, 0,
+	    "HOST:PORT where peers reach this node for block transfers"),
+	KEY("cluster", "lease_ttl", T_MS, cluster_lease_ttl_ms, "10s", 1000, 600000,
+	    "node lease: renewed every third of it; a dead node's blocks stop being answered within it"),
+	KEY("cluster", "connect_timeout", T_MS, cluster_connect_timeout_ms, "1s", 10, 200000,
+	    "a connection to Redis not up within this is retried (at most a third of lease_ttl)"),
+	KEY("cluster", "command_timeout", T_MS, cluster_command_timeout_ms, "2s", 10, 200000,
+	    "no reply within this: the connection is dropped and made again (at most a third of lease_ttl)"),
+	KEY("cluster", "flush_timeout", T_MS, cluster_flush_timeout_ms, "5s", 10, 600000,
+	    "a cluster FLUSH completes by then, counting what was not delivered as dropped"),
+	KEY("cluster", "query_timeout", T_MS, cluster_query_timeout_ms, "100ms", 1, 60000,
+	    "a cluster QUERY answers by then with what the registry said so far"),
+	KEY("cluster", "queue_entries", T_U32, cluster_queue_entries, "65536", 64, 1u << 24,
+	    "registrations waiting for Redis (power of two); beyond, they are dropped and counted"),
+	KEY("cluster", "entry_ttl", T_MS, cluster_entry_ttl_ms, "6h", 60000, 86400000,
+	    "block entries expire unless refreshed (a live node refreshes its own every half of it)"),
+	KEY("ssd", "path", T_STR, ssd_path, "", 0, 0,
+	    "files or block devices of the SSD tier, separated by commas (empty: no SSD tier)"),
+	KEY("ssd", "size", T_SIZE, ssd_size, "0", 0, 1ull << 50,
+	    "bytes of each file, preallocated at start-up (block devices: 0 = the whole device)"),
+	KEY("ssd", "region_size", T_SIZE, ssd_region_size, "256M", 16384, 1ull << 40,
+	    "log region, written and reused whole (a multiple of 4 KiB; a block must fit one)"),
+	KEY("ssd", "queue_depth", T_U32, ssd_queue_depth, "32", 1, 4096,
+	    "block reads and writes in flight per drive"),
+	KEY("ssd", "write_queue", T_U32, ssd_write_queue, "0", 0, 65536,
+	    "evicted blocks waiting per drive before the least used are not written (0: 4 x queue_depth)"),
+	KEY("ssd", "write_policy", T_STR, ssd_write_policy, "spill", 0, 0,
+	    "spill: write every block evicted from DRAM; filter: only blocks used or evicted before"),
+	KEY("ssd", "write_rate", T_SIZE, ssd_write_rate, "0", 0, 1ull << 40,
+	    "most bytes per second written to each drive (0: no cap)"),
+
 	KEY("metrics", "listen", T_STR, metrics_listen, "", 0, 0,
 	    "HOST:PORT of the Prometheus endpoint (/metrics, /health); empty: off"),
 
@@ -690,6 +731,14 @@ int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
 	}
 	if (strcmp(cfg->log_target, "file") == 0 && !cfg->log_file[0]) {
 		snprintf(err, errlen, "[log] target = file needs [log] file");
+		return -EINVAL;
+	}
+	if (strcmp(cfg->ssd_write_policy, "spill") && strcmp(cfg->ssd_write_policy, "filter")) {
+		snprintf(err, errlen, "[ssd] write_policy must be spill or filter");
+		return -EINVAL;
+	}
+	if (cfg->ssd_region_size % 4096) {
+		snprintf(err, errlen, "[ssd] region_size must be a multiple of 4 KiB");
 		return -EINVAL;
 	}
 	if (cfg->socket_path[0] != '/') {

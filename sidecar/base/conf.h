@@ -90,6 +90,29 @@ struct kvs_config {
 	uint64_t cuda_kernel_below;
 	uint32_t cuda_kernel_ctas;
 
+	/* [cluster] (sidecar/cluster/registry.h) */
+	char *cluster_redis; /* empty: no cluster */
+	char *cluster_user;
+	char *cluster_password_file;
+	char *cluster_name;
+	char *cluster_node; /* empty: the host name */
+	char *cluster_peer_address;
+	uint32_t cluster_lease_ttl_ms;
+	uint32_t cluster_connect_timeout_ms;
+	uint32_t cluster_command_timeout_ms;
+	uint32_t cluster_flush_timeout_ms;
+	uint32_t cluster_query_timeout_ms;
+	uint32_t cluster_queue_entries;
+	uint32_t cluster_entry_ttl_ms;
+	/* [ssd] (sidecar/ssd/ssd.h): no path, no SSD tier */
+	char *ssd_path;		/* comma-separated files or block devices */
+	uint64_t ssd_size;	/* bytes per file */
+	uint64_t ssd_region_size;
+	uint32_t ssd_queue_depth;
+	uint32_t ssd_write_queue;
+	char *ssd_write_policy;	/* spill, filter */
+	uint64_t ssd_write_rate; /* bytes per second per drive; 0: no cap */
+
 	/* [metrics] */
 	char *metrics_listen; /* HOST:PORT, empty: off */
 

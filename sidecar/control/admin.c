@@ -85,7 +85,7 @@ int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	dm.nr_sessions = server_active_sessions(d);
 	dm.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	dm.nr_workers = d->nr_workers;
-	dm.nr_instances = instance_count();
+	dm.nr_instances = instance_count(d->instances);
 	dm.cuda_available = cuda_device_count() > 0;
 	put(&t, &dm, sizeof(dm));
 	cds_list_for_each_entry(s, &d->sessions, node) {
@@ -133,9 +133,9 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 	struct session *s;
 	unsigned nr;
 
-	store_get_stats(&st);
-	lease_get_stats(&ls);
-	nr = store_region_stats(rs, POOL_MAX_REGIONS);
+	store_get_stats(d->store, &st);
+	lease_get_stats(d->leases, &ls);
+	nr = store_region_stats(d->store, rs, POOL_MAX_REGIONS);
 	HDR(g, KVS_MSG_STATS_GLOBAL, seq);
 	g.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	for (unsigned i = 0; i < nr; i++) {

@@ -107,6 +107,12 @@ static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
 	return n ? (int)n : -EINVAL;
 }
 
+/* A namespace's slot is reclaimed: its blocks go from the store. */
+static unsigned drop_nspace(void *arg, struct nspace *ns)
+{
+	return store_drop_nspace(arg, &ns->in_store);
+}
+
 /*
  * [server] max_fds_per_uid, 0 meaning half of the fds kvstashd may open
  * (main() raised the soft limit to the hard one): one uid's sessions can
@@ -159,6 +165,15 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
+	const struct lease_params lp = {
+		.ttl_ms = cfg->lease_ttl_ms,
+		.max_per_holder = cfg->max_leases,
+		.max_bytes_holder = cfg->lease_memory_per_instance,
+		.max_bytes_uid = cfg->lease_memory_per_uid,
+		.max_bytes = cfg->lease_memory,
+		.ops = &instance_lease_ops,
+	};
+	struct store_params sp = { .unsealed_share = cfg->unsealed_share };
 	struct pool *pool;
 	int nodes[POOL_MAX_REGIONS];
 	sigset_t mask;
@@ -199,9 +214,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
 
 	urcu_memb_register_thread();
-	nspace_table_init(cfg->max_namespaces, store_drop_nspace);
-	instance_table_init();
-	lease_table_init(cfg);
+	r = lease_table_new(&lp, &d->leases);
+	if (r < 0)
+		return log_error_errno(r, "cannot create the lease table");
 
 	/* Every mover finds its devices: the pool goes where they are. */
 	r = movers_init(cfg);
@@ -226,11 +241,19 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 			return r;
 		}
 	}
-	r = store_init(pool, cfg);
-	if (r < 0) {
-		pool_destroy(pool);
+	/* Ours from here: daemon_fini() unpins and destroys it. */
+	d->pool = pool;
+	sp.pool = pool;
+	sp.revoke = lease_revoke_for;
+	sp.leases = d->leases;
+	r = store_new(&sp, &d->store);
+	if (r < 0)
 		return log_error_errno(r, "cannot create the block index");
-	}
+	r = nspace_table_new(cfg->max_namespaces, drop_nspace, d->store, &d->nspaces);
+	if (r == 0)
+		r = instance_table_new(d->store, &d->instances);
+	if (r < 0)
+		return log_error_errno(r, "cannot create the namespace and instance tables");
 	r = start_workers(d, nodes[0]);
 	if (r < 0)
 		return r;
@@ -244,13 +267,13 @@ static void tick(struct daemon *d)
 	ssize_t r = read(d->timer_fd, &v, sizeof(v));
 
 	(void)r;
-	lease_sweep();
+	lease_sweep(d->leases);
 	server_resume(d);
 	if (now - last_slow < NSEC_PER_SEC)
 		return;
 	last_slow = now;
-	store_reclaim_partial((uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
-	nspace_sweep();
+	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
+	nspace_sweep(d->nspaces);
 	slots_sweep(d, now);
 }
 
@@ -361,14 +384,21 @@ void daemon_fini(struct daemon *d)
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;
-	lease_table_fini();
-	store_fini();
-	if (store_pool())
-		for (unsigned i = 0; i < store_pool()->nr_regions; i++)
-			movers_unpin(store_pool()->regions[i].base);
-	pool_destroy(store_pool());
+	/* Leases first (they pin blocks and hold instances), the pool last (the store's slots). */
+	lease_table_free(d->leases);
+	d->leases = NULL;
+	store_free(d->store);
+	d->store = NULL;
+	if (d->pool)
+		for (unsigned i = 0; i < d->pool->nr_regions; i++)
+			movers_unpin(d->pool->regions[i].base);
+	pool_destroy(d->pool);
+	d->pool = NULL;
 	movers_fini(); /* after the last session: the host's drains what they left mapped */
-	nspace_table_fini();
+	nspace_table_free(d->nspaces);
+	d->nspaces = NULL;
+	instance_table_free(d->instances);
+	d->instances = NULL;
 	server_unlisten(d);
 	free_graveyard(d);
 	slots_fini(d);

@@ -21,6 +21,12 @@
 /* One per device of every mover: the host's one and up to CUDA_MAX_DEVICES GPUs. */
 #define MAX_WORKERS (1 + MOVER_MAX_DEVICES)
 
+struct instance_table;
+struct lease_table;
+struct nspace_table;
+struct pool;
+struct store;
+
 /* Process-wide counters (relaxed atomics), read by `kvstash stats`. */
 struct daemon_stats {
 	uint64_t query_ops;
@@ -85,6 +91,16 @@ struct daemon {
 	/* accept() failed for want of fds: the listening socket rests until the next tick. */
 	bool accept_paused;
 	struct log_ratelimit accept_rl;
+
+	/*
+	 * The block store and the tables around it, as handles (a second
+	 * tier stands beside the store): workers reach them as s->d->...
+	 */
+	struct pool *pool;		  /* the host pool, the store's slots */
+	struct store *store;		  /* the DRAM tier of the block store */
+	struct lease_table *leases;	  /* QUERY's leases over the store's blocks */
+	struct nspace_table *nspaces;	  /* namespaces (their blocks in the store) */
+	struct instance_table *instances; /* instances (tenants of the store) */
 
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;

@@ -5,32 +5,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <urcu/compiler.h>
+
 #include "control/instance.h"
 #include "control/nspace.h"
 #include "control/session.h"
 #include "store/store.h"
 
-static struct {
+struct instance_table {
 	pthread_mutex_t lock;
 	struct cds_list_head list;
 	uint32_t next_id;
 	unsigned count;
-} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct store *store; /* whose tenants the instances are */
+};
 
-void instance_table_init(void)
+int instance_table_new(struct store *store, struct instance_table **ret)
 {
-	CDS_INIT_LIST_HEAD(&T.list);
-	T.next_id = 1;
-	T.count = 0;
+	struct instance_table *tab = calloc(1, sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	pthread_mutex_init(&tab->lock, NULL);
+	CDS_INIT_LIST_HEAD(&tab->list);
+	tab->next_id = 1;
+	tab->store = store;
+	*ret = tab;
+	return 0;
 }
 
-unsigned instance_count(void)
+void instance_table_free(struct instance_table *tab)
+{
+	if (!tab)
+		return;
+	pthread_mutex_destroy(&tab->lock);
+	free(tab);
+}
+
+unsigned instance_count(struct instance_table *tab)
 {
 	unsigned n;
 
-	pthread_mutex_lock(&T.lock);
-	n = T.count;
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_lock(&tab->lock);
+	n = tab->count;
+	pthread_mutex_unlock(&tab->lock);
 	return n;
 }
 
@@ -47,7 +65,7 @@ static struct store_tenant *put_locked(struct instance *inst)
 		return NULL;
 	t = inst->tenant;
 	cds_list_del(&inst->node);
-	T.count--;
+	inst->tab->count--;
 	nspace_put(inst->ns);
 	pthread_mutex_destroy(&inst->save_lock);
 	free(inst->ranks);
@@ -55,15 +73,16 @@ static struct store_tenant *put_locked(struct instance *inst)
 	return t;
 }
 
-int instance_join(struct session *s, char *why, size_t wl, struct instance **ret)
+int instance_join(struct instance_table *tab, struct session *s, char *why, size_t wl,
+		  struct instance **ret)
 {
 	const struct hello_req *h = &s->hello;
 	struct store_tenant *dead = NULL;
 	struct instance *inst;
 	int r = 0;
 
-	pthread_mutex_lock(&T.lock);
-	cds_list_for_each_entry(inst, &T.list, node) {
+	pthread_mutex_lock(&tab->lock);
+	cds_list_for_each_entry(inst, &tab->list, node) {
 		if (strcmp(inst->name, h->instance) == 0)
 			goto found;
 	}
@@ -71,7 +90,7 @@ int instance_join(struct session *s, char *why, size_t wl, struct instance **ret
 	if (inst)
 		inst->ranks = calloc(h->world_size, sizeof(*inst->ranks));
 	if (inst && inst->ranks)
-		inst->tenant = store_tenant_new(h->instance);
+		inst->tenant = store_tenant_new(tab->store, h->instance, &inst->lh);
 	if (!inst || !inst->ranks || !inst->tenant) {
 		if (inst)
 			free(inst->ranks);
@@ -80,19 +99,20 @@ int instance_join(struct session *s, char *why, size_t wl, struct instance **ret
 		r = -ENOMEM;
 		goto out;
 	}
-	lease_holder_init(&inst->lh);
-	inst->id = T.next_id++;
+	inst->tab = tab;
+	inst->id = tab->next_id++;
 	snprintf(inst->name, sizeof(inst->name), "%s", h->instance);
 	inst->ns = s->ns;
 	inst->tp_size = h->tp_size;
 	inst->world_size = h->world_size;
+	lease_holder_init(&inst->lh, inst->name, inst->world_size);
 	/* Hold the namespace as a session would, so the pointer stays valid. */
 	__atomic_fetch_add(&s->ns->sessions, 1, __ATOMIC_RELAXED);
 	CDS_INIT_LIST_HEAD(&inst->sessions);
 	CDS_INIT_LIST_HEAD(&inst->saves);
 	pthread_mutex_init(&inst->save_lock, NULL);
-	cds_list_add_tail(&inst->node, &T.list);
-	T.count++;
+	cds_list_add_tail(&inst->node, &tab->list);
+	tab->count++;
 found:
 	if (inst->ns != s->ns || inst->tp_size != h->tp_size ||
 	    inst->world_size != h->world_size) {
@@ -120,26 +140,27 @@ out:
 		inst->refs = 1;
 		dead = put_locked(inst);
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&tab->lock);
 	store_tenant_put(dead);
 	return r;
 }
 
-
 void instance_leave(struct session *s)
 {
 	struct instance *inst = s->inst;
+	struct instance_table *tab;
 	struct store_tenant *dead;
 
 	if (!inst)
 		return;
-	pthread_mutex_lock(&T.lock);
+	tab = inst->tab; /* put_locked() may free inst */
+	pthread_mutex_lock(&tab->lock);
 	if (s->hello.role == KVS_ROLE_WORKER && inst->ranks[s->hello.tp_rank] == s)
 		inst->ranks[s->hello.tp_rank] = NULL;
 	cds_list_del(&s->inst_node);
 	s->inst = NULL;
 	dead = put_locked(inst);
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&tab->lock);
 	store_tenant_put(dead);
 }
 
@@ -147,7 +168,7 @@ int instance_register(struct instance *inst, uint64_t fingerprint, char *why, si
 {
 	int r = 0;
 
-	pthread_mutex_lock(&T.lock);
+	pthread_mutex_lock(&inst->tab->lock);
 	if (inst->registered && inst->fingerprint != fingerprint) {
 		snprintf(why, wl, "layout differs from the other ranks of instance %s", inst->name);
 		r = -EXDEV;
@@ -159,36 +180,38 @@ int instance_register(struct instance *inst, uint64_t fingerprint, char *why, si
 			r = 1;
 		}
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&inst->tab->lock);
 	return r;
 }
 
 void instance_unregister(struct instance *inst)
 {
-	pthread_mutex_lock(&T.lock);
+	pthread_mutex_lock(&inst->tab->lock);
 	if (inst->registered) {
 		inst->registered--;
 		__atomic_store_n(&inst->sealed, 0, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&inst->tab->lock);
 }
 
 void instance_get(struct instance *inst)
 {
-	pthread_mutex_lock(&T.lock);
+	pthread_mutex_lock(&inst->tab->lock);
 	inst->refs++;
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&inst->tab->lock);
 }
 
 void instance_put(struct instance *inst)
 {
+	struct instance_table *tab;
 	struct store_tenant *dead;
 
 	if (!inst)
 		return;
-	pthread_mutex_lock(&T.lock);
+	tab = inst->tab; /* put_locked() may free inst */
+	pthread_mutex_lock(&tab->lock);
 	dead = put_locked(inst);
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&tab->lock);
 	store_tenant_put(dead);
 }
 
@@ -197,11 +220,23 @@ void instance_for_each_session(struct instance *inst, void (*fn)(struct session 
 {
 	struct session *s;
 
-	pthread_mutex_lock(&T.lock);
+	pthread_mutex_lock(&inst->tab->lock);
 	cds_list_for_each_entry(s, &inst->sessions, inst_node)
 		fn(s, arg);
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&inst->tab->lock);
 }
+
+static void holder_get(struct lease_holder *h)
+{
+	instance_get(caa_container_of(h, struct instance, lh));
+}
+
+static void holder_put(struct lease_holder *h)
+{
+	instance_put(caa_container_of(h, struct instance, lh));
+}
+
+const struct lease_holder_ops instance_lease_ops = { .get = holder_get, .put = holder_put };
 
 void instance_save_enter(struct instance *inst, struct save_mark *m)
 {

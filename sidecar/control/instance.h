@@ -5,6 +5,11 @@
  * sealed once all world_size ranks have registered; data operations need
  * a sealed instance.  Leases are scoped to an instance.
  *
+ * The table is a handle (struct instance_table), made over the store
+ * whose tenants its instances are.  Each instance embeds what the store
+ * and the lease table know of it: its tenant account (store.h) and its
+ * lease holder (lease.h), whose ops are instance_lease_ops.
+ *
  * Locking: the table lock guards membership and registration counts (the
  * control thread changes them); `sealed` is read by I/O workers with
  * load-acquire.  References: sessions and leases; the last put frees.
@@ -22,11 +27,14 @@
 
 #include "store/lease.h"
 
+struct instance_table;
 struct session;
+struct store;
 struct store_tenant;
 struct nspace;
 
 struct instance {
+	struct instance_table *tab;
 	uint32_t id; /* scopes leases; a recreated instance gets a new id */
 	char name[KVS_NAME_MAX];
 	struct nspace *ns;
@@ -47,14 +55,21 @@ struct instance {
 	uint64_t save_next;
 };
 
-void instance_table_init(void);
+/* A table whose instances are tenants of @store. */
+int instance_table_new(struct store *store, struct instance_table **ret);
+/* After the last instance went (sessions and leases hold them).  NULL is fine. */
+void instance_table_free(struct instance_table *tab);
+
+/* The lease table's way to hold an instance (instance_get()/instance_put()). */
+extern const struct lease_holder_ops instance_lease_ops;
 
 /*
- * Join (creating if needed) instance @name.  Workers take their rank's
- * place: -EADDRINUSE if taken; the namespace, tp_size and world_size must
- * match the instance's (-EXDEV).  Returns a reference.
+ * Join (creating if needed) instance @s->hello.instance.  Workers take
+ * their rank's place: -EADDRINUSE if taken; the namespace, tp_size and
+ * world_size must match the instance's (-EXDEV).  Returns a reference.
  */
-int instance_join(struct session *s, char *why, size_t wl, struct instance **ret);
+int instance_join(struct instance_table *tab, struct session *s, char *why, size_t wl,
+		  struct instance **ret);
 void instance_leave(struct session *s);
 
 /*
@@ -78,7 +93,7 @@ static inline bool instance_sealed(const struct instance *inst)
 void instance_for_each_session(struct instance *inst, void (*fn)(struct session *, void *),
 			       void *arg);
 
-unsigned instance_count(void);
+unsigned instance_count(struct instance_table *tab);
 
 /*
  * Instance-wide SAVE ordering for FLUSH with KVS_FLUSH_INSTANCE: each

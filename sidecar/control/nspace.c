@@ -11,25 +11,33 @@
 #include "wire/layout.h"
 #include "control/nspace.h"
 
-static struct {
+struct nspace_table {
 	pthread_mutex_t lock;
 	struct cds_list_head list;
 	uint32_t count, max, next_id;
-	unsigned (*drop)(struct nspace *ns);
-} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	unsigned (*drop)(void *arg, struct nspace *ns);
+	void *drop_arg;
+};
 
-int nspace_table_init(uint32_t max, unsigned (*drop)(struct nspace *ns))
+int nspace_table_new(uint32_t max, unsigned (*drop)(void *arg, struct nspace *ns), void *arg,
+		     struct nspace_table **ret)
 {
-	CDS_INIT_LIST_HEAD(&T.list);
-	T.count = 0;
-	T.max = max;
-	T.next_id = 1;
-	T.drop = drop;
+	struct nspace_table *tab = calloc(1, sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	pthread_mutex_init(&tab->lock, NULL);
+	CDS_INIT_LIST_HEAD(&tab->list);
+	tab->max = max;
+	tab->next_id = 1;
+	tab->drop = drop;
+	tab->drop_arg = arg;
+	*ret = tab;
 	return 0;
 }
 
 /* Table lock held.  Both counts zero: nothing refers to @ns, free it. */
-static bool free_if_unused(struct nspace *ns)
+static bool free_if_unused(struct nspace_table *tab, struct nspace *ns)
 {
 	/*
 	 * Both counts only rise through a session of the namespace, which
@@ -37,20 +45,20 @@ static bool free_if_unused(struct nspace *ns)
 	 * pairs with the release of the last block_destroy() (store.c).
 	 */
 	if (__atomic_load_n(&ns->sessions, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&ns->blocks, __ATOMIC_ACQUIRE))
+	    __atomic_load_n(&ns->in_store.blocks, __ATOMIC_ACQUIRE))
 		return false;
 	cds_list_del(&ns->node);
-	T.count--;
+	tab->count--;
 	free(ns);
 	return true;
 }
 
 /* Table lock held: the namespace without sessions idle longest, or NULL. */
-static struct nspace *idlest(void)
+static struct nspace *idlest(struct nspace_table *tab)
 {
 	struct nspace *ns, *best = NULL;
 
-	cds_list_for_each_entry(ns, &T.list, node) {
+	cds_list_for_each_entry(ns, &tab->list, node) {
 		if (__atomic_load_n(&ns->sessions, __ATOMIC_ACQUIRE))
 			continue;
 		if (!best || __atomic_load_n(&ns->idle_since, __ATOMIC_RELAXED) <
@@ -67,9 +75,9 @@ static struct nspace *idlest(void)
  * meanwhile, as only nspace_sweep() frees and it runs on this (control)
  * thread too, nor get a session.  False when every namespace has one.
  */
-static bool reclaim_slot(void)
+static bool reclaim_slot(struct nspace_table *tab)
 {
-	struct nspace *victim = idlest();
+	struct nspace *victim = idlest(tab);
 	uint64_t idle_ms;
 	unsigned dropped = 0;
 	char name[KVS_NS_MAX];
@@ -79,43 +87,44 @@ static bool reclaim_slot(void)
 	idle_ms =
 		(now_ns() - __atomic_load_n(&victim->idle_since, __ATOMIC_RELAXED)) / NSEC_PER_MSEC;
 	snprintf(name, sizeof(name), "%s", victim->name);
-	if (T.drop) {
-		pthread_mutex_unlock(&T.lock);
-		dropped = T.drop(victim);
-		pthread_mutex_lock(&T.lock);
+	if (tab->drop) {
+		pthread_mutex_unlock(&tab->lock);
+		dropped = tab->drop(tab->drop_arg, victim);
+		pthread_mutex_lock(&tab->lock);
 	}
-	if (!free_if_unused(victim))
+	if (!free_if_unused(tab, victim))
 		return false; /* cannot happen (see nspace_get()); never loop on it */
 	log_info("reclaimed namespace %s (idle for %llu ms, %u blocks dropped): the table of %u "
 		 "namespaces was full",
-		 name, (unsigned long long)idle_ms, dropped, T.max);
+		 name, (unsigned long long)idle_ms, dropped, tab->max);
 	return true;
 }
 
-void nspace_table_fini(void)
+void nspace_table_free(struct nspace_table *tab)
 {
 	struct nspace *ns, *tmp;
 
-	pthread_mutex_lock(&T.lock);
-	cds_list_for_each_entry_safe(ns, tmp, &T.list, node) {
+	if (!tab)
+		return;
+	cds_list_for_each_entry_safe(ns, tmp, &tab->list, node) {
 		cds_list_del(&ns->node);
 		free(ns);
 	}
-	T.count = 0;
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_destroy(&tab->lock);
+	free(tab);
 }
 
-int nspace_get(const char *name, struct nspace **ret)
+int nspace_get(struct nspace_table *tab, const char *name, struct nspace **ret)
 {
 	struct nspace *ns;
 	int r = 0;
 
-	pthread_mutex_lock(&T.lock);
-	cds_list_for_each_entry(ns, &T.list, node) {
+	pthread_mutex_lock(&tab->lock);
+	cds_list_for_each_entry(ns, &tab->list, node) {
 		if (strcmp(ns->name, name) == 0)
 			goto found;
 	}
-	if (T.count >= T.max && !reclaim_slot()) {
+	if (tab->count >= tab->max && !reclaim_slot(tab)) {
 		r = -EUSERS;
 		goto out;
 	}
@@ -124,18 +133,18 @@ int nspace_get(const char *name, struct nspace **ret)
 		r = -ENOMEM;
 		goto out;
 	}
-	ns->id = T.next_id++;
-	if (T.next_id == 0)
-		T.next_id = 1;
+	store_ns_init(&ns->in_store, tab->next_id++);
+	if (tab->next_id == 0)
+		tab->next_id = 1;
+	ns->tab = tab;
 	snprintf(ns->name, sizeof(ns->name), "%s", name);
-	CDS_INIT_LIST_HEAD(&ns->store_blocks);
-	cds_list_add_tail(&ns->node, &T.list);
-	T.count++;
+	cds_list_add_tail(&ns->node, &tab->list);
+	tab->count++;
 found:
 	__atomic_fetch_add(&ns->sessions, 1, __ATOMIC_RELAXED);
 	*ret = ns;
 out:
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&tab->lock);
 	return r;
 }
 
@@ -159,7 +168,7 @@ int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, 
 {
 	int r = 0;
 
-	pthread_mutex_lock(&T.lock);
+	pthread_mutex_lock(&ns->tab->lock);
 	*ret_first = false;
 	if (!ns->has_geometry) {
 		ns->has_geometry = true;
@@ -176,18 +185,18 @@ int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, 
 			 ns->name, ns->slot_bytes, ns->tp_size, ns->replicated ? ", replicated" : "");
 		r = -EXDEV;
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&ns->tab->lock);
 	return r;
 }
 
-unsigned nspace_sweep(void)
+unsigned nspace_sweep(struct nspace_table *tab)
 {
 	struct nspace *ns, *tmp;
 	unsigned n = 0;
 
-	pthread_mutex_lock(&T.lock);
-	cds_list_for_each_entry_safe(ns, tmp, &T.list, node)
-		n += free_if_unused(ns);
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_lock(&tab->lock);
+	cds_list_for_each_entry_safe(ns, tmp, &tab->list, node)
+		n += free_if_unused(tab, ns);
+	pthread_mutex_unlock(&tab->lock);
 	return n;
 }

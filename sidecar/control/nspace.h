@@ -5,6 +5,9 @@
  * its block geometry, and a different one is refused, so two layouts never
  * share blocks.
  *
+ * The table is a handle (struct nspace_table).  Each namespace embeds
+ * what the store knows of it (struct store_ns: its id and its blocks).
+ *
  * Locking: the table lock guards lookup/creation and the geometry; the
  * counters are atomics.  A namespace is freed by nspace_sweep() (control
  * thread) once no session and no block refers to it.
@@ -26,15 +29,18 @@
 
 #include <kvstash/wire.h>
 
+#include "store/store.h"
+
 struct layout;
+struct nspace_table;
 
 struct nspace {
-	uint32_t id; /* part of every index key; never reused while alive */
+	/* Its id (part of every index key; never reused while alive) and blocks. */
+	struct store_ns in_store;
+	struct nspace_table *tab;
 	char name[KVS_NS_MAX];
-	uint32_t sessions; /* atomic */
-	uint64_t blocks;   /* atomic: blocks (resident or partial) */
-	uint64_t idle_since;		   /* atomic (relaxed): when sessions last fell to 0 */
-	struct cds_list_head store_blocks; /* its blocks (store lock, store.c) */
+	uint32_t sessions;   /* atomic */
+	uint64_t idle_since; /* atomic (relaxed): when sessions last fell to 0 */
 	/* geometry, set by the first registration (table lock) */
 	bool has_geometry;
 	uint64_t fingerprint;
@@ -45,11 +51,15 @@ struct nspace {
 };
 
 /*
- * @drop empties a namespace with no session of its blocks, for a slot
- * (store_drop_nspace()); called without the table lock.
+ * A table of at most @max namespaces.  @drop(@arg, ns) empties a
+ * namespace with no session of its blocks, for a slot (in every tier:
+ * store_drop_nspace()), and returns how many went; called without the
+ * table lock.  NULL: nothing to drop.
  */
-int nspace_table_init(uint32_t max, unsigned (*drop)(struct nspace *ns));
-void nspace_table_fini(void);
+int nspace_table_new(uint32_t max, unsigned (*drop)(void *arg, struct nspace *ns), void *arg,
+		     struct nspace_table **ret);
+/* Free the table and every namespace left.  NULL is fine. */
+void nspace_table_free(struct nspace_table *tab);
 
 /*
  * Find or create, taking a session reference.  At the limit, reclaims
@@ -57,7 +67,7 @@ void nspace_table_fini(void);
  * has a session.  Control thread only (as every session reference is
  * taken there: an idle namespace stays idle while it is reclaimed).
  */
-int nspace_get(const char *name, struct nspace **ret);
+int nspace_get(struct nspace_table *tab, const char *name, struct nspace **ret);
 void nspace_put(struct nspace *ns);
 
 /*
@@ -69,7 +79,7 @@ int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, 
 		 size_t wl, bool *ret_first);
 
 /* Free namespaces nobody uses; returns how many. */
-unsigned nspace_sweep(void);
+unsigned nspace_sweep(struct nspace_table *tab);
 
 /* Shards a block of this namespace has. */
 static inline uint32_t nspace_shards(const struct nspace *ns)

@@ -51,19 +51,6 @@ void session_set_prefix(struct session *s)
 	}
 }
 
-void registration_free(struct registration *reg)
-{
-	if (!reg)
-		return;
-	for (uint32_t i = 0; i < reg->nr_mems; i++)
-		mem_release(&reg->mems[i]);
-	if (reg->class_id != POOL_NO_CLASS)
-		store_class_put(reg->class_id);
-	free(reg->mems);
-	free(reg->layout);
-	free(reg);
-}
-
 struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -232,10 +219,10 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
 			 s->hello.device_uuid[3],
 			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
-	} else if ((r = nspace_get(s->hello.ns, &s->ns)) < 0) {
+	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
 		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
-	} else if ((r = instance_join(s, why, sizeof(why), &s->inst)) < 0) {
+	} else if ((r = instance_join(d->instances, s, why, sizeof(why), &s->inst)) < 0) {
 		/* why set */
 	} else {
 		r = create_region(s, why, sizeof(why));
@@ -328,11 +315,12 @@ static uint64_t mapped_of_uid(struct daemon *d, uid_t uid)
 }
 
 /*
- * May @s map @want more bytes of host memory?  Checked before anything is
- * mapped, so a refused REGISTER costs the daemon nothing.
+ * May session @arg map @want more bytes of host memory?  Checked before
+ * anything is mapped, so a refused REGISTER costs the daemon nothing.
  */
-static int check_mapped(struct session *s, uint64_t want, char *why, size_t wl)
+static int check_mapped(void *arg, uint64_t want, char *why, size_t wl)
 {
+	struct session *s = arg;
 	const struct kvs_config *cfg = s->d->cfg;
 	uint64_t cap = max_mapped_session(cfg), ucap = max_mapped_uid(cfg), held, total;
 
@@ -357,87 +345,21 @@ static int check_mapped(struct session *s, uint64_t want, char *why, size_t wl)
 static int build_registration(struct session *s, const struct reg_req *req, int *fds,
 			      struct registration **ret, char *why, size_t wl)
 {
-	struct registration *reg = calloc(1, sizeof(*reg));
-	uint64_t *sizes = calloc(req->nr_mems, sizeof(*sizes)), host_bytes = 0;
-	const struct mover_ops *mv = mover_for_device(s->hello.device_kind);
-	bool first;
-	int r = 0;
+	const struct registration_spec spec = {
+		.req = req,
+		.fds = fds,
+		.device_kind = s->hello.device_kind,
+		.dev = s->worker->dev,
+		.node = s->worker->node,
+		.tp_rank = s->hello.tp_rank,
+		.tp_size = s->hello.tp_size,
+		.ns = s->ns,
+		.store = s->d->store,
+		.may_map = check_mapped,
+		.may_map_arg = s,
+	};
 
-	if (!reg || !sizes || !(reg->mems = calloc(req->nr_mems, sizeof(*reg->mems)))) {
-		free(sizes);
-		free(reg);
-		snprintf(why, wl, "out of memory");
-		return -ENOMEM;
-	}
-	reg->class_id = POOL_NO_CLASS;
-	for (uint32_t i = 0; i < req->nr_mems; i++) {
-		reg->mems[i].fd = -1;
-		sizes[i] = req->mems[i].size;
-	}
-	/*
-	 * Geometry first, against the declared sizes (an import refuses an
-	 * allocation smaller than declared): the views say which bytes of
-	 * each allocation are needed, and only those are mapped, after the
-	 * bound on mapped bytes agreed.
-	 */
-	r = layout_build(req, sizes, &reg->layout, why, wl);
-	free(sizes);
-	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
-		const struct kvs_wire_mem *m = &req->mems[i];
-		const struct mover_ops *mk = mover_for_mem(m->kind);
-		uint64_t lo, hi, n;
-
-		if (mk != mv) {
-			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
-				 mk ? mk->dev_name : "unknown", mv->dev_name);
-			r = -EINVAL;
-		} else if (mv->map_bytes) {
-			layout_mem_span(reg->layout, i, &lo, &hi);
-			n = mv->map_bytes(lo, hi);
-			if (__builtin_add_overflow(host_bytes, n, &host_bytes))
-				host_bytes = UINT64_MAX;
-		}
-	}
-	if (!r && host_bytes)
-		r = check_mapped(s, host_bytes, why, wl);
-	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
-		const struct kvs_wire_mem *m = &req->mems[i];
-		char w2[KVS_TEXT_MAX - 32];
-		int fd = proto_mem_has_fd(m->kind) ? fds[m->fd_index] : -1;
-		uint64_t lo, hi;
-
-		layout_mem_span(reg->layout, i, &lo, &hi);
-		r = mem_import(mv, s->worker->dev, m, fd, lo, hi, &reg->mems[i], w2, sizeof(w2));
-		if (r < 0) {
-			snprintf(why, wl, "allocation %u: %s", i, w2);
-			break;
-		}
-		if (fd >= 0)
-			fds[m->fd_index] = -1; /* the import owns it now */
-		reg->nr_mems = i + 1;
-		reg->nr_fds += reg->mems[i].fd >= 0;
-		reg->mapped_bytes += reg->mems[i].mapped;
-	}
-	if (!r && (r = store_class_get(reg->layout->slot_bytes, &reg->class_id)) < 0) {
-		if (r == -E2BIG)
-			snprintf(why, wl,
-				 "a block of %" PRIu64 " bytes does not fit a pool extent: raise [pool] extent_size",
-				 reg->layout->slot_bytes);
-		else
-			snprintf(why, wl, "too many distinct block sizes in the pool");
-		reg->class_id = POOL_NO_CLASS;
-	}
-	if (!r)
-		r = nspace_adopt(s->ns, reg->layout, s->hello.tp_size, why, wl, &first);
-	if (r < 0) {
-		registration_free(reg);
-		return r;
-	}
-	reg->region = pool_region_for_node(store_pool(), s->worker->node);
-	reg->nshards = reg->layout->replicated ? 1 : s->hello.tp_size;
-	reg->shard = reg->layout->replicated ? 0 : s->hello.tp_rank;
-	*ret = reg;
-	return 0;
+	return registration_build(&spec, ret, why, wl);
 }
 
 static int handle_register(struct session *s, const void *buf, size_t len, int *fds,
@@ -671,7 +593,7 @@ static void session_free(struct session *s)
 	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
 	if (s->worker)
 		STAT_ADD(d, sessions_closed, 1);
-	lease_drop_creator(s->id);
+	lease_drop_creator(d->leases, s->id);
 	if (s->reg) {
 		instance_unregister(s->inst);
 		registration_free(s->reg);

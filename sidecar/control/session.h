@@ -19,6 +19,7 @@
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
 
+#include "control/registration.h"
 #include "control/slots.h"
 #include "obs/log.h"
 #include "wire/proto.h"
@@ -27,26 +28,11 @@ struct daemon;
 struct worker;
 struct instance;
 struct nspace;
-struct layout;
-struct mem_import;
 
 enum session_state {
 	S_NEW,	    /* connected, no HELLO yet */
 	S_ACTIVE,   /* HELLO done */
 	S_CLOSING,  /* socket gone or GOODBYE: waiting for the worker */
-};
-
-/* What a REGISTER built; immutable while published (see session.reg). */
-struct registration {
-	struct layout *layout;
-	uint32_t nr_mems;
-	struct mem_import *mems;
-	uint32_t class_id; /* pool class of this layout's slots */
-	unsigned region;   /* pool region (NUMA node) slots come from */
-	uint32_t shard;	   /* this rank's shard: tp_rank, or 0 if replicated */
-	uint32_t nshards;
-	uint64_t mapped_bytes; /* host: the pages mapped; GPU: the allocations' sizes */
-	uint32_t nr_fds; /* imports that keep an fd (counted in the uid's fds) */
 };
 
 struct session_stats { /* relaxed atomics */
@@ -174,8 +160,6 @@ void session_on_ack(struct session *s, enum wcmd_type type);
 
 /* Build the log prefix after HELLO. */
 void session_set_prefix(struct session *s);
-
-void registration_free(struct registration *reg);
 
 static inline struct registration *session_reg(struct session *s)
 {

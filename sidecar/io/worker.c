@@ -130,7 +130,7 @@ static void finish_save(struct worker *w, struct op *op)
 	bool ok = op->batch.err == 0;
 	uint64_t ns = now_ns() - op->t0;
 
-	store_save_end(op->ents, op->nents, ok);
+	store_save_end(w->d->store, op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
 	instance_save_leave(s->inst, &op->imark);
 	s->w.copies--;
@@ -159,7 +159,7 @@ static void finish_load(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
 
-	lease_put(op->lease);
+	lease_put(w->d->leases, op->lease);
 	s->w.copies--;
 	if (op->batch.err == 0) {
 		STAT_ADD(w->d, load_blocks, op->nblocks);
@@ -266,8 +266,9 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
 	op->batch.dir = COPY_TO_POOL;
-	store_save_begin(s->inst, s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
-			 &op->skipped, &op->nospace, &op->quota);
+	store_save_begin(w->d->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
+			 a->block_ids, a->n, op->ents, &op->nents, &op->skipped, &op->nospace,
+			 &op->quota);
 	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++)
 		op->batch.err =
@@ -294,7 +295,7 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	r = lease_take(sqe->lease, s->inst, s->hello.tp_rank, a->n, &lease);
+	r = lease_take(w->d->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
 	if (r < 0) {
 		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
@@ -308,9 +309,10 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->nblocks = a->n;
 	op->batch.dir = COPY_FROM_POOL;
 	for (uint32_t i = 0; i < a->n && !op->batch.err; i++)
-		op->batch.err = copy_batch_add_block(&op->batch, lay, reg->mems, a->block_ids[i],
-						     lease->blocks[i]->shards[reg->shard].slot.addr,
-						     a->layer_begin, a->layer_count);
+		op->batch.err =
+			copy_batch_add_block(&op->batch, lay, reg->mems, a->block_ids[i],
+					     lease->blocks[i]->shards[reg->place.shard].slot.addr,
+					     a->layer_begin, a->layer_count);
 	submit_copy(w, op, !op->batch.err);
 }
 
@@ -319,7 +321,8 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint64_t id = 0, ttl = 0, pinned = 0;
-	uint32_t hits = store_query(s->ns, a->keys, a->n, !nolease, w->blocks, &pinned);
+	uint32_t hits = store_query(w->d->store, &s->ns->in_store, a->keys, a->n, !nolease,
+				    w->blocks, &pinned);
 	char why[256];
 	int r;
 
@@ -329,8 +332,8 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
 	if (hits && !nolease) {
-		r = lease_create(s->inst, s->id, s->uid, w->blocks, hits, pinned, &id, &ttl, why,
-				 sizeof(why));
+		r = lease_create(w->d->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
+				 &id, &ttl, why, sizeof(why));
 		if (r < 0) {
 			if (why[0])
 				slog_warning_errno(s, r, "QUERY refused: %s", why);
@@ -393,7 +396,8 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		do_query(w, s, sqe, &a);
 		break;
 	case KVS_OP_RELEASE:
-		post(w, s, sqe->user_data, lease_release(sqe->lease, s->inst), 0, 0);
+		post(w, s, sqe->user_data, lease_release(w->d->leases, sqe->lease, &s->inst->lh), 0,
+		     0);
 		break;
 	case KVS_OP_SAVE:
 		do_save(w, s, sqe, &a, reg);

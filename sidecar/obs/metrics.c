@@ -155,11 +155,11 @@ static void render(struct buf *b, struct daemon *d)
 	struct store_region_stats rs[POOL_MAX_REGIONS];
 	struct store_stats st;
 	struct lease_stats ls;
-	unsigned nr = store_region_stats(rs, POOL_MAX_REGIONS);
+	unsigned nr = store_region_stats(d->store, rs, POOL_MAX_REGIONS);
 	uint64_t total = STAT_GET(d, sessions_total), closed = STAT_GET(d, sessions_closed);
 
-	store_get_stats(&st);
-	lease_get_stats(&ls);
+	store_get_stats(d->store, &st);
+	lease_get_stats(d->leases, &ls);
 
 	family(b, "kvstash_build_info", "gauge", "Version of the running kvstashd.");
 	put(b, "kvstash_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);

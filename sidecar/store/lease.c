@@ -7,12 +7,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "base/conf.h"
-#include "store/store.h"
-#include "control/instance.h"
-#include "store/lease.h"
-#include "obs/log.h"
 #include "base/util.h"
+#include "obs/log.h"
+#include "store/lease.h"
+#include "store/store.h"
 
 #define LEASE_BUCKETS 4096u /* chains stay short: leases live seconds */
 
@@ -24,56 +22,62 @@ struct lease_uid {
 	struct lease_uid *next;
 };
 
-static struct {
+struct lease_table {
 	pthread_mutex_t lock;
 	struct lease *buckets[LEASE_BUCKETS];
 	struct cds_list_head fifo;
-	struct cds_list_head holders; /* instances with leases in the table */
+	struct cds_list_head holders; /* holders with leases in the table */
 	struct lease_uid *uids;	      /* uids with live leases: few */
 	uint64_t ttl_ns;
-	uint32_t max_per_instance;
-	uint64_t max_bytes_instance, max_bytes_uid, max_bytes;
+	uint32_t max_per_holder;
+	uint64_t max_bytes_holder, max_bytes_uid, max_bytes;
 	uint64_t bytes; /* memory of all live leases */
 	uint64_t next;	/* ids: a random start, then sequential */
 	struct lease_stats st;
-} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct lease_holder_ops ops;
+};
 
 static unsigned bucket(uint64_t id)
 {
 	return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> 52) & (LEASE_BUCKETS - 1);
 }
 
-void lease_holder_init(struct lease_holder *h)
+void lease_holder_init(struct lease_holder *h, const char *name, uint32_t world_size)
 {
 	memset(h, 0, sizeof(*h));
+	h->name = name;
+	h->world_size = world_size;
 	CDS_INIT_LIST_HEAD(&h->list);
 	CDS_INIT_LIST_HEAD(&h->node);
 }
 
-int lease_table_init(const struct kvs_config *cfg)
+int lease_table_new(const struct lease_params *p, struct lease_table **ret)
 {
-	memset(T.buckets, 0, sizeof(T.buckets));
-	CDS_INIT_LIST_HEAD(&T.fifo);
-	CDS_INIT_LIST_HEAD(&T.holders);
-	T.uids = NULL;
-	T.ttl_ns = (uint64_t)cfg->lease_ttl_ms * NSEC_PER_MSEC;
-	T.max_per_instance = cfg->max_leases;
-	T.max_bytes_instance = cfg->lease_memory_per_instance;
-	T.max_bytes_uid = cfg->lease_memory_per_uid;
-	T.max_bytes = cfg->lease_memory;
-	T.bytes = 0;
-	memset(&T.st, 0, sizeof(T.st));
-	/* Ids are not secrets (instances are checked), but should not repeat across restarts. */
-	if (getrandom(&T.next, sizeof(T.next), 0) != sizeof(T.next))
-		T.next = now_ns();
-	T.next = (T.next >> 16) | 1;
+	struct lease_table *lt = calloc(1, sizeof(*lt));
+
+	if (!lt)
+		return -ENOMEM;
+	pthread_mutex_init(&lt->lock, NULL);
+	CDS_INIT_LIST_HEAD(&lt->fifo);
+	CDS_INIT_LIST_HEAD(&lt->holders);
+	lt->ttl_ns = (uint64_t)p->ttl_ms * NSEC_PER_MSEC;
+	lt->max_per_holder = p->max_per_holder;
+	lt->max_bytes_holder = p->max_bytes_holder;
+	lt->max_bytes_uid = p->max_bytes_uid;
+	lt->max_bytes = p->max_bytes;
+	lt->ops = *p->ops;
+	/* Ids are not secrets (holders are checked), but should not repeat across restarts. */
+	if (getrandom(&lt->next, sizeof(lt->next), 0) != sizeof(lt->next))
+		lt->next = now_ns();
+	lt->next = (lt->next >> 16) | 1;
+	*ret = lt;
 	return 0;
 }
 
 /* Table lock held. */
-static struct lease **find(uint64_t id)
+static struct lease **find(struct lease_table *lt, uint64_t id)
 {
-	struct lease **pp = &T.buckets[bucket(id)];
+	struct lease **pp = &lt->buckets[bucket(id)];
 
 	while (*pp && (*pp)->id != id)
 		pp = &(*pp)->hnext;
@@ -81,9 +85,9 @@ static struct lease **find(uint64_t id)
 }
 
 /* Table lock held: the account of @uid, or NULL. */
-static struct lease_uid **find_uid(uid_t uid)
+static struct lease_uid **find_uid(struct lease_table *lt, uid_t uid)
 {
-	struct lease_uid **pp = &T.uids;
+	struct lease_uid **pp = &lt->uids;
 
 	while (*pp && (*pp)->uid != uid)
 		pp = &(*pp)->next;
@@ -95,46 +99,47 @@ static struct lease_uid **find_uid(uid_t uid)
  * longer count, though lease_free() (outside the lock) frees them just
  * after.  Every count of a lease is given back here and only here.
  */
-static void uncount_locked(struct lease *l)
+static void uncount_locked(struct lease_table *lt, struct lease *l)
 {
-	struct lease_holder *h = &l->inst->lh;
+	struct lease_holder *h = l->holder;
 	struct lease_uid *u = l->uid;
 
 	h->leases--;
 	h->bytes -= l->bytes;
 	h->pinned -= l->pinned;
-	T.bytes -= l->bytes;
+	lt->bytes -= l->bytes;
 	u->bytes -= l->bytes;
 	if (--u->leases == 0) {
-		*find_uid(u->uid) = u->next;
+		*find_uid(lt, u->uid) = u->next;
 		free(u);
 	}
 }
 
-static void lease_free(struct lease *l)
+/* Outside the table lock: the last reference to @l went (counts given back already). */
+static void lease_free(struct lease_table *lt, struct lease *l)
 {
 	for (uint32_t i = 0; i < l->nblocks; i++)
 		block_unpin(l->blocks[i]);
-	instance_put(l->inst);
+	lt->ops.put(l->holder);
 	free(l->loaded);
 	free(l);
 }
 
 /* Table lock held: take @l out of the table, dropping the table's ref. */
-static bool unlink_locked(struct lease **pp)
+static bool unlink_locked(struct lease_table *lt, struct lease **pp)
 {
 	struct lease *l = *pp;
-	struct lease_holder *h = &l->inst->lh;
+	struct lease_holder *h = l->holder;
 
 	*pp = l->hnext;
 	cds_list_del(&l->fifo);
 	cds_list_del(&l->inode);
 	if (cds_list_empty(&h->list))
 		cds_list_del_init(&h->node);
-	T.st.live--;
+	lt->st.live--;
 	if (--l->refs)
 		return false;
-	uncount_locked(l);
+	uncount_locked(lt, l);
 	return true;
 }
 
@@ -142,41 +147,41 @@ static bool unlink_locked(struct lease **pp)
  * Table lock held.  Which memory bound a new lease of @bytes for @h and
  * @u (NULL: the uid has none yet) would pass, as text; NULL if none.
  */
-static const char *over_bound(const struct lease_holder *h, const struct lease_uid *u,
-			      uint64_t bytes, uid_t uid, char *buf, size_t len)
+static const char *over_bound(const struct lease_table *lt, const struct lease_holder *h,
+			      const struct lease_uid *u, uint64_t bytes, uid_t uid, char *buf,
+			      size_t len)
 {
-	if (h->bytes + bytes > T.max_bytes_instance) {
+	if (h->bytes + bytes > lt->max_bytes_holder) {
 		snprintf(buf, len,
 			 "the instance's lease memory (%" PRIu64 " of %" PRIu64
 			 " bytes in %u leases) is used up",
-			 h->bytes, T.max_bytes_instance, h->leases);
+			 h->bytes, lt->max_bytes_holder, h->leases);
 		return buf;
 	}
-	if ((u ? u->bytes : 0) + bytes > T.max_bytes_uid) {
+	if ((u ? u->bytes : 0) + bytes > lt->max_bytes_uid) {
 		snprintf(buf, len,
 			 "the lease memory of uid %u (%" PRIu64 " of %" PRIu64 " bytes) is used up",
-			 (unsigned)uid, u ? u->bytes : 0, T.max_bytes_uid);
+			 (unsigned)uid, u ? u->bytes : 0, lt->max_bytes_uid);
 		return buf;
 	}
-	if (T.bytes + bytes > T.max_bytes) {
+	if (lt->bytes + bytes > lt->max_bytes) {
 		snprintf(buf, len,
 			 "the lease memory of all leases (%" PRIu64 " of %" PRIu64
 			 " bytes) is used up",
-			 T.bytes, T.max_bytes);
+			 lt->bytes, lt->max_bytes);
 		return buf;
 	}
 	return NULL;
 }
 
-int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct block **blocks,
-		 uint32_t n, uint64_t pinned, uint64_t *ret_id, uint64_t *ret_ttl_ms, char *why,
-		 size_t wl)
+int lease_create(struct lease_table *lt, struct lease_holder *h, uint64_t creator, uid_t uid,
+		 struct block **blocks, uint32_t n, uint64_t pinned, uint64_t *ret_id,
+		 uint64_t *ret_ttl_ms, char *why, size_t wl)
 {
-	size_t words = (inst->world_size + 63) / 64;
+	size_t words = (h->world_size + 63) / 64;
 	/* What the two allocations below take, as malloc is asked. */
 	uint64_t bytes = sizeof(struct lease) + (uint64_t)n * sizeof(struct block *) +
 			 words * sizeof(uint64_t);
-	struct lease_holder *h = &inst->lh;
 	struct lease_uid **up, *u;
 	struct lease *l;
 	struct lease **pp;
@@ -197,25 +202,25 @@ int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct bloc
 	}
 	l->creator = creator;
 	l->refs = 1;
-	l->consumers_left = inst->world_size;
-	l->world_size = inst->world_size;
+	l->consumers_left = h->world_size;
+	l->world_size = h->world_size;
 	l->nblocks = n;
 	l->bytes = bytes;
 	l->pinned = pinned;
 	memcpy(l->blocks, blocks, n * sizeof(blocks[0]));
 	/*
-	 * The lease's reference, taken before the table lock: the instance
+	 * The lease's reference, taken before the table lock: the owner's
 	 * lock is never taken under it.  Dropped by lease_free(), or below.
 	 */
-	instance_get(inst);
-	l->inst = inst;
+	lt->ops.get(h);
+	l->holder = h;
 
-	pthread_mutex_lock(&T.lock);
-	up = find_uid(uid);
+	pthread_mutex_lock(&lt->lock);
+	up = find_uid(lt, uid);
 	u = *up;
-	if (h->leases >= T.max_per_instance) {
+	if (h->leases >= lt->max_per_holder) {
 		r = -EBUSY;
-	} else if (over_bound(h, u, bytes, uid, why, wl)) {
+	} else if (over_bound(lt, h, u, bytes, uid, why, wl)) {
 		r = -EDQUOT;
 		/* Say it once per run of refusals: the engine sees each in its CQE. */
 		if (h->refusing)
@@ -225,8 +230,8 @@ int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct bloc
 		r = -ENOMEM;
 	}
 	if (r) {
-		pthread_mutex_unlock(&T.lock);
-		instance_put(inst); /* the caller's session holds another */
+		pthread_mutex_unlock(&lt->lock);
+		lt->ops.put(h); /* the caller holds another */
 		free(l->loaded);
 		free(l);
 		return r;
@@ -241,43 +246,43 @@ int lease_create(struct instance *inst, uint64_t creator, uid_t uid, struct bloc
 	h->bytes += bytes;
 	h->pinned += pinned;
 	h->refusing = false;
-	T.bytes += bytes;
+	lt->bytes += bytes;
 	l->uid = u;
 	do {
-		l->id = T.next++;
-		pp = find(l->id);
+		l->id = lt->next++;
+		pp = find(lt, l->id);
 	} while (l->id == 0 || *pp);
-	l->expires_ns = now_ns() + T.ttl_ns;
+	l->expires_ns = now_ns() + lt->ttl_ns;
 	l->hnext = NULL;
 	*pp = l;
-	cds_list_add_tail(&l->fifo, &T.fifo);
+	cds_list_add_tail(&l->fifo, &lt->fifo);
 	if (cds_list_empty(&h->list))
-		cds_list_add_tail(&h->node, &T.holders);
+		cds_list_add_tail(&h->node, &lt->holders);
 	cds_list_add_tail(&l->inode, &h->list);
-	T.st.live++;
-	T.st.created++;
+	lt->st.live++;
+	lt->st.created++;
 	/*
 	 * Read the id under the lock: once it is dropped the lease is the
 	 * table's, and a sweep or a RELEASE (ids are guessable) may free it.
 	 */
 	*ret_id = l->id;
-	pthread_mutex_unlock(&T.lock);
-	*ret_ttl_ms = T.ttl_ns / NSEC_PER_MSEC;
+	pthread_mutex_unlock(&lt->lock);
+	*ret_ttl_ms = lt->ttl_ns / NSEC_PER_MSEC;
 	return 0;
 }
 
-int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, uint32_t n,
-	       struct lease **ret)
+int lease_take(struct lease_table *lt, uint64_t id, const struct lease_holder *h, uint32_t rank,
+	       uint32_t n, struct lease **ret)
 {
 	struct lease **pp, *l;
 	int r = 0;
 
-	pthread_mutex_lock(&T.lock);
-	pp = find(id);
+	pthread_mutex_lock(&lt->lock);
+	pp = find(lt, id);
 	l = *pp;
 	if (!l) {
 		r = -ENOENT;
-	} else if (l->inst != inst) {
+	} else if (l->holder != h) {
 		r = -EACCES;
 	} else if (rank >= l->world_size || n > l->nblocks) {
 		/* Before the share is taken: the engine may correct its LOAD. */
@@ -288,48 +293,48 @@ int lease_take(uint64_t id, const struct instance *inst, uint32_t rank, uint32_t
 		l->loaded[rank / 64] |= 1ull << (rank % 64);
 		l->refs++; /* the LOAD's */
 		if (--l->consumers_left == 0) {
-			unlink_locked(pp); /* the LOAD's ref keeps it */
-			T.st.consumed++;
+			unlink_locked(lt, pp); /* the LOAD's ref keeps it */
+			lt->st.consumed++;
 		}
 		*ret = l;
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&lt->lock);
 	return r;
 }
 
-void lease_put(struct lease *l)
+void lease_put(struct lease_table *lt, struct lease *l)
 {
 	bool last;
 
-	pthread_mutex_lock(&T.lock);
+	pthread_mutex_lock(&lt->lock);
 	last = --l->refs == 0;
 	if (last)
-		uncount_locked(l);
-	pthread_mutex_unlock(&T.lock);
+		uncount_locked(lt, l);
+	pthread_mutex_unlock(&lt->lock);
 	if (last)
-		lease_free(l);
+		lease_free(lt, l);
 }
 
-int lease_release(uint64_t id, const struct instance *inst)
+int lease_release(struct lease_table *lt, uint64_t id, const struct lease_holder *h)
 {
 	struct lease **pp, *l;
 	bool last = false;
 	int r = 0;
 
-	pthread_mutex_lock(&T.lock);
-	pp = find(id);
+	pthread_mutex_lock(&lt->lock);
+	pp = find(lt, id);
 	l = *pp;
 	if (!l) {
 		r = -ENOENT;
-	} else if (l->inst != inst) {
+	} else if (l->holder != h) {
 		r = -EACCES;
 	} else {
-		last = unlink_locked(pp);
-		T.st.released++;
+		last = unlink_locked(lt, pp);
+		lt->st.released++;
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&lt->lock);
 	if (last)
-		lease_free(l);
+		lease_free(lt, l);
 	return r;
 }
 
@@ -339,75 +344,75 @@ struct drop_filter {
 	uint64_t creator; /* drop leases of this session; 0: not this */
 };
 
-static unsigned drop_where(const struct drop_filter *f, uint64_t *counter)
+static unsigned drop_where(struct lease_table *lt, const struct drop_filter *f, uint64_t *counter)
 {
 	struct lease *l, *tmp, *dead = NULL;
 	unsigned n = 0;
 
-	pthread_mutex_lock(&T.lock);
-	cds_list_for_each_entry_safe(l, tmp, &T.fifo, fifo) {
+	pthread_mutex_lock(&lt->lock);
+	cds_list_for_each_entry_safe(l, tmp, &lt->fifo, fifo) {
 		if (f->now && l->expires_ns > f->now)
 			break; /* sorted by expiry: the rest are younger */
 		if (f->creator && l->creator != f->creator)
 			continue;
-		if (unlink_locked(find(l->id))) {
+		if (unlink_locked(lt, find(lt, l->id))) {
 			l->hnext = dead; /* free outside the lock */
 			dead = l;
 		}
 		(*counter)++;
 		n++;
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&lt->lock);
 	while (dead) {
 		l = dead;
 		dead = l->hnext;
-		lease_free(l);
+		lease_free(lt, l);
 	}
 	return n;
 }
 
-unsigned lease_sweep(void)
+unsigned lease_sweep(struct lease_table *lt)
 {
 	struct drop_filter f = { .now = now_ns() };
 
-	return drop_where(&f, &T.st.expired);
+	return drop_where(lt, &f, &lt->st.expired);
 }
 
-unsigned lease_drop_creator(uint64_t session_id)
+unsigned lease_drop_creator(struct lease_table *lt, uint64_t session_id)
 {
 	struct drop_filter f = { .creator = session_id };
 
-	return drop_where(&f, &T.st.released);
+	return drop_where(lt, &f, &lt->st.released);
 }
 
-/* Table lock held: the instance pinning the most, if more than @saver, and its oldest unused lease. */
-static struct lease *revocable(const struct instance *saver)
+/* Table lock held: the holder pinning the most, if more than @saver, and its oldest unused lease. */
+static struct lease *revocable(struct lease_table *lt, const struct lease_holder *saver)
 {
-	struct instance *inst, *best = NULL;
+	struct lease_holder *h, *best = NULL;
 	struct lease *l;
 
-	cds_list_for_each_entry(inst, &T.holders, lh.node) {
-		if (inst == saver || inst->lh.pinned <= saver->lh.pinned)
+	cds_list_for_each_entry(h, &lt->holders, node) {
+		if (h == saver || h->pinned <= saver->pinned)
 			continue;
-		if (best && inst->lh.pinned <= best->lh.pinned)
+		if (best && h->pinned <= best->pinned)
 			continue;
 		/* A lease a LOAD copies from (refs > 1) would not unpin before it ends. */
-		cds_list_for_each_entry(l, &inst->lh.list, inode) {
+		cds_list_for_each_entry(l, &h->list, inode) {
 			if (l->refs == 1) {
-				best = inst;
+				best = h;
 				break;
 			}
 		}
 	}
 	if (!best)
 		return NULL;
-	cds_list_for_each_entry(l, &best->lh.list, inode)
+	cds_list_for_each_entry(l, &best->list, inode)
 		if (l->refs == 1)
 			return l;
 	return NULL;
 }
 
-unsigned lease_revoke_for(const struct instance *saver, uint64_t need)
+unsigned lease_revoke_for(struct lease_table *lt, const struct lease_holder *saver, uint64_t need)
 {
 	struct lease *l, *dead = NULL;
 	uint64_t freed = 0;
@@ -415,24 +420,24 @@ unsigned lease_revoke_for(const struct instance *saver, uint64_t need)
 	char victim[KVS_NAME_MAX] = "";
 	bool several = false;
 
-	pthread_mutex_lock(&T.lock);
-	while (freed < need && (l = revocable(saver))) {
-		/* Names are copied: the instance may go with its last lease. */
-		several |= victim[0] && strcmp(victim, l->inst->name) != 0;
-		snprintf(victim, sizeof(victim), "%s", l->inst->name);
+	pthread_mutex_lock(&lt->lock);
+	while (freed < need && (l = revocable(lt, saver))) {
+		/* Names are copied: the holder may go with its last lease. */
+		several |= victim[0] && strcmp(victim, l->holder->name) != 0;
+		snprintf(victim, sizeof(victim), "%s", l->holder->name);
 		freed += l->pinned;
-		if (unlink_locked(find(l->id))) {
+		if (unlink_locked(lt, find(lt, l->id))) {
 			l->hnext = dead; /* free outside the lock */
 			dead = l;
 		}
-		T.st.released++;
+		lt->st.released++;
 		n++;
 	}
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_unlock(&lt->lock);
 	while (dead) {
 		l = dead;
 		dead = l->hnext;
-		lease_free(l);
+		lease_free(lt, l);
 	}
 	if (n)
 		log_info("revoked %u leases of instance %s%s (%" PRIu64 " pinned bytes): a SAVE of "
@@ -441,19 +446,23 @@ unsigned lease_revoke_for(const struct instance *saver, uint64_t need)
 	return n;
 }
 
-void lease_get_stats(struct lease_stats *ret)
+void lease_get_stats(struct lease_table *lt, struct lease_stats *ret)
 {
-	pthread_mutex_lock(&T.lock);
-	*ret = T.st;
-	pthread_mutex_unlock(&T.lock);
+	pthread_mutex_lock(&lt->lock);
+	*ret = lt->st;
+	pthread_mutex_unlock(&lt->lock);
 }
 
-void lease_table_fini(void)
+void lease_table_free(struct lease_table *lt)
 {
 	struct lease *l, *tmp;
 
-	cds_list_for_each_entry_safe(l, tmp, &T.fifo, fifo) {
-		if (unlink_locked(find(l->id)))
-			lease_free(l);
+	if (!lt)
+		return;
+	cds_list_for_each_entry_safe(l, tmp, &lt->fifo, fifo) {
+		if (unlink_locked(lt, find(lt, l->id)))
+			lease_free(lt, l);
 	}
+	pthread_mutex_destroy(&lt->lock);
+	free(lt);
 }

@@ -7,14 +7,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "store/store.h"
-#include "base/conf.h"
-#include "obs/log.h"
-#include "control/instance.h"
-#include "control/nspace.h"
-#include "control/session.h"
-#include "store/lease.h"
 #include "base/util.h"
+#include "obs/log.h"
+#include "store/store.h"
 
 /*
  * ThreadSanitizer cannot see liburcu's grace periods (the library is not
@@ -31,7 +26,11 @@
 #define tsan_release(p) ((void)(p))
 #define tsan_acquire(p) ((void)(p))
 #endif
-static int rcu_readers_done; /* TSan's stand-in for "a grace period passed" */
+/*
+ * TSan's stand-in for "a grace period passed": one for the process, as
+ * liburcu's grace periods are (every store shares the one RCU flavour).
+ */
+static int rcu_readers_done;
 
 /* End a read-side section of the store: before any free of what it saw. */
 static inline void read_unlock(void)
@@ -55,26 +54,29 @@ static inline void read_unlock(void)
  */
 #define HT_MIN_BUCKETS (1ul << 12)
 
-static struct {
+struct store {
 	pthread_mutex_t lock; /* the store lock */
 	struct cds_lfht *ht;
 	unsigned long ht_nodes;	  /* shards in the index (store lock) */
 	unsigned long ht_buckets; /* size last asked for (store lock) */
 	pthread_t resizer;
 	bool resizer_running;
-	pthread_mutex_t rlock;	  /* the resizer's: nests inside the store lock */
+	pthread_mutex_t rlock; /* the resizer's: nests inside the store lock */
 	pthread_cond_t rcond;
-	unsigned long resize_to;  /* rlock; 0: nothing asked */
-	bool resizer_stop;	  /* rlock */
-	struct pool *pool;
+	unsigned long resize_to; /* rlock; 0: nothing asked */
+	bool resizer_stop;	 /* rlock */
+
+	struct pool *pool; /* the caller's */
+	/* store_params.revoke and its table (may be NULL: nothing revoked). */
+	unsigned (*revoke)(struct lease_table *, const struct lease_holder *, uint64_t);
+	struct lease_table *leases;
 	struct s3fifo queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
 	struct cds_list_head partial;		/* oldest first */
 	struct cds_list_head tenants;		/* tenants with unsealed bytes */
 	uint64_t unsealed_cap;			/* bytes one tenant may hold unsealed */
 	uint64_t seed[2];			/* keyed hash against collision floods */
-	struct store_stats st;			/* counters: relaxed atomics */
-} S = { .lock = PTHREAD_MUTEX_INITIALIZER, .rlock = PTHREAD_MUTEX_INITIALIZER,
-	.rcond = PTHREAD_COND_INITIALIZER };
+	struct store_stats stats;		/* counters: relaxed atomics */
+};
 
 struct lookup_key {
 	uint32_t ns_id;
@@ -92,14 +94,15 @@ static inline uint64_t fmix64(uint64_t k)
 	return k;
 }
 
-static inline unsigned long hash_key(uint32_t ns_id, uint32_t shard, const uint8_t *key)
+static inline unsigned long hash_key(const struct store *st, uint32_t ns_id, uint32_t shard,
+				     const uint8_t *key)
 {
 	uint64_t k0, k1;
 
 	memcpy(&k0, key, 8);
 	memcpy(&k1, key + 8, 8);
-	return fmix64(k0 ^ S.seed[0]) ^
-	       fmix64(k1 ^ S.seed[1] ^ ((uint64_t)ns_id << 32) ^ shard);
+	return fmix64(k0 ^ st->seed[0]) ^
+	       fmix64(k1 ^ st->seed[1] ^ ((uint64_t)ns_id << 32) ^ shard);
 }
 
 /*
@@ -108,9 +111,9 @@ static inline unsigned long hash_key(uint32_t ns_id, uint32_t shard, const uint8
  * after its eviction is recognised, and nobody can aim collisions at the
  * ghost (one would only admit a block straight to main).
  */
-static uint64_t block_fp(const struct block *b)
+static uint64_t block_fp(const struct store *st, const struct block *b)
 {
-	return hash_key(b->ns_id, 0, b->key);
+	return hash_key(st, b->ns_id, 0, b->key);
 }
 
 static int match(struct cds_lfht_node *node, const void *arg)
@@ -123,58 +126,61 @@ static int match(struct cds_lfht_node *node, const void *arg)
 }
 
 /* Caller holds the RCU read lock (or the store lock, for writers). */
-static struct shard *lookup(uint32_t ns_id, uint32_t shard, const uint8_t *key)
+static struct shard *lookup(const struct store *st, uint32_t ns_id, uint32_t shard,
+			    const uint8_t *key)
 {
 	struct lookup_key lk = { ns_id, shard, key };
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 
-	cds_lfht_lookup(S.ht, hash_key(ns_id, shard, key), match, &lk, &it);
+	cds_lfht_lookup(st->ht, hash_key(st, ns_id, shard, key), match, &lk, &it);
 	n = cds_lfht_iter_get_node(&it);
 	return n ? caa_container_of(n, struct shard, hnode) : NULL;
 }
 
 static void *resizer_main(void *arg)
 {
+	struct store *st = arg;
+
 	/* A registered reader: the resize links bucket nodes under the read lock. */
 	urcu_memb_register_thread();
-	pthread_mutex_lock(&S.rlock);
+	pthread_mutex_lock(&st->rlock);
 	for (;;) {
 		unsigned long to;
 
-		while (!S.resize_to && !S.resizer_stop)
-			pthread_cond_wait(&S.rcond, &S.rlock);
-		if (S.resizer_stop)
+		while (!st->resize_to && !st->resizer_stop)
+			pthread_cond_wait(&st->rcond, &st->rlock);
+		if (st->resizer_stop)
 			break;
-		to = S.resize_to;
-		S.resize_to = 0;
-		pthread_mutex_unlock(&S.rlock);
+		to = st->resize_to;
+		st->resize_to = 0;
+		pthread_mutex_unlock(&st->rlock);
 		/* Concurrent with lookups, adds and deletes; never in a read-side section. */
-		cds_lfht_resize(S.ht, to);
-		pthread_mutex_lock(&S.rlock);
+		cds_lfht_resize(st->ht, to);
+		pthread_mutex_lock(&st->rlock);
 	}
-	pthread_mutex_unlock(&S.rlock);
+	pthread_mutex_unlock(&st->rlock);
 	urcu_memb_unregister_thread();
 	return NULL;
 }
 
 /* Store lock held: one node more (@delta 1) or less (-1); resize when the load leaves [1/8, 1]. */
-static void ht_account(long delta)
+static void ht_account(struct store *st, long delta)
 {
-	unsigned long want = S.ht_buckets;
+	unsigned long want = st->ht_buckets;
 
-	S.ht_nodes += (unsigned long)delta;
-	if (S.ht_nodes > S.ht_buckets)
-		want = 2 * S.ht_buckets;
-	else if (S.ht_nodes < S.ht_buckets / 8 && S.ht_buckets > HT_MIN_BUCKETS)
-		want = S.ht_buckets / 2;
-	if (want == S.ht_buckets || !S.resizer_running)
+	st->ht_nodes += (unsigned long)delta;
+	if (st->ht_nodes > st->ht_buckets)
+		want = 2 * st->ht_buckets;
+	else if (st->ht_nodes < st->ht_buckets / 8 && st->ht_buckets > HT_MIN_BUCKETS)
+		want = st->ht_buckets / 2;
+	if (want == st->ht_buckets || !st->resizer_running)
 		return;
-	S.ht_buckets = want;
-	pthread_mutex_lock(&S.rlock);
-	S.resize_to = want;
-	pthread_cond_signal(&S.rcond);
-	pthread_mutex_unlock(&S.rlock);
+	st->ht_buckets = want;
+	pthread_mutex_lock(&st->rlock);
+	st->resize_to = want;
+	pthread_cond_signal(&st->rcond);
+	pthread_mutex_unlock(&st->rlock);
 }
 
 /*
@@ -195,43 +201,63 @@ static uint64_t unsealed_cap(const struct pool *pool, uint32_t share)
 	return region * share / 100;
 }
 
-int store_init(struct pool *pool, const struct kvs_config *cfg)
+void store_ns_init(struct store_ns *ns, uint32_t id)
 {
-	int r;
-
-	if (getrandom(S.seed, sizeof(S.seed), 0) != sizeof(S.seed)) {
-		S.seed[0] = now_ns();
-		S.seed[1] = (uint64_t)(uintptr_t)&S ^ 0x9e3779b97f4a7c15ull;
-	}
-	/* No CDS_LFHT_AUTO_RESIZE: ht_account() sizes the table (see HT_MIN_BUCKETS). */
-	S.ht = cds_lfht_new_flavor(HT_MIN_BUCKETS, HT_MIN_BUCKETS, 0, 0, &urcu_memb_flavor, NULL);
-	if (!S.ht)
-		return -ENOMEM;
-	S.ht_nodes = 0;
-	S.ht_buckets = HT_MIN_BUCKETS;
-	S.resize_to = 0;
-	S.resizer_stop = false;
-	r = -pthread_create(&S.resizer, NULL, resizer_main, NULL);
-	if (r) {
-		cds_lfht_destroy(S.ht, NULL);
-		S.ht = NULL;
-		return r;
-	}
-	pthread_setname_np(S.resizer, "kvs-resize");
-	S.resizer_running = true;
-	S.pool = pool;
-	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
-		s3fifo_init(&S.queues[i]);
-	CDS_INIT_LIST_HEAD(&S.partial);
-	CDS_INIT_LIST_HEAD(&S.tenants);
-	S.unsealed_cap = unsealed_cap(pool, cfg->unsealed_share);
-	memset(&S.st, 0, sizeof(S.st));
-	return 0;
+	ns->id = id;
+	ns->blocks = 0;
+	CDS_INIT_LIST_HEAD(&ns->list);
 }
 
-struct pool *store_pool(void)
+int store_new(const struct store_params *p, struct store **ret)
 {
-	return S.pool;
+	struct store *st = calloc(1, sizeof(*st));
+	int r;
+
+	if (!st)
+		return -ENOMEM;
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_mutex_init(&st->rlock, NULL);
+	pthread_cond_init(&st->rcond, NULL);
+	if (getrandom(st->seed, sizeof(st->seed), 0) != sizeof(st->seed)) {
+		st->seed[0] = now_ns();
+		st->seed[1] = (uint64_t)(uintptr_t)st ^ 0x9e3779b97f4a7c15ull;
+	}
+	/* No CDS_LFHT_AUTO_RESIZE: ht_account() sizes the table (see HT_MIN_BUCKETS). */
+	st->ht = cds_lfht_new_flavor(HT_MIN_BUCKETS, HT_MIN_BUCKETS, 0, 0, &urcu_memb_flavor, NULL);
+	if (!st->ht) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	st->ht_buckets = HT_MIN_BUCKETS;
+	st->pool = p->pool;
+	st->revoke = p->revoke;
+	st->leases = p->leases;
+	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
+		s3fifo_init(&st->queues[i]);
+	CDS_INIT_LIST_HEAD(&st->partial);
+	CDS_INIT_LIST_HEAD(&st->tenants);
+	st->unsealed_cap = unsealed_cap(p->pool, p->unsealed_share);
+	/* Last: pthread_create() orders everything above before the resizer's first step. */
+	r = -pthread_create(&st->resizer, NULL, resizer_main, st);
+	if (r)
+		goto fail;
+	pthread_setname_np(st->resizer, "kvs-resize");
+	st->resizer_running = true;
+	*ret = st;
+	return 0;
+fail:
+	if (st->ht)
+		cds_lfht_destroy(st->ht, NULL);
+	pthread_cond_destroy(&st->rcond);
+	pthread_mutex_destroy(&st->rlock);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+	return r;
+}
+
+struct pool *store_pool(const struct store *st)
+{
+	return st->pool;
 }
 
 static void free_block_rcu(struct rcu_head *h)
@@ -250,12 +276,15 @@ static void stat_add(uint64_t *c, int64_t v)
 
 /* ---- tenants ------------------------------------------------------ */
 
-struct store_tenant *store_tenant_new(const char *name)
+struct store_tenant *store_tenant_new(struct store *st, const char *name,
+				      struct lease_holder *leases)
 {
 	struct store_tenant *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
+	t->st = st;
+	t->leases = leases;
 	CDS_INIT_LIST_HEAD(&t->node);
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	return t;
@@ -263,39 +292,42 @@ struct store_tenant *store_tenant_new(const char *name)
 
 void store_tenant_put(struct store_tenant *t)
 {
+	struct store *st;
+
 	if (!t)
 		return;
-	pthread_mutex_lock(&S.lock);
+	st = t->st;
+	pthread_mutex_lock(&st->lock);
 	t->gone = true;
 	if (t->unsealed == 0)
-		free(t); /* not in S.tenants: only tenants with a charge are */
-	pthread_mutex_unlock(&S.lock);
+		free(t); /* not in st->tenants: only tenants with a charge are */
+	pthread_mutex_unlock(&st->lock);
 }
 
-static uint64_t slot_bytes_of(const struct block *b)
+static uint64_t slot_bytes_of(const struct store *st, const struct block *b)
 {
-	return S.pool->classes[b->class_id].slot_bytes;
+	return st->pool->classes[b->class_id].slot_bytes;
 }
 
 /* Store lock held: @t pays for @sh's slot until its block seals or the shard goes. */
-static void charge(struct shard *sh, struct store_tenant *t)
+static void charge(struct store *st, struct shard *sh, struct store_tenant *t)
 {
 	if (!t)
 		return;
 	if (t->unsealed == 0)
-		cds_list_add_tail(&t->node, &S.tenants);
-	t->unsealed += slot_bytes_of(sh->blk);
+		cds_list_add_tail(&t->node, &st->tenants);
+	t->unsealed += slot_bytes_of(st, sh->blk);
 	sh->tenant = t;
 }
 
-static void uncharge(struct shard *sh)
+static void uncharge(struct store *st, struct shard *sh)
 {
 	struct store_tenant *t = sh->tenant;
 
 	if (!t)
 		return;
 	sh->tenant = NULL;
-	t->unsealed -= slot_bytes_of(sh->blk);
+	t->unsealed -= slot_bytes_of(st, sh->blk);
 	if (t->unsealed)
 		return;
 	cds_list_del_init(&t->node);
@@ -304,26 +336,26 @@ static void uncharge(struct shard *sh)
 }
 
 /* Store lock held.  Remove the block's shards, free their slots and it. */
-static void block_destroy(struct block *b)
+static void block_destroy(struct store *st, struct block *b)
 {
 	for (uint32_t i = 0; i < b->nshards; i++) {
 		struct shard *sh = &b->shards[i];
 
 		if (sh->state == SHARD_EMPTY)
 			continue;
-		uncharge(sh);
-		cds_lfht_del(S.ht, &sh->hnode);
-		ht_account(-1);
-		pool_free(S.pool, &sh->slot);
+		uncharge(st, sh);
+		cds_lfht_del(st->ht, &sh->hnode);
+		ht_account(st, -1);
+		pool_free(st->pool, &sh->slot);
 		sh->state = SHARD_EMPTY;
 	}
 	if (b->sealed) {
 		/* No-op after evict(), which took it out as an eviction. */
-		s3fifo_remove(&S.queues[b->class_id], &b->qn);
-		stat_add(&S.st.resident, -1);
+		s3fifo_remove(&st->queues[b->class_id], &b->qn);
+		stat_add(&st->stats.resident, -1);
 	} else {
 		cds_list_del(&b->partial);
-		stat_add(&S.st.partial, -1);
+		stat_add(&st->stats.partial, -1);
 	}
 	cds_list_del(&b->ns_node);
 	/* Release: pairs with the load-acquire in nspace.c's free_if_unused(). */
@@ -389,22 +421,22 @@ static bool owner_evictable(void *owner, void *arg)
 	return room && room->partials && partial_holder(b, room->self);
 }
 
-static void reclaim(struct block *b)
+static void reclaim(struct store *st, struct block *b)
 {
-	block_destroy(b);
-	stat_add(&S.st.partial_reclaimed, 1);
+	block_destroy(st, b);
+	stat_add(&st->stats.partial_reclaimed, 1);
 }
 
 /* Store lock held, @b claimed (so sealed): evicted, remembered by its queue's ghost. */
-static void evict(struct block *b)
+static void evict(struct store *st, struct block *b)
 {
-	s3fifo_evict(&S.queues[b->class_id], &b->qn, block_fp(b));
-	block_destroy(b);
-	stat_add(&S.st.evictions, 1);
+	s3fifo_evict(&st->queues[b->class_id], &b->qn, block_fp(st, b));
+	block_destroy(st, b);
+	stat_add(&st->stats.evictions, 1);
 }
 
 /* Empty extent @e by evicting every block with a shard in it (or reclaiming, per @room). */
-static bool evict_extent(struct pool_extent *e, const struct room *room)
+static bool evict_extent(struct store *st, struct pool_extent *e, const struct room *room)
 {
 	for (uint32_t i = 0; i < e->nslots; i++) {
 		struct shard *sh = e->owners[i];
@@ -413,9 +445,9 @@ static bool evict_extent(struct pool_extent *e, const struct room *room)
 			continue;
 		if (!sh->blk->sealed && room && room->partials &&
 		    partial_holder(sh->blk, room->self))
-			reclaim(sh->blk);
+			reclaim(st, sh->blk);
 		else if (claim(sh->blk))
-			evict(sh->blk);
+			evict(st, sh->blk);
 		else
 			return false; /* pinned meanwhile: try elsewhere */
 	}
@@ -430,14 +462,15 @@ static bool evict_extent(struct pool_extent *e, const struct room *room)
  * The walk is over every partial block: a slow path, taken only when a
  * SAVE would otherwise fail.
  */
-static bool reclaim_partial_for(const struct store_tenant *self, unsigned region, uint32_t cls)
+static bool reclaim_partial_for(struct store *st, const struct store_tenant *self, unsigned region,
+				uint32_t cls)
 {
 	struct room room = { true, self };
 	struct block *b, *best = NULL;
 	struct pool_extent *e;
 	uint64_t best_holder = 0;
 
-	cds_list_for_each_entry(b, &S.partial, partial) {
+	cds_list_for_each_entry(b, &st->partial, partial) {
 		uint64_t h;
 
 		if (b->class_id != cls)
@@ -449,22 +482,23 @@ static bool reclaim_partial_for(const struct store_tenant *self, unsigned region
 		}
 	}
 	if (best) {
-		reclaim(best);
+		reclaim(st, best);
 		return true;
 	}
-	e = pool_pick_extent_any(S.pool, region, cls, owner_evictable, &room);
-	return e && evict_extent(e, &room);
+	e = pool_pick_extent_any(st->pool, region, cls, owner_evictable, &room);
+	return e && evict_extent(st, e, &room);
 }
 
-/* Store lock held.  A slot of the registration's class, evicting if needed. */
-static int take_slot(const struct registration *reg, const struct store_tenant *t, struct shard *sh)
+/* Store lock held.  A slot of @p's class in its region, evicting if needed. */
+static int take_slot(struct store *st, const struct store_place *p, const struct store_tenant *t,
+		     struct shard *sh)
 {
-	uint32_t cls = reg->class_id;
+	uint32_t cls = p->class_id;
 
 	for (int tries = 0; tries < EVICT_TRIES; tries++) {
 		struct s3fifo_node *victim;
 		struct pool_extent *e;
-		int r = pool_alloc(S.pool, reg->region, cls, sh, &sh->slot);
+		int r = pool_alloc(st->pool, p->region, cls, sh, &sh->slot);
 
 		if (r != -ENOSPC)
 			return r;
@@ -473,94 +507,93 @@ static int take_slot(const struct registration *reg, const struct store_tenant *
 		 * recent demand, so several block sizes share the pool; else
 		 * make room inside the class with S3-FIFO.
 		 */
-		if (pool_class_under_share(S.pool, reg->region, cls) || S.queues[cls].n == 0) {
-			e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
-			if (e && evict_extent(e, NULL))
+		if (pool_class_under_share(st->pool, p->region, cls) || st->queues[cls].n == 0) {
+			e = pool_pick_extent(st->pool, p->region, cls, owner_evictable, NULL);
+			if (e && evict_extent(st, e, NULL))
 				continue;
 		}
-		victim = s3fifo_pick(&S.queues[cls], queue_claim, NULL, 0);
+		victim = s3fifo_pick(&st->queues[cls], queue_claim, NULL, 0);
 		if (victim) {
-			evict(caa_container_of(victim, struct block, qn));
+			evict(st, caa_container_of(victim, struct block, qn));
 			continue;
 		}
-		e = pool_pick_extent(S.pool, reg->region, cls, owner_evictable, NULL);
+		e = pool_pick_extent(st->pool, p->region, cls, owner_evictable, NULL);
 		if (!e)
-			e = pool_pick_extent_any(S.pool, reg->region, cls, owner_evictable, NULL);
-		if (e && evict_extent(e, NULL))
+			e = pool_pick_extent_any(st->pool, p->region, cls, owner_evictable, NULL);
+		if (e && evict_extent(st, e, NULL))
 			continue;
 		/* Everything is pinned, partial or in flight: take from who holds most. */
-		if (!reclaim_partial_for(t, reg->region, cls))
+		if (!reclaim_partial_for(st, t, p->region, cls))
 			return -ENOSPC;
 	}
 	return -ENOSPC;
 }
 
 /* Store lock held.  The block for (ns, key), found through any shard, or a new one. */
-static struct block *find_or_create(struct nspace *ns, const struct registration *reg,
-				    const uint8_t *key)
+static struct block *find_or_create(struct store *st, struct store_ns *ns,
+				    const struct store_place *p, const uint8_t *key)
 {
 	struct block *b;
 
-	for (uint32_t s = 0; s < reg->nshards; s++) {
-		struct shard *sh = lookup(ns->id, s, key);
+	for (uint32_t s = 0; s < p->nshards; s++) {
+		struct shard *sh = lookup(st, ns->id, s, key);
 
 		if (sh)
 			return sh->blk;
 	}
-	b = calloc(1, sizeof(*b) + reg->nshards * sizeof(b->shards[0]));
+	b = calloc(1, sizeof(*b) + p->nshards * sizeof(b->shards[0]));
 	if (!b)
 		return NULL;
 	b->ns = ns;
 	b->ns_id = ns->id;
 	memcpy(b->key, key, KVS_KEY_SIZE);
-	b->class_id = reg->class_id;
-	b->nshards = reg->nshards;
-	b->bytes = (uint64_t)reg->nshards * S.pool->classes[reg->class_id].slot_bytes;
+	b->class_id = p->class_id;
+	b->nshards = p->nshards;
+	b->bytes = (uint64_t)p->nshards * st->pool->classes[p->class_id].slot_bytes;
 	b->created_ns = now_ns();
-	for (uint32_t s = 0; s < reg->nshards; s++) {
+	for (uint32_t s = 0; s < p->nshards; s++) {
 		b->shards[s].blk = b;
 		b->shards[s].idx = (uint16_t)s;
 		cds_lfht_node_init(&b->shards[s].hnode);
 	}
-	cds_list_add_tail(&b->partial, &S.partial);
-	cds_list_add_tail(&b->ns_node, &ns->store_blocks);
+	cds_list_add_tail(&b->partial, &st->partial);
+	cds_list_add_tail(&b->ns_node, &ns->list);
 	__atomic_fetch_add(&ns->blocks, 1, __ATOMIC_RELAXED);
-	stat_add(&S.st.partial, 1);
+	stat_add(&st->stats.partial, 1);
 	return b;
 }
 
 /* Take and drop the store lock with the RCU read side writers need to traverse the table. */
-static void store_lock(void)
+static void store_lock(struct store *st)
 {
-	pthread_mutex_lock(&S.lock);
+	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
 }
 
-static void store_unlock(void)
+static void store_unlock(struct store *st)
 {
 	read_unlock();
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&st->lock);
 }
 
-void store_save_begin(struct instance *inst, struct nspace *ns, const struct registration *reg,
-		      const uint8_t *keys, const uint32_t *block_ids, uint32_t n,
-		      struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
+void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns *ns,
+		      const struct store_place *p, const uint8_t *keys, const uint32_t *block_ids,
+		      uint32_t n, struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
 		      uint32_t *ret_nospace, uint32_t *ret_quota)
 {
-	struct store_tenant *t = inst ? inst->tenant : NULL;
 	uint32_t nents = 0, skipped = 0, nospace = 0, quota = 0, i = 0;
 	bool full = false, revoked = false;
 	uint64_t bytes;
 
-	store_lock();
-	/* The registration holds its class: its size cannot change under us. */
-	bytes = S.pool->classes[reg->class_id].slot_bytes;
+	store_lock(st);
+	/* The caller holds the class (store_class_get()): its size cannot change under us. */
+	bytes = st->pool->classes[p->class_id].slot_bytes;
 	while (i < n) {
 		const uint8_t *key = keys + (size_t)i * KVS_KEY_SIZE;
 		struct block *b;
 		struct shard *sh;
 
-		if (lookup(ns->id, reg->shard, key)) {
+		if (lookup(st, ns->id, p->shard, key)) {
 			skipped++;
 			i++;
 			continue;
@@ -575,27 +608,27 @@ void store_save_begin(struct instance *inst, struct nspace *ns, const struct reg
 			continue;
 		}
 		/* Past the share; one block always, or a block above it could never be saved. */
-		if (t && t->unsealed && t->unsealed + bytes > S.unsealed_cap) {
+		if (t && t->unsealed && t->unsealed + bytes > st->unsealed_cap) {
 			quota++;
 			i++;
 			continue;
 		}
-		b = find_or_create(ns, reg, key);
+		b = find_or_create(st, ns, p, key);
 		if (!b) {
 			nospace++;
 			i++;
 			continue;
 		}
-		sh = &b->shards[reg->shard];
-		if (take_slot(reg, t, sh) < 0) {
+		sh = &b->shards[p->shard];
+		if (take_slot(st, p, t, sh) < 0) {
 			if (b->present == 0 && b->writers == 0)
-				block_destroy(b);
-			if (!revoked && inst) {
+				block_destroy(st, b);
+			if (!revoked && t && t->leases && st->revoke) {
 				uint64_t need = (uint64_t)(n - i) * bytes;
 				unsigned nrev;
 
-				if (t && S.unsealed_cap != UINT64_MAX)
-					need = MIN(need, S.unsealed_cap - t->unsealed);
+				if (t && st->unsealed_cap != UINT64_MAX)
+					need = MIN(need, st->unsealed_cap - t->unsealed);
 				/*
 				 * Everything left is pinned: leases of whoever pins
 				 * more than this instance go, once per batch.  The
@@ -605,9 +638,9 @@ void store_save_begin(struct instance *inst, struct nspace *ns, const struct reg
 				 * again, from its lookup.
 				 */
 				revoked = true;
-				store_unlock();
-				nrev = lease_revoke_for(inst, need);
-				store_lock();
+				store_unlock(st);
+				nrev = st->revoke(st->leases, t->leases, need);
+				store_lock(st);
 				if (nrev)
 					continue;
 			}
@@ -618,13 +651,13 @@ void store_save_begin(struct instance *inst, struct nspace *ns, const struct reg
 		}
 		sh->state = SHARD_WRITING;
 		b->writers++;
-		charge(sh, t);
-		cds_lfht_add(S.ht, hash_key(ns->id, reg->shard, key), &sh->hnode);
-		ht_account(1);
+		charge(st, sh, t);
+		cds_lfht_add(st->ht, hash_key(st, ns->id, p->shard, key), &sh->hnode);
+		ht_account(st, 1);
 		ents[nents++] = (struct save_ent){ sh, block_ids[i] };
 		i++;
 	}
-	store_unlock();
+	store_unlock(st);
 	*ret_nents = nents;
 	*ret_skipped = skipped;
 	*ret_nospace = nospace;
@@ -632,15 +665,15 @@ void store_save_begin(struct instance *inst, struct nspace *ns, const struct reg
 }
 
 /* Store lock held: every shard is DONE, publish the block. */
-static void seal(struct block *b)
+static void seal(struct store *st, struct block *b)
 {
 	/* Evictable from now on: no tenant holds it any more. */
 	for (uint32_t i = 0; i < b->nshards; i++)
-		uncharge(&b->shards[i]);
+		uncharge(st, &b->shards[i]);
 	cds_list_del(&b->partial);
-	stat_add(&S.st.partial, -1);
-	stat_add(&S.st.resident, 1);
-	s3fifo_insert(&S.queues[b->class_id], &b->qn, block_fp(b));
+	stat_add(&st->stats.partial, -1);
+	stat_add(&st->stats.resident, 1);
+	s3fifo_insert(&st->queues[b->class_id], &b->qn, block_fp(st, b));
 	/*
 	 * Store-release: the slot bytes (written by the copy before
 	 * store_save_end) are visible to anyone who sees sealed == 1 with
@@ -649,9 +682,9 @@ static void seal(struct block *b)
 	__atomic_store_n(&b->sealed, 1, __ATOMIC_RELEASE);
 }
 
-void store_save_end(struct save_ent *ents, uint32_t n, bool ok)
+void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok)
 {
-	pthread_mutex_lock(&S.lock);
+	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
 	for (uint32_t i = 0; i < n; i++) {
 		struct shard *sh = ents[i].shard;
@@ -661,19 +694,19 @@ void store_save_end(struct save_ent *ents, uint32_t n, bool ok)
 		if (ok) {
 			sh->state = SHARD_DONE;
 			if (++b->present == b->nshards)
-				seal(b);
+				seal(st, b);
 			continue;
 		}
-		uncharge(sh);
-		cds_lfht_del(S.ht, &sh->hnode);
-		ht_account(-1);
-		pool_free(S.pool, &sh->slot);
+		uncharge(st, sh);
+		cds_lfht_del(st->ht, &sh->hnode);
+		ht_account(st, -1);
+		pool_free(st->pool, &sh->slot);
 		sh->state = SHARD_EMPTY;
 		if (b->present == 0 && b->writers == 0)
-			block_destroy(b);
+			block_destroy(st, b);
 	}
 	read_unlock();
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&st->lock);
 }
 
 static bool pin(struct block *b)
@@ -695,8 +728,8 @@ void block_unpin(struct block *b)
 	__atomic_fetch_sub(&b->pins, 1, __ATOMIC_RELEASE);
 }
 
-uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do_pin,
-		     struct block **ret_blocks, uint64_t *ret_bytes)
+uint32_t store_query(struct store *st, const struct store_ns *ns, const uint8_t *keys, uint32_t n,
+		     bool do_pin, struct block **ret_blocks, uint64_t *ret_bytes)
 {
 	uint64_t bytes = 0;
 	uint32_t hits = 0;
@@ -704,7 +737,7 @@ uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do
 	urcu_memb_read_lock();
 	for (; hits < n; hits++) {
 		/* Shard 0 exists in every sealed block, so one lookup per key. */
-		struct shard *sh = lookup(ns->id, 0, keys + (size_t)hits * KVS_KEY_SIZE);
+		struct shard *sh = lookup(st, ns->id, 0, keys + (size_t)hits * KVS_KEY_SIZE);
 		struct block *b;
 
 		if (!sh)
@@ -729,75 +762,78 @@ uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool do
 	return hits;
 }
 
-unsigned store_reclaim_partial(uint64_t timeout_ns)
+unsigned store_reclaim_partial(struct store *st, uint64_t timeout_ns)
 {
 	uint64_t now = now_ns();
 	struct block *b, *tmp;
 	unsigned n = 0;
 
-	pthread_mutex_lock(&S.lock);
+	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
-	cds_list_for_each_entry_safe(b, tmp, &S.partial, partial) {
+	cds_list_for_each_entry_safe(b, tmp, &st->partial, partial) {
 		if (now - b->created_ns < timeout_ns)
 			break; /* oldest first: the rest are younger */
 		if (b->writers)
 			continue;
-		block_destroy(b);
+		block_destroy(st, b);
 		n++;
 	}
 	read_unlock();
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&st->lock);
 	if (n)
-		stat_add(&S.st.partial_reclaimed, n);
+		stat_add(&st->stats.partial_reclaimed, n);
 	return n;
 }
 
-void store_get_stats(struct store_stats *ret)
+void store_get_stats(struct store *st, struct store_stats *ret)
 {
-	ret->resident = __atomic_load_n(&S.st.resident, __ATOMIC_RELAXED);
-	ret->partial = __atomic_load_n(&S.st.partial, __ATOMIC_RELAXED);
-	ret->evictions = __atomic_load_n(&S.st.evictions, __ATOMIC_RELAXED);
-	ret->partial_reclaimed = __atomic_load_n(&S.st.partial_reclaimed, __ATOMIC_RELAXED);
+	ret->resident = __atomic_load_n(&st->stats.resident, __ATOMIC_RELAXED);
+	ret->partial = __atomic_load_n(&st->stats.partial, __ATOMIC_RELAXED);
+	ret->evictions = __atomic_load_n(&st->stats.evictions, __ATOMIC_RELAXED);
+	ret->partial_reclaimed = __atomic_load_n(&st->stats.partial_reclaimed, __ATOMIC_RELAXED);
 }
 
-void store_clear(void)
+void store_clear(struct store *st)
 {
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *node;
 
-	pthread_mutex_lock(&S.lock);
+	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
-	cds_lfht_first(S.ht, &it);
+	cds_lfht_first(st->ht, &it);
 	while ((node = cds_lfht_iter_get_node(&it)) != NULL) {
 		struct shard *sh = caa_container_of(node, struct shard, hnode);
 
-		cds_lfht_next(S.ht, &it);
+		cds_lfht_next(st->ht, &it);
 		/* Destroy through the first shard met; the others go with it. */
 		if (sh->state != SHARD_EMPTY)
-			block_destroy(sh->blk);
+			block_destroy(st, sh->blk);
 	}
 	read_unlock();
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&st->lock);
 }
 
-void store_fini(void)
+void store_free(struct store *st)
 {
-	if (!S.ht)
+	if (!st)
 		return;
-	if (S.resizer_running) {
-		pthread_mutex_lock(&S.rlock);
-		S.resizer_stop = true;
-		pthread_cond_signal(&S.rcond);
-		pthread_mutex_unlock(&S.rlock);
-		pthread_join(S.resizer, NULL);
-		S.resizer_running = false;
+	if (st->resizer_running) {
+		pthread_mutex_lock(&st->rlock);
+		st->resizer_stop = true;
+		pthread_cond_signal(&st->rcond);
+		pthread_mutex_unlock(&st->rlock);
+		pthread_join(st->resizer, NULL);
+		st->resizer_running = false;
 	}
-	store_clear();
+	store_clear(st);
 	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
-		s3fifo_fini(&S.queues[i]);
-	urcu_memb_barrier(); /* run pending frees */
-	cds_lfht_destroy(S.ht, NULL);
-	S.ht = NULL;
+		s3fifo_fini(&st->queues[i]);
+	urcu_memb_barrier(); /* run pending frees (they touch blocks only, not the store) */
+	cds_lfht_destroy(st->ht, NULL);
+	pthread_cond_destroy(&st->rcond);
+	pthread_mutex_destroy(&st->rlock);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
 }
 
 /*
@@ -805,12 +841,12 @@ void store_fini(void)
  * blocks; false if one of them is pinned (a lease may outlive the ranks
  * that registered the class).
  */
-static bool drop_class(uint32_t cls, unsigned *ret_blocks)
+static bool drop_class(struct store *st, uint32_t cls, unsigned *ret_blocks)
 {
 	bool all = true;
 
-	for (unsigned r = 0; r < S.pool->nr_regions; r++) {
-		struct pool_region *reg = &S.pool->regions[r];
+	for (unsigned r = 0; r < st->pool->nr_regions; r++) {
+		struct pool_region *reg = &st->pool->regions[r];
 
 		for (uint32_t x = 0; x < reg->nr_extents; x++) {
 			struct pool_extent *e = &reg->extents[x];
@@ -822,9 +858,9 @@ static bool drop_class(uint32_t cls, unsigned *ret_blocks)
 				if (!sh)
 					continue;
 				if (!sh->blk->sealed && !sh->blk->writers) {
-					reclaim(sh->blk);
+					reclaim(st, sh->blk);
 				} else if (claim(sh->blk)) {
-					evict(sh->blk);
+					evict(st, sh->blk);
 				} else {
 					all = false;
 					continue;
@@ -842,7 +878,7 @@ static bool drop_class(uint32_t cls, unsigned *ret_blocks)
  * demand first.  Without this, on an idle pool (nothing evicts) the
  * blocks of sizes nobody registers any more refused every new size.
  */
-static bool reclaim_class(void)
+static bool reclaim_class(struct store *st)
 {
 	bool tried[POOL_MAX_CLASSES] = { false };
 
@@ -851,19 +887,19 @@ static bool reclaim_class(void)
 		unsigned blocks = 0;
 		uint64_t bytes;
 
-		for (uint32_t c = 0; c < S.pool->nr_classes; c++) {
-			const struct pool_class *pc = &S.pool->classes[c];
+		for (uint32_t c = 0; c < st->pool->nr_classes; c++) {
+			const struct pool_class *pc = &st->pool->classes[c];
 
 			if (pc->slot_bytes && !pc->users && !tried[c] &&
 			    (victim == POOL_NO_CLASS ||
-			     pc->demand < S.pool->classes[victim].demand))
+			     pc->demand < st->pool->classes[victim].demand))
 				victim = c;
 		}
 		if (victim == POOL_NO_CLASS)
 			return false;
 		tried[victim] = true;
-		bytes = S.pool->classes[victim].slot_bytes;
-		if (drop_class(victim, &blocks)) {
+		bytes = st->pool->classes[victim].slot_bytes;
+		if (drop_class(st, victim, &blocks)) {
 			/* Its last extent went back: pool_free() gave the slot up. */
 			log_info("reclaimed block size %" PRIu64
 				 " bytes (%u blocks dropped): all %u "
@@ -874,63 +910,63 @@ static bool reclaim_class(void)
 	}
 }
 
-int store_class_get(uint64_t slot_bytes, uint32_t *ret_class)
+int store_class_get(struct store *st, uint64_t slot_bytes, uint32_t *ret_class)
 {
 	int r;
 
-	store_lock();
-	r = pool_class_get(S.pool, slot_bytes, ret_class);
-	if (r == -ENOSPC && reclaim_class())
-		r = pool_class_get(S.pool, slot_bytes, ret_class);
-	store_unlock();
+	store_lock(st);
+	r = pool_class_get(st->pool, slot_bytes, ret_class);
+	if (r == -ENOSPC && reclaim_class(st))
+		r = pool_class_get(st->pool, slot_bytes, ret_class);
+	store_unlock(st);
 	return r;
 }
 
-unsigned store_drop_nspace(struct nspace *ns)
+unsigned store_drop_nspace(struct store *st, struct store_ns *ns)
 {
 	struct block *b, *tmp;
 	unsigned n = 0;
 
-	store_lock();
-	cds_list_for_each_entry_safe(b, tmp, &ns->store_blocks, ns_node) {
+	store_lock(st);
+	cds_list_for_each_entry_safe(b, tmp, &ns->list, ns_node) {
 		/* No session: nothing can pin or write it (nspace.h); check all the same. */
 		if (!b->sealed && !b->writers)
-			reclaim(b);
+			reclaim(st, b);
 		else if (claim(b))
-			evict(b);
+			evict(st, b);
 		else
 			continue;
 		n++;
 	}
-	store_unlock();
+	store_unlock(st);
 	return n;
 }
 
-void store_class_put(uint32_t class_id)
+void store_class_put(struct store *st, uint32_t class_id)
 {
-	pthread_mutex_lock(&S.lock);
-	pool_class_put(S.pool, class_id);
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_lock(&st->lock);
+	pool_class_put(st->pool, class_id);
+	pthread_mutex_unlock(&st->lock);
 }
 
-unsigned store_region_stats(struct store_region_stats *ret, unsigned max)
+unsigned store_region_stats(struct store *st, struct store_region_stats *ret, unsigned max)
 {
 	unsigned n;
 
-	pthread_mutex_lock(&S.lock);
-	n = MIN(max, S.pool->nr_regions);
+	pthread_mutex_lock(&st->lock);
+	n = MIN(max, st->pool->nr_regions);
 	for (unsigned i = 0; i < n; i++) {
-		const struct pool_region *r = &S.pool->regions[i];
+		const struct pool_region *r = &st->pool->regions[i];
 
 		ret[i] = (struct store_region_stats){
 			.node = r->node,
 			.huge = r->huge,
-			.capacity_bytes = (uint64_t)r->nr_extents * S.pool->extent_size,
+			.capacity_bytes = (uint64_t)r->nr_extents * st->pool->extent_size,
 			.used_bytes = __atomic_load_n(&r->used_bytes, __ATOMIC_RELAXED),
 			.extents_total = r->nr_extents,
 			.extents_free = r->nr_free_extents,
 		};
 	}
-	pthread_mutex_unlock(&S.lock);
+	pthread_mutex_unlock(&st->lock);
 	return n;
 }

@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The block store: which KV blocks are resident, where their bytes are,
- * who may see them, and which one goes when space runs out.
+ * The DRAM tier of the block store: which KV blocks are resident in the
+ * host pool, where their bytes are, who may see them, and which one goes
+ * when space runs out.  A handle (struct store), so another tier (SSD)
+ * can stand beside it with its own index and read into its slots.
+ *
+ * What it is given is only what it needs: a pool (store_new()), and per
+ * SAVE a tenant, a namespace (struct store_ns) and where the shards go
+ * (struct store_place: slot class, pool region, shard, shard count).  It
+ * includes nothing of the control plane; the control plane embeds and
+ * fills these types (control/registration.h, control/nspace.h,
+ * control/instance.h).
  *
  * Index: liburcu's lock-free RCU hash table keyed by (namespace, 16-byte
  * key, shard); each entry is one shard of a block, stored in one pool
@@ -14,9 +23,10 @@
  * it from 0 to BLOCK_EVICTING with a CAS, and a pinner never moves it
  * away from BLOCK_EVICTING, so the two cannot both win.
  *
- * Locking: the store lock serialises everything that changes the index,
- * the pool or the S3-FIFO queues (save begin/end, eviction, reclaim).
- * QUERY and pin/unpin take no lock.
+ * Locking: the store lock (one per store) serialises everything that
+ * changes its index, its pool or its S3-FIFO queues (save begin/end,
+ * eviction, reclaim).  QUERY and pin/unpin take no lock.  Every thread
+ * calling in must be a registered RCU reader (urcu_memb_register_thread()).
  *
  * Tenants: what a SAVE cannot evict is pinned (a lease, a LOAD), partial
  * (waiting for other ranks' shards) or in flight (being copied).  Each
@@ -30,8 +40,8 @@
  * while nobody needs the room: a lease is only revoked for a SAVE that
  * would fail otherwise.
  */
-#ifndef KVS_BLOCK_H
-#define KVS_BLOCK_H
+#ifndef KVS_STORE_H
+#define KVS_STORE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,10 +58,36 @@
 
 #define BLOCK_EVICTING (-1)
 
-struct nspace;
-struct registration;
-struct kvs_config;
-struct instance;
+struct store;
+struct lease_table;
+struct lease_holder;
+
+/*
+ * A namespace as the store sees it: the id in every index key of its
+ * blocks, and those blocks.  Its owner (control/nspace.c) embeds it,
+ * gives each live namespace its own id, and frees it only once `blocks`
+ * read 0 with load-acquire (pairing with the release in the store's
+ * block_destroy()) while nothing can add a block to it.
+ */
+struct store_ns {
+	uint32_t id;
+	uint64_t blocks;	   /* atomic: its blocks (resident or partial) */
+	struct cds_list_head list; /* its blocks (store lock) */
+};
+
+void store_ns_init(struct store_ns *ns, uint32_t id);
+
+/*
+ * Where a session's shards go: its layout's slot class (held with
+ * store_class_get()), the pool region (NUMA node) of its worker, and its
+ * shard of each block.  Immutable while any SAVE uses it.
+ */
+struct store_place {
+	uint32_t class_id;
+	unsigned region;
+	uint32_t shard;	  /* tp_rank, or 0 if replicated */
+	uint32_t nshards; /* tp_size, or 1 if replicated */
+};
 
 /*
  * A tenant's account in the store (one per instance).  The instance
@@ -60,10 +96,18 @@ struct instance;
  * block may outlive the instance that saved it.  Store lock.
  */
 struct store_tenant {
+	struct store *st;
 	uint64_t unsealed;	   /* pool bytes of its shards in unsealed blocks */
 	struct cds_list_head node; /* in the store's list while unsealed > 0 */
 	bool gone;		   /* store_tenant_put() was called */
-	char name[KVS_NAME_MAX];   /* the instance's, for logs */
+	/*
+	 * The instance's lease holder: what it pins itself, when its SAVEs
+	 * revoke the leases of those pinning more (store_params.revoke).
+	 * Read only by store_save_begin(), whose caller holds the instance,
+	 * so never after store_tenant_put().  NULL: its SAVEs revoke nothing.
+	 */
+	struct lease_holder *leases;
+	char name[KVS_NAME_MAX]; /* the instance's, for logs */
 };
 
 enum shard_state {
@@ -83,7 +127,7 @@ struct shard {
 
 struct block {
 	struct s3fifo_node qn; /* in the class's S3-FIFO queue once sealed */
-	struct nspace *ns;
+	struct store_ns *ns;
 	/*
 	 * A copy of ns->id for lock-free lookups: a reader still walking a
 	 * deleted node must not touch the namespace, which may be gone once
@@ -100,7 +144,7 @@ struct block {
 	uint64_t bytes;		/* pool bytes of all its shards: what a pin holds */
 	uint64_t created_ns;
 	struct cds_list_head partial; /* in the partial list until sealed */
-	struct cds_list_head ns_node; /* in its namespace's block list (store lock) */
+	struct cds_list_head ns_node; /* in its namespace's list (store lock) */
 	struct rcu_head rcu;
 	struct shard shards[];
 };
@@ -117,44 +161,68 @@ struct store_stats {
 	uint64_t partial_reclaimed;
 };
 
-int store_init(struct pool *pool, const struct kvs_config *cfg);
-void store_fini(void);
-struct pool *store_pool(void);
+/* What a store is made of. */
+struct store_params {
+	struct pool *pool;	 /* its slots: the caller's, outliving the store */
+	uint32_t unsealed_share; /* percent of a region one tenant may hold unsealed */
+	/*
+	 * A SAVE of @saver found nothing to evict: unpin others' blocks
+	 * (lease_revoke_for() on @leases), returning how many leases went.
+	 * Called without the store lock.  NULL: nothing is revoked.  A hook,
+	 * not a call, so the store does not depend on the lease table that
+	 * depends on it (leases pin its blocks).
+	 */
+	unsigned (*revoke)(struct lease_table *leases, const struct lease_holder *saver,
+			   uint64_t need);
+	struct lease_table *leases;
+};
+
+/* A store over @p->pool, with its index and its resizer thread. */
+int store_new(const struct store_params *p, struct store **ret);
+/* Drop every block, stop the resizer; the pool stays (the caller's).  NULL is fine. */
+void store_free(struct store *st);
+struct pool *store_pool(const struct store *st);
 
 /*
  * SAVE, phase 1: for each key (with the engine's block id), skip it if
- * this shard is already in the index, else take a slot (evicting if
- * needed) and insert the shard as WRITING, charged to @inst's tenant.
- * @ents (n entries) receives the shards to copy; counts come back in the
- * ret_ values.  Keys that get no slot are counted in *@ret_nospace, keys
- * past the tenant's unsealed share in *@ret_quota.  May revoke leases of
- * other instances (see Tenants above), with the store lock dropped.
+ * shard @p->shard of it is already in the index, else take a slot
+ * (evicting if needed) and insert the shard as WRITING, charged to @t
+ * (NULL: nobody).  @ents (n entries) receives the shards to copy; counts
+ * come back in the ret_ values.  Keys that get no slot are counted in
+ * *@ret_nospace, keys past the tenant's unsealed share in *@ret_quota.
+ * May revoke leases of other instances (see Tenants above), with the
+ * store lock dropped.
  */
-void store_save_begin(struct instance *inst, struct nspace *ns, const struct registration *reg,
-		      const uint8_t *keys, const uint32_t *block_ids, uint32_t n,
-		      struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
+void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns *ns,
+		      const struct store_place *p, const uint8_t *keys, const uint32_t *block_ids,
+		      uint32_t n, struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
 		      uint32_t *ret_nospace, uint32_t *ret_quota);
 
 /* SAVE, phase 2 (after the copy): DONE and seal when @ok, else drop. */
-void store_save_end(struct save_ent *ents, uint32_t n, bool ok);
+void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok);
 
 /*
  * QUERY: the longest prefix of @keys whose blocks are sealed in @ns.
  * With @pin, each hit is pinned and stored in @ret_blocks, and the pool
  * bytes they hold are added up in *@ret_bytes.  No lock.
  */
-uint32_t store_query(struct nspace *ns, const uint8_t *keys, uint32_t n, bool pin,
-		     struct block **ret_blocks, uint64_t *ret_bytes);
+uint32_t store_query(struct store *st, const struct store_ns *ns, const uint8_t *keys, uint32_t n,
+		     bool pin, struct block **ret_blocks, uint64_t *ret_bytes);
 
+/* A pin from store_query() goes (any thread, no store needed). */
 void block_unpin(struct block *b);
 
 /* Reclaim partial blocks older than @timeout_ns; returns how many. */
-unsigned store_reclaim_partial(uint64_t timeout_ns);
+unsigned store_reclaim_partial(struct store *st, uint64_t timeout_ns);
 
-void store_get_stats(struct store_stats *ret);
+void store_get_stats(struct store *st, struct store_stats *ret);
 
-/* A tenant for instance @name (no lock: nothing sees it before its first charge). */
-struct store_tenant *store_tenant_new(const char *name);
+/*
+ * A tenant for instance @name, whose leases are @leases (see struct
+ * store_tenant).  No lock: nothing sees it before its first charge.
+ */
+struct store_tenant *store_tenant_new(struct store *st, const char *name,
+				      struct lease_holder *leases);
 /* The instance is gone: free the account once nothing is charged to it.  NULL is fine. */
 void store_tenant_put(struct store_tenant *t);
 
@@ -163,15 +231,15 @@ void store_tenant_put(struct store_tenant *t);
  * is pinned or being copied), to give its slot in the namespace table
  * to a new one.  Returns how many blocks went.
  */
-unsigned store_drop_nspace(struct nspace *ns);
+unsigned store_drop_nspace(struct store *st, struct store_ns *ns);
 
 /*
  * Pool classes (taken under the store lock, for the control thread).
  * With every class taken, an unused one (no registration) gives its slot
  * up: its blocks are evicted, the one of least recent demand first.
  */
-int store_class_get(uint64_t slot_bytes, uint32_t *ret_class);
-void store_class_put(uint32_t class_id);
+int store_class_get(struct store *st, uint64_t slot_bytes, uint32_t *ret_class);
+void store_class_put(struct store *st, uint32_t class_id);
 
 /* Pool figures per region, under the store lock. */
 struct store_region_stats {
@@ -182,9 +250,9 @@ struct store_region_stats {
 	uint32_t extents_total;
 	uint32_t extents_free;
 };
-unsigned store_region_stats(struct store_region_stats *ret, unsigned max);
+unsigned store_region_stats(struct store *st, struct store_region_stats *ret, unsigned max);
 
 /* Drop every block (shutdown). */
-void store_clear(void);
+void store_clear(struct store *st);
 
-#endif /* KVS_BLOCK_H */
+#endif /* KVS_STORE_H */

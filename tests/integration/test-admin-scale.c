@@ -18,8 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define SESSIONS 256 /* [server] max_sessions, default */
 
@@ -128,7 +127,7 @@ static void slow_reader(void)
 	}
 	CHECK(listed == SESSIONS, "%u sessions listed, %u connected", listed, SESSIONS);
 	close(fd);
-	dp_ok("STATUS at max_sessions = %u to a reader that waited (%d bytes queued meanwhile): "
+	it_ok("STATUS at max_sessions = %u to a reader that waited (%d bytes queued meanwhile): "
 	      "every session once, other admin sessions served meanwhile",
 	      SESSIONS, queued);
 }
@@ -162,17 +161,17 @@ int main(void)
 {
 	unsigned n;
 
-	dp_watchdog(180);
-	dp_start(&d, "[server]\nmax_sessions_per_uid = 256\n");
+	it_watchdog(180);
+	it_start(&d, "[server]\nmax_sessions_per_uid = 256\n");
 	connect_all();
 	slow_reader();
 	n = cli_ids("status");
 	CHECK(n == SESSIONS, "kvstash status lists %u sessions", n);
 	n = cli_ids("stats");
 	CHECK(n == SESSIONS, "kvstash stats lists %u sessions", n);
-	dp_ok("kvstash status and stats at max_sessions = %u: every session listed", SESSIONS);
+	it_ok("kvstash status and stats at max_sessions = %u: every session listed", SESSIONS);
 	for (unsigned i = 0; i < SESSIONS; i++)
 		close(fds[i]);
-	dp_stop(&d);
+	it_stop(&d);
 	return 0;
 }

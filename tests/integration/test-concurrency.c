@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define NPROC 6u
 #define SHARED0 4u /* processes 4 and 5 share a namespace */
@@ -53,7 +53,7 @@ struct result {
 
 struct shared {
 	const struct kvsd *d;
-	struct dp_barrier *bar;
+	struct it_barrier *bar;
 	double secs;
 	struct result res[NPROC];
 };
@@ -82,12 +82,12 @@ static void check_load(struct test_kv *kv, unsigned proc, uint64_t seed, const u
 		       unsigned h, unsigned l0, unsigned lc)
 {
 	for (unsigned i = 0; i < h; i++) {
-		CHECK(test_kv_check_layers(kv, dst[i], dp_seed(seed, i), l0, lc),
+		CHECK(test_kv_check_layers(kv, dst[i], it_seed(seed, i), l0, lc),
 		      "proc %u: prompt %llu block %u (into %u, layers %u+%u) differs", proc,
 		      (unsigned long long)seed, i, dst[i], l0, lc);
 		for (unsigned l = 0; l < kv->layers; l++)
 			if (l < l0 || l >= l0 + lc)
-				CHECK(dp_layer_is_poison(kv, l, dst[i], POISON),
+				CHECK(test_kv_layer_is_poison(kv, l, dst[i], POISON),
 				      "proc %u: layer %u of block %u outside %u+%u written",
 				      proc, l, dst[i], l0, lc);
 	}
@@ -113,7 +113,7 @@ static void save_rest(struct kvs_client *c, struct test_kv *kv, struct result *r
 
 	for (unsigned i = h; i < n; i++) {
 		src[i - h] = SRC + i;
-		test_kv_fill(kv, SRC + i, dp_seed(seed, i));
+		test_kv_fill(kv, SRC + i, it_seed(seed, i));
 	}
 	CHECK(kvs_prep_save(c, kvs_get_sqe(c), keys + h * KVS_KEY_SIZE, src, n - h, 1) == 0,
 	      "prep save");
@@ -173,7 +173,7 @@ static int proc_main(void *arg, unsigned proc)
 		snprintf(ns, sizeof(ns), "soak-shared");
 	else
 		snprintf(ns, sizeof(ns), "soak-ns-%u", proc);
-	c = dp_worker(sh->d, inst, ns, 0, 1, &kv, cf->kind, cf->layers, BLOCKS, cf->seg);
+	c = it_worker(sh->d, inst, ns, 0, 1, &kv, cf->kind, cf->layers, BLOCKS, cf->seg);
 	for (unsigned b = DST; b < BLOCKS; b++)
 		test_kv_poison(&kv, b, POISON);
 
@@ -181,22 +181,22 @@ static int proc_main(void *arg, unsigned proc)
 	if (proc >= SHARED0) {
 		unsigned mine = proc - SHARED0, theirs = 1 - mine;
 
-		dp_keys(keys, MAXN, prompt_seed(proc, mine));
+		it_keys(keys, MAXN, prompt_seed(proc, mine));
 		save_rest(c, &kv, res, proc, prompt_seed(proc, mine), keys, 0, MAXN, true);
-		dp_barrier_wait(sh->bar);
-		dp_keys(keys, MAXN, prompt_seed(proc, theirs));
-		e = dp_query(c, keys, MAXN, 0);
+		it_barrier_wait(sh->bar);
+		it_keys(keys, MAXN, prompt_seed(proc, theirs));
+		e = it_query(c, keys, MAXN, 0);
 		CHECK_RES(e.res, MAXN, "QUERY of the other instance's prompt");
-		dp_ids(dst, MAXN, DST);
-		CHECK_RES(dp_load(c, e.result0, dst, MAXN, 0, 0).res, MAXN, "LOAD of it");
+		it_ids(dst, MAXN, DST);
+		CHECK_RES(it_load(c, e.result0, dst, MAXN, 0, 0).res, MAXN, "LOAD of it");
 		check_load(&kv, proc, prompt_seed(proc, theirs), dst, MAXN, 0, kv.layers);
 		for (unsigned b = DST; b < BLOCKS; b++)
 			test_kv_poison(&kv, b, POISON);
 		res->cross_hits += MAXN;
 	} else {
-		dp_barrier_wait(sh->bar);
+		it_barrier_wait(sh->bar);
 	}
-	dp_barrier_wait(sh->bar); /* everyone starts the soak together */
+	it_barrier_wait(sh->bar); /* everyone starts the soak together */
 
 	deadline = test_now_ns() + (uint64_t)(sh->secs * 1e9);
 	for (unsigned iter = 0; iter < MIN_ITERS || test_now_ns() < deadline; iter++) {
@@ -204,8 +204,8 @@ static int proc_main(void *arg, unsigned proc)
 		uint64_t seed = prompt_seed(proc, p);
 		unsigned h, l0 = 0, lc = kv.layers;
 
-		dp_keys(keys, n, seed);
-		e = dp_query(c, keys, n, rnd(&s) % 8 == 0 ? KVS_QUERY_NOLEASE : 0);
+		it_keys(keys, n, seed);
+		e = it_query(c, keys, n, rnd(&s) % 8 == 0 ? KVS_QUERY_NOLEASE : 0);
 		CHECK(e.res >= 0 && e.res <= (int32_t)n, "proc %u: QUERY of %u: %d (%s)", proc, n,
 		      e.res, kvs_strerror(e.res));
 		h = (unsigned)e.res;
@@ -214,7 +214,7 @@ static int proc_main(void *arg, unsigned proc)
 			res->cross_hits += h;
 		if (h && e.result0) {
 			if (rnd(&s) % 4 == 0) {
-				CHECK_RES(dp_release(c, e.result0).res, 0, "RELEASE");
+				CHECK_RES(it_release(c, e.result0).res, 0, "RELEASE");
 				res->releases++;
 			} else {
 				/* Distinct random targets among the DST blocks. */
@@ -234,7 +234,7 @@ static int proc_main(void *arg, unsigned proc)
 					l0 = (unsigned)(rnd(&s) % kv.layers);
 					lc = 1 + (unsigned)(rnd(&s) % (kv.layers - l0));
 				}
-				e = dp_load(c, e.result0, dst, h, l0, lc);
+				e = it_load(c, e.result0, dst, h, l0, lc);
 				CHECK(e.res == (int32_t)h, "proc %u: LOAD of %u: %d (%s)", proc, h,
 				      e.res, kvs_strerror(e.res));
 				check_load(&kv, proc, seed, dst, h, l0, lc);
@@ -250,7 +250,7 @@ static int proc_main(void *arg, unsigned proc)
 			res->ops++;
 		}
 	}
-	dp_flush(c);
+	it_flush(c);
 	kvs_close(c);
 	test_kv_free(&kv);
 	return 0;
@@ -260,7 +260,7 @@ int main(void)
 {
 	const char *env = getenv("KVSTASH_SOAK_SECONDS");
 	double secs = env ? atof(env) : 30;
-	struct shared *sh = dp_shared(sizeof(*sh));
+	struct shared *sh = it_shared(sizeof(*sh));
 	struct kvs_msg_stats_global g;
 	struct result tot = { 0 };
 	int fds0, fds;
@@ -269,23 +269,23 @@ int main(void)
 
 	if (secs <= 0)
 		secs = 30;
-	dp_watchdog((unsigned)secs + 120);
-	dp_start(&d, "[pool]\nsize = 8M\nextent_size = 256K\n");
+	it_watchdog((unsigned)secs + 120);
+	it_start(&d, "[pool]\nsize = 8M\nextent_size = 256K\n");
 	/* A round trip first: the daemon is past its start-up probe connection. */
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	fds0 = proc_fd_count(d.pid);
 	CHECK(fds0 > 0, "fds of kvstashd: %s", strerror(-fds0));
 	sh->d = &d;
-	sh->bar = dp_barrier_new(NPROC);
+	sh->bar = it_barrier_new(NPROC);
 	sh->secs = secs;
 	for (unsigned i = 0; i < NPROC; i++)
-		dp_spawn(proc_main, sh, i);
-	dp_wait_all();
+		it_spawn(proc_main, sh, i);
+	it_wait_all();
 
 	/* Sessions end asynchronously (their copies drain first): wait, bounded. */
 	t0 = test_now_ns();
 	for (;;) {
-		g = dp_stats(&d);
+		g = it_stats(&d);
 		fds = proc_fd_count(d.pid);
 		if ((g.sessions_live == 0 && g.leases_live == 0 && fds <= fds0) ||
 		    test_now_ns() - t0 > 10000000000ull)
@@ -321,8 +321,8 @@ int main(void)
 	CHECK(g.load_blocks >= tot.blocks_checked,
 	      "daemon loaded %llu blocks, engines checked %llu", (unsigned long long)g.load_blocks,
 	      (unsigned long long)tot.blocks_checked);
-	dp_stop(&d);
-	dp_ok("%u engines for %.0f s: %llu ops, %llu loads (%llu blocks) byte-exact, %llu -ENOSPC",
+	it_stop(&d);
+	it_ok("%u engines for %.0f s: %llu ops, %llu loads (%llu blocks) byte-exact, %llu -ENOSPC",
 	      NPROC, secs, (unsigned long long)tot.ops, (unsigned long long)tot.loads,
 	      (unsigned long long)tot.blocks_checked, (unsigned long long)tot.enospc);
 	return 0;

@@ -27,10 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
-#define NOBODY	  65534
 #define FLOOD	  100
 #define OPEN_INI  "socket_mode = 0666\ndir_mode = 0755\n"
 #define ADMIN_UID 8  /* max_admin_sessions_per_uid, default */
@@ -77,14 +75,6 @@ static void served(const struct kvsd *d, const char *inst)
 	kvs_close(c);
 }
 
-static void become_nobody(void)
-{
-	if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-		_exit(SKIP);
-	/* After setuid(), which clears it: never outlive a failed test. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
 /* A child as nobody that runs @fn(@d, @go) and exits with its result. */
 static pid_t spawn_nobody(int (*fn)(const struct kvsd *, int), const struct kvsd *d, int go)
 {
@@ -95,7 +85,7 @@ static pid_t spawn_nobody(int (*fn)(const struct kvsd *, int), const struct kvsd
 	CHECK(pid >= 0, "fork");
 	if (pid == 0) {
 		alarm(0);
-		become_nobody();
+		it_become_nobody();
 		_exit(fn(d, go));
 	}
 	return pid;
@@ -116,7 +106,7 @@ static void admin_flood_own(void)
 	int fds[FLOOD], base, open_now = 0;
 	struct kvsd d;
 
-	dp_start(&d, "[server]\nmax_sessions = 8\n");
+	it_start(&d, "[server]\nmax_sessions = 8\n");
 	base = proc_fd_count(d.pid);
 	for (unsigned i = 0; i < FLOOD; i++) {
 		fds[i] = raw_admin(&d);
@@ -135,8 +125,8 @@ static void admin_flood_own(void)
 	served(&d, "conn-own");
 	for (unsigned i = 0; i < FLOOD; i++)
 		close(fds[i]);
-	dp_stop(&d);
-	dp_ok("%u idle admin sessions of one uid: %d stay open (its share), the most idle closed "
+	it_stop(&d);
+	it_ok("%u idle admin sessions of one uid: %d stay open (its share), the most idle closed "
 	      "first; an engine and the CLI served",
 	      FLOOD, open_now);
 }
@@ -170,7 +160,7 @@ static void admin_flood_other(void)
 		printf("# not root: the other uid's admin flood is not tried\n");
 		return;
 	}
-	dp_start(&d, "[server]\nmax_sessions = 8\n" OPEN_INI);
+	it_start(&d, "[server]\nmax_sessions = 8\n" OPEN_INI);
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
 	pid = spawn_nobody(hold_admins, &d, sv[1]);
@@ -180,8 +170,8 @@ static void admin_flood_other(void)
 	CHECK(write(sv[0], "x", 1) == 1, "release the child");
 	reap(pid);
 	close(sv[0]);
-	dp_stop(&d);
-	dp_ok("%u idle admin sessions of nobody: %u stay open; root's engine and CLI served", FLOOD,
+	it_stop(&d);
+	it_ok("%u idle admin sessions of nobody: %u stay open; root's engine and CLI served", FLOOD,
 	      ADMIN_UID);
 }
 
@@ -190,15 +180,15 @@ static void admin_idle(void)
 	struct kvsd d;
 	int fd;
 
-	dp_start(&d, "[server]\nadmin_idle_timeout = 1s\n");
+	it_start(&d, "[server]\nadmin_idle_timeout = 1s\n");
 	fd = raw_admin(&d);
 	CHECK(fd >= 0, "admin HELLO: %s", strerror(-fd));
 	CHECK(raw_eof(fd, 10000), "an idle admin session was not closed within 10 s");
 	close(fd);
 	CHECK(wait_log_count(&d, "admin session idle for", 1, 5000) == 1,
 	      "the log does not say why");
-	dp_stop(&d);
-	dp_ok("an admin session idle past admin_idle_timeout = 1s is closed");
+	it_stop(&d);
+	it_ok("an admin session idle past admin_idle_timeout = 1s is closed");
 }
 
 /* ---- silent connections -------------------------------------------- */
@@ -251,7 +241,7 @@ static void handshake_churn(void)
 		printf("# not root: the silent-connection flood of another uid is not tried\n");
 		return;
 	}
-	dp_start(&d, "[server]\nmax_sessions = 8\n" OPEN_INI);
+	it_start(&d, "[server]\nmax_sessions = 8\n" OPEN_INI);
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	base = proc_fd_count(d.pid);
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
@@ -284,8 +274,8 @@ static void handshake_churn(void)
 	CHECK(write(sv[0], "x", 1) == 1, "stop the child");
 	reap(pid);
 	close(sv[0]);
-	dp_stop(&d);
-	dp_ok("nobody reopening %u silent connections as fast as they close: %u engine HELLOs of "
+	it_stop(&d);
+	it_ok("nobody reopening %u silent connections as fast as they close: %u engine HELLOs of "
 	      "root served, kvstashd held at most %d fds for them",
 	      CHURN_FDS, ENGINES, most);
 }
@@ -326,7 +316,7 @@ static void handshake_largest(void)
 		printf("# not root: the shared handshake pool is not tried\n");
 		return;
 	}
-	dp_start(&d, "[server]\nmax_handshakes = 20\n" OPEN_INI);
+	it_start(&d, "[server]\nmax_handshakes = 20\n" OPEN_INI);
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	base = proc_fd_count(d.pid);
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
@@ -356,15 +346,15 @@ static void handshake_largest(void)
 	for (unsigned i = 0; i < 10; i++)
 		close(fds[i]);
 	close(sv[0]);
-	dp_stop(&d);
-	dp_ok("max_handshakes = 20, nobody's 16 connections, then root's 10: nobody's %d oldest "
+	it_stop(&d);
+	it_ok("max_handshakes = 20, nobody's 16 connections, then root's 10: nobody's %d oldest "
 	      "closed, root's kept",
 	      closed);
 }
 
 int main(void)
 {
-	dp_watchdog(180);
+	it_watchdog(180);
 	admin_flood_own();
 	admin_flood_other();
 	admin_idle();

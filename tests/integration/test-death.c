@@ -10,7 +10,6 @@
  *     its registration back.
  *   - SIGTERM drains: kvstashd exits 0 and clients see -ECONNRESET.
  */
-#include <check.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
+#include "itest.h"
 
 #define NS "death/bf16/pf"
 #define KILLS 50
@@ -33,9 +32,7 @@ static struct kvsd d;
 
 static void start(void)
 {
-	int r = kvsd_start(&d, NULL);
-
-	ck_assert_msg(r == 0, "kvstashd did not start: %s", strerror(-r));
+	it_start(&d, NULL);
 }
 
 static struct kvs_client *conn(uint32_t role, const char *inst)
@@ -43,7 +40,7 @@ static struct kvs_client *conn(uint32_t role, const char *inst)
 	struct kvs_client *c = NULL;
 	int r = test_connect(&d, role, inst, NS, 0, 1, &c);
 
-	ck_assert_msg(r == 0, "connect %s: %s", inst, kvs_strerror(r));
+	CHECK(r == 0, "connect %s: %s", inst, kvs_strerror(r));
 	return c;
 }
 
@@ -124,7 +121,7 @@ static void __attribute__((noreturn)) engine(int wfd, unsigned iter)
 	}
 }
 
-START_TEST(test_engine_sigkill)
+static void test_engine_sigkill(void)
 {
 	static struct test_kv gkv;
 	struct kvs_client *good, *admin;
@@ -132,27 +129,27 @@ START_TEST(test_engine_sigkill)
 	int fds0, regions0, maps0;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	/* A bystander with registered memory: it must not notice anything. */
 	good = conn(KVS_ROLE_WORKER, "death-good");
-	ck_assert_int_eq(test_kv_alloc(&gkv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG), 0);
-	ck_assert_int_eq(test_kv_register(good, &gkv), 0);
-	ck_assert_int_eq(save_blocks(good, 0, 4, 1), 4);
+	CHECK_INT(test_kv_alloc(&gkv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG), ==, 0);
+	CHECK_INT(test_kv_register(good, &gkv), ==, 0);
+	CHECK_INT(save_blocks(good, 0, 4, 1), ==, 4);
 	fds0 = proc_fd_count(d.pid);
 	regions0 = proc_memfd_count(d.pid, "kvstash-session");
 	maps0 = proc_map_count(d.pid, "kvstash-kv");
-	ck_assert_int_eq(regions0, 1);
-	ck_assert_int_eq(maps0, 1);
-	ck_assert_int_eq(test_status_sessions(admin), 1);
+	CHECK_INT(regions0, ==, 1);
+	CHECK_INT(maps0, ==, 1);
+	CHECK_INT(test_status_sessions(admin), ==, 1);
 
 	for (unsigned i = 0; i < KILLS; i++) {
 		int p[2], st;
 		char c = 0;
 		pid_t pid;
 
-		ck_assert_int_eq(pipe(p), 0);
+		CHECK_INT(pipe(p), ==, 0);
 		pid = fork();
-		ck_assert_int_ge(pid, 0);
+		CHECK_INT(pid, >=, 0);
 		if (pid == 0) {
 			close(p[0]);
 			engine(p[1], i);
@@ -160,42 +157,42 @@ START_TEST(test_engine_sigkill)
 		close(p[1]);
 		if (read(p[0], &c, 1) != 1) {
 			waitpid(pid, &st, 0);
-			ck_abort_msg("engine %u ended before it was busy (status 0x%x)", i, st);
+			CHECK(false, "engine %u ended before it was busy (status 0x%x)", i, st);
 		}
 		close(p[0]);
 		/* Vary the moment a little: mid-batch, mid-copy, between batches. */
 		usleep((i % 4) * 300);
 		kill(pid, SIGKILL);
-		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
-			      "engine %u exited by itself (status 0x%x)", i, st);
+		CHECK_INT(waitpid(pid, &st, 0), ==, pid);
+		CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		      "engine %u exited by itself (status 0x%x)", i, st);
 	}
 
 	/* Back to the baseline: nothing of the 50 dead engines is left. */
-	ck_assert_int_eq(wait_memfd_count(d.pid, "kvstash-session", regions0, 5000), regions0);
-	ck_assert_int_eq(wait_map_count(d.pid, "kvstash-kv", maps0, 5000), maps0);
-	ck_assert_int_eq(wait_fd_count(d.pid, fds0, 5000), fds0);
-	ck_assert_int_eq(test_status_sessions(admin), 1);
-	ck_assert_int_eq(test_stats(admin, &g), 0);
-	ck_assert_uint_eq(g.sessions_live, 1);
-	ck_assert_uint_ge(g.sessions_total, KILLS + 1);
-	ck_assert_uint_ge(g.save_ops, KILLS + 1);
-	ck_assert_uint_eq(g.leases_live, 0);
-	ck_assert_uint_eq(g.protocol_errors, 0);
-	ck_assert(pid_alive(d.pid));
+	CHECK_INT(wait_memfd_count(d.pid, "kvstash-session", regions0, 5000), ==, regions0);
+	CHECK_INT(wait_map_count(d.pid, "kvstash-kv", maps0, 5000), ==, maps0);
+	CHECK_INT(wait_fd_count(d.pid, fds0, 5000), ==, fds0);
+	CHECK_INT(test_status_sessions(admin), ==, 1);
+	CHECK_INT(test_stats(admin, &g), ==, 0);
+	CHECK_UINT(g.sessions_live, ==, 1);
+	CHECK_UINT(g.sessions_total, >=, KILLS + 1);
+	CHECK_UINT(g.save_ops, >=, KILLS + 1);
+	CHECK_UINT(g.leases_live, ==, 0);
+	CHECK_UINT(g.protocol_errors, ==, 0);
+	CHECK_TRUE(pid_alive(d.pid));
 
 	/* The bystander's session and registration are intact. */
-	ck_assert_int_eq(kvs_nop_sync(good, 5000), 0);
-	ck_assert_int_eq(save_blocks(good, 4, 4, 2), 4);
-	ck_assert_int_eq(kvs_flush_sync(good, 0, 5000), 0);
-	ck_assert_int_eq(query_blocks(good, 4, 2), 4);
+	CHECK_INT(kvs_nop_sync(good, 5000), ==, 0);
+	CHECK_INT(save_blocks(good, 4, 4, 2), ==, 4);
+	CHECK_INT(kvs_flush_sync(good, 0, 5000), ==, 0);
+	CHECK_INT(query_blocks(good, 4, 2), ==, 4);
 	kvs_close(good);
 	kvs_close(admin);
 	test_kv_free(&gkv);
-	ck_assert_int_eq(kvsd_stop(&d), 0);
+	CHECK_INT(kvsd_stop(&d), ==, 0);
 	kvsd_cleanup(&d);
+	it_ok("%u engines SIGKILLed with work in flight leave kvstashd as it was", KILLS);
 }
-END_TEST
 
 /*
  * An engine gone between its HELLO and the reply (killed right after it
@@ -205,44 +202,44 @@ END_TEST
  * restarted.)  kvstashd is stopped while the engine speaks and goes, so
  * it always finds the HELLO and the EOF together.
  */
-START_TEST(test_gone_before_reply)
+static void test_gone_before_reply(void)
 {
 	struct kvs_client *c = NULL, *admin;
 	struct kvs_msg_hello h;
 	int fds0, fd;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
-	ck_assert_int_eq(test_status_sessions(admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
+	CHECK_INT(test_status_sessions(admin), ==, 0);
 	fds0 = proc_fd_count(d.pid);
 	for (unsigned i = 0; i < 3; i++) {
-		ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
-		ck_assert_int_eq(wait_stopped(d.pid, 5000), 0);
+		CHECK_INT(kill(d.pid, SIGSTOP), ==, 0);
+		CHECK_INT(wait_stopped(d.pid, 5000), ==, 0);
 		fd = raw_connect(d.sock);
-		ck_assert_int_ge(fd, 0);
+		CHECK_INT(fd, >=, 0);
 		raw_hello_init(&h, KVS_ROLE_WORKER, "gone-early", NS, 0, 1);
-		ck_assert_int_eq(raw_send(fd, &h, sizeof(h), NULL, 0), 0);
+		CHECK_INT(raw_send(fd, &h, sizeof(h), NULL, 0), ==, 0);
 		close(fd);
-		ck_assert_int_eq(kill(d.pid, SIGCONT), 0);
+		CHECK_INT(kill(d.pid, SIGCONT), ==, 0);
 		/*
 		 * kvstashd handles the HELLO (EPOLLIN comes before the hang-up)
 		 * and its reply fails.  Wait for that first: until kvstashd has
 		 * run, the counts below hold trivially.
 		 */
-		ck_assert_int_eq(wait_log_count(&d, "cannot send a reply", (int)i + 1, 10000),
-				 (int)i + 1);
-		ck_assert_int_eq(wait_memfd_count(d.pid, "kvstash-session", 0, 5000), 0);
-		ck_assert_int_eq(wait_fd_count(d.pid, fds0, 5000), fds0);
+		CHECK_INT(wait_log_count(&d, "cannot send a reply", (int)i + 1, 10000), ==,
+			  (int)i + 1);
+		CHECK_INT(wait_memfd_count(d.pid, "kvstash-session", 0, 5000), ==, 0);
+		CHECK_INT(wait_fd_count(d.pid, fds0, 5000), ==, fds0);
 	}
 	/* The rank was given back: the same instance connects. */
-	ck_assert_int_eq(test_connect(&d, KVS_ROLE_WORKER, "gone-early", NS, 0, 1, &c), 0);
-	ck_assert_int_eq(kvs_nop_sync(c, 5000), 0);
+	CHECK_INT(test_connect(&d, KVS_ROLE_WORKER, "gone-early", NS, 0, 1, &c), ==, 0);
+	CHECK_INT(kvs_nop_sync(c, 5000), ==, 0);
 	kvs_close(c);
 	kvs_close(admin);
-	ck_assert_int_eq(kvsd_stop(&d), 0);
+	CHECK_INT(kvsd_stop(&d), ==, 0);
 	kvsd_cleanup(&d);
+	it_ok("an engine gone before the HELLO reply is freed at once");
 }
-END_TEST
 
 /* ---- kvstashd that dies -------------------------------------------- */
 
@@ -269,9 +266,9 @@ static void kill_later(struct killer *k, unsigned delay_ms)
 	k->pid = d.pid;
 	k->delay_us = delay_ms * 1000;
 	k->t_kill = 0;
-	ck_assert_int_eq(kill(d.pid, SIGSTOP), 0);
-	ck_assert_int_eq(wait_stopped(d.pid, 5000), 0);
-	ck_assert_int_eq(pthread_create(&k->thread, NULL, killer_main, k), 0);
+	CHECK_INT(kill(d.pid, SIGSTOP), ==, 0);
+	CHECK_INT(wait_stopped(d.pid, 5000), ==, 0);
+	CHECK_INT(pthread_create(&k->thread, NULL, killer_main, k), ==, 0);
 }
 
 static void reconnected(struct kvs_client *c, struct kvs_client **admin)
@@ -280,19 +277,19 @@ static void reconnected(struct kvs_client *c, struct kvs_client **admin)
 	struct kvs_msg_status_session st;
 
 	kvsd_kill(&d); /* reap */
-	ck_assert_int_eq(kvsd_restart(&d), 0);
-	ck_assert_int_eq(kvs_reconnect(c), 0);
-	ck_assert_int_eq(kvs_connected(c), 1);
-	ck_assert_int_eq(test_admin(&d, admin), 0);
+	CHECK_INT(kvsd_restart(&d), ==, 0);
+	CHECK_INT(kvs_reconnect(c), ==, 0);
+	CHECK_INT(kvs_connected(c), ==, 1);
+	CHECK_INT(test_admin(&d, admin), ==, 0);
 	/* The registration came back with the session. */
-	ck_assert_int_eq(kvs_session_info(c, &info), 0);
-	ck_assert_int_eq(status_session(*admin, info.session_id, &st), 0);
-	ck_assert_uint_eq(st.nr_layers, LAYERS);
-	ck_assert_uint_eq(st.sealed, 1);
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 1);
+	CHECK_INT(kvs_session_info(c, &info), ==, 0);
+	CHECK_INT(status_session(*admin, info.session_id, &st), ==, 0);
+	CHECK_UINT(st.nr_layers, ==, LAYERS);
+	CHECK_UINT(st.sealed, ==, 1);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 1);
 }
 
-START_TEST(test_daemon_sigkill)
+static void test_daemon_sigkill(void)
 {
 	static struct test_kv kv;
 	struct kvs_client *c, *admin;
@@ -306,9 +303,9 @@ START_TEST(test_daemon_sigkill)
 
 	start();
 	c = conn(KVS_ROLE_WORKER, "death-d");
-	ck_assert_int_eq(test_kv_alloc(&kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG), 0);
-	ck_assert_int_eq(test_kv_register(c, &kv), 0);
-	ck_assert_int_eq(save_blocks(c, 0, 2, 10), 2);
+	CHECK_INT(test_kv_alloc(&kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG), ==, 0);
+	CHECK_INT(test_kv_register(c, &kv), ==, 0);
+	CHECK_INT(save_blocks(c, 0, 2, 10), ==, 2);
 
 	/* NOP, SAVE, NOP pending in a frozen daemon; it dies under kvs_wait_cqe(-1). */
 	kill_later(&k, 200);
@@ -316,79 +313,79 @@ START_TEST(test_daemon_sigkill)
 	for (unsigned i = 0; i < 3; i++) {
 		struct kvs_sqe *sqe = kvs_get_sqe(c);
 
-		ck_assert_ptr_nonnull(sqe);
+		CHECK_TRUE(sqe != NULL);
 		if (i == 1)
-			ck_assert_int_eq(kvs_prep_save(c, sqe, keys, ids, 2, 100 + i), 0);
+			CHECK_INT(kvs_prep_save(c, sqe, keys, ids, 2, 100 + i), ==, 0);
 		else
-			ck_assert_int_eq(kvs_prep_nop(c, sqe, 100 + i), 0);
+			CHECK_INT(kvs_prep_nop(c, sqe, 100 + i), ==, 0);
 	}
-	ck_assert_int_eq(kvs_submit(c), 3);
-	ck_assert_uint_eq(kvs_pending(c), 3);
+	CHECK_INT(kvs_submit(c), ==, 3);
+	CHECK_UINT(kvs_pending(c), ==, 3);
 	r = kvs_wait_cqe(c, &cqe, -1);
 	t_ret = test_now_ns();
-	ck_assert_int_eq(pthread_join(k.thread, NULL), 0);
-	ck_assert_int_eq(r, 0);
-	ck_assert_msg(t_ret >= k.t_kill, "the wait returned before kvstashd died");
-	ck_assert_msg(t_ret - k.t_kill < 1000000000ull, "the wait took %.3f s to see the death",
-		      (t_ret - k.t_kill) / 1e9);
+	CHECK_INT(pthread_join(k.thread, NULL), ==, 0);
+	CHECK_INT(r, ==, 0);
+	CHECK(t_ret >= k.t_kill, "the wait returned before kvstashd died");
+	CHECK(t_ret - k.t_kill < 1000000000ull, "the wait took %.3f s to see the death",
+	      (t_ret - k.t_kill) / 1e9);
 	for (unsigned i = 0; i < 3; i++) {
 		if (i)
-			ck_assert_int_eq(kvs_peek_cqe(c, &cqe), 0);
-		ck_assert_int_eq(cqe->res, -ECONNRESET);
-		ck_assert_uint_eq(cqe->flags & KVS_CQE_LOCAL, KVS_CQE_LOCAL);
-		ck_assert(cqe->user_data >= 100 && cqe->user_data < 103);
-		ck_assert(!seen[cqe->user_data - 100]);
+			CHECK_INT(kvs_peek_cqe(c, &cqe), ==, 0);
+		CHECK_INT(cqe->res, ==, -ECONNRESET);
+		CHECK_UINT(cqe->flags & KVS_CQE_LOCAL, ==, KVS_CQE_LOCAL);
+		CHECK_TRUE(cqe->user_data >= 100 && cqe->user_data < 103);
+		CHECK_TRUE(!seen[cqe->user_data - 100]);
 		seen[cqe->user_data - 100] = true;
 		kvs_cqe_seen(c, cqe);
 	}
-	ck_assert_uint_eq(kvs_pending(c), 0);
+	CHECK_UINT(kvs_pending(c), ==, 0);
 	/* Nothing left that could complete: waits say so at once, as do new ops. */
-	ck_assert_int_eq(kvs_wait_cqe(c, &cqe, -1), -ECONNRESET);
-	ck_assert_int_eq(kvs_connected(c), 0);
-	ck_assert_int_eq(kvs_nop_sync(c, -1), -ECONNRESET);
+	CHECK_INT(kvs_wait_cqe(c, &cqe, -1), ==, -ECONNRESET);
+	CHECK_INT(kvs_connected(c), ==, 0);
+	CHECK_INT(kvs_nop_sync(c, -1), ==, -ECONNRESET);
 	{
 		struct kvs_sqe *sqe = kvs_get_sqe(c);
 
-		ck_assert_ptr_nonnull(sqe);
-		ck_assert_int_eq(kvs_prep_nop(c, sqe, 200), 0);
-		ck_assert_int_eq(kvs_submit(c), 1);
-		ck_assert_int_eq(kvs_wait_cqe(c, &cqe, -1), 0);
-		ck_assert_uint_eq(cqe->user_data, 200);
-		ck_assert_int_eq(cqe->res, -ECONNRESET);
-		ck_assert_uint_eq(cqe->flags, KVS_CQE_LOCAL);
+		CHECK_TRUE(sqe != NULL);
+		CHECK_INT(kvs_prep_nop(c, sqe, 200), ==, 0);
+		CHECK_INT(kvs_submit(c), ==, 1);
+		CHECK_INT(kvs_wait_cqe(c, &cqe, -1), ==, 0);
+		CHECK_UINT(cqe->user_data, ==, 200);
+		CHECK_INT(cqe->res, ==, -ECONNRESET);
+		CHECK_UINT(cqe->flags, ==, KVS_CQE_LOCAL);
 		kvs_cqe_seen(c, cqe);
 	}
 
 	/* Restarted: reconnect, registered again, SAVE works. */
 	reconnected(c, &admin);
-	ck_assert_int_eq(kvs_nop_sync(c, 5000), 0);
-	ck_assert_int_eq(save_blocks(c, 20, 4, 12), 4);
-	ck_assert_int_eq(kvs_flush_sync(c, 0, 5000), 0);
-	ck_assert_int_eq(query_blocks(c, 4, 12), 4);
+	CHECK_INT(kvs_nop_sync(c, 5000), ==, 0);
+	CHECK_INT(save_blocks(c, 20, 4, 12), ==, 4);
+	CHECK_INT(kvs_flush_sync(c, 0, 5000), ==, 0);
+	CHECK_INT(query_blocks(c, 4, 12), ==, 4);
 	kvs_close(admin);
 
 	/* Killed under kvs_nop_sync(-1) this time. */
 	kill_later(&k, 200);
 	r = kvs_nop_sync(c, -1);
 	t_ret = test_now_ns();
-	ck_assert_int_eq(pthread_join(k.thread, NULL), 0);
-	ck_assert_int_eq(r, -ECONNRESET);
-	ck_assert_msg(t_ret >= k.t_kill, "kvs_nop_sync returned before kvstashd died");
-	ck_assert_msg(t_ret - k.t_kill < 1000000000ull, "kvs_nop_sync took %.3f s to see the death",
-		      (t_ret - k.t_kill) / 1e9);
-	ck_assert_uint_eq(kvs_pending(c), 0);
+	CHECK_INT(pthread_join(k.thread, NULL), ==, 0);
+	CHECK_INT(r, ==, -ECONNRESET);
+	CHECK(t_ret >= k.t_kill, "kvs_nop_sync returned before kvstashd died");
+	CHECK(t_ret - k.t_kill < 1000000000ull, "kvs_nop_sync took %.3f s to see the death",
+	      (t_ret - k.t_kill) / 1e9);
+	CHECK_UINT(kvs_pending(c), ==, 0);
 
 	reconnected(c, &admin);
-	ck_assert_int_eq(save_blocks(c, 30, 2, 13), 2);
+	CHECK_INT(save_blocks(c, 30, 2, 13), ==, 2);
 	kvs_close(admin);
 	kvs_close(c);
 	test_kv_free(&kv);
-	ck_assert_int_eq(kvsd_stop(&d), 0);
+	CHECK_INT(kvsd_stop(&d), ==, 0);
 	kvsd_cleanup(&d);
+	it_ok("kvstashd SIGKILLed under a wait: -ECONNRESET within 1 s, reconnect");
 }
-END_TEST
 
-START_TEST(test_sigterm)
+static void test_sigterm(void)
 {
 	static struct test_kv kv;
 	struct kvs_client *w, *s;
@@ -399,51 +396,44 @@ START_TEST(test_sigterm)
 	start();
 	w = conn(KVS_ROLE_WORKER, "term");
 	s = conn(KVS_ROLE_SCHEDULER, "term");
-	ck_assert_int_eq(test_kv_alloc(&kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG), 0);
-	ck_assert_int_eq(test_kv_register(w, &kv), 0);
-	ck_assert_int_eq(save_blocks(w, 0, 4, 20), 4);
-	ck_assert_int_eq(kvs_nop_sync(s, 5000), 0);
+	CHECK_INT(test_kv_alloc(&kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG), ==, 0);
+	CHECK_INT(test_kv_register(w, &kv), ==, 0);
+	CHECK_INT(save_blocks(w, 0, 4, 20), ==, 4);
+	CHECK_INT(kvs_nop_sync(s, 5000), ==, 0);
 
 	st = kvsd_stop(&d);
 	if (st != 0)
 		kvsd_dump_log(&d);
-	ck_assert_int_eq(st, 0);
-	ck_assert(kvsd_log_contains(&d, "all sessions drained"));
+	CHECK_INT(st, ==, 0);
+	CHECK_TRUE(kvsd_log_contains(&d, "all sessions drained"));
 	/* The socket is gone with the daemon. */
-	ck_assert_int_eq(stat(d.sock, &sb), -1);
+	CHECK_INT(stat(d.sock, &sb), ==, -1);
 
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), -ECONNRESET);
-	ck_assert_int_eq(kvs_nop_sync(s, 5000), -ECONNRESET);
-	ck_assert_int_eq(kvs_connected(w), 0);
-	ck_assert_int_eq(kvs_connected(s), 0);
-	ck_assert_int_eq(kvs_wait_cqe(w, &cqe, -1), -ECONNRESET);
-	ck_assert_int_eq(save_blocks(w, 4, 2, 21), -ECONNRESET);
-	ck_assert_int_eq(kvs_unregister(w), -ECONNRESET);
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, -ECONNRESET);
+	CHECK_INT(kvs_nop_sync(s, 5000), ==, -ECONNRESET);
+	CHECK_INT(kvs_connected(w), ==, 0);
+	CHECK_INT(kvs_connected(s), ==, 0);
+	CHECK_INT(kvs_wait_cqe(w, &cqe, -1), ==, -ECONNRESET);
+	CHECK_INT(save_blocks(w, 4, 2, 21), ==, -ECONNRESET);
+	CHECK_INT(kvs_unregister(w), ==, -ECONNRESET);
 	/* No daemon to come back to. */
-	ck_assert_int_eq(kvs_reconnect(s), -ENOENT);
+	CHECK_INT(kvs_reconnect(s), ==, -ENOENT);
 	kvs_close(s);
 	kvs_close(w);
 	test_kv_free(&kv);
 	kvsd_cleanup(&d);
+	it_ok("SIGTERM drains, exits 0, clients see -ECONNRESET");
 }
-END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("death");
-	TCase *tc = tcase_create("death");
-	SRunner *sr;
-	int failed;
-
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, test_engine_sigkill);
-	tcase_add_test(tc, test_gone_before_reply);
-	tcase_add_test(tc, test_daemon_sigkill);
-	tcase_add_test(tc, test_sigterm);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	it_watchdog(90);
+	test_engine_sigkill();
+	it_watchdog(90);
+	test_gone_before_reply();
+	it_watchdog(90);
+	test_daemon_sigkill();
+	it_watchdog(90);
+	test_sigterm();
+	return 0;
 }

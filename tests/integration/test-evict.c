@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define BLOCKS 64u
 #define HOT 16u
@@ -38,7 +38,7 @@
 
 static void check_bounds(const struct kvsd *d, struct kvs_msg_stats_global *g)
 {
-	*g = dp_stats(d);
+	*g = it_stats(d);
 	CHECK(g->pool_capacity_bytes == 4u << 20, "capacity %llu",
 	      (unsigned long long)g->pool_capacity_bytes);
 	CHECK(g->blocks_resident * SLOT <= g->pool_capacity_bytes &&
@@ -64,35 +64,35 @@ static void hot_and_scan(void)
 	struct kvsd d;
 	struct kvs_cqe e;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
-	c = dp_worker(&d, "evict-hot", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
+	it_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	c = it_worker(&d, "evict-hot", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
 		      8192);
 	for (unsigned b = 0; b < BLOCKS; b++)
-		test_kv_fill(&kv, b, dp_seed(3, b));
-	dp_keys(hot, HOT, 1);
-	dp_ids(ids, HOT, 0);
-	e = dp_save(c, hot, ids, HOT);
+		test_kv_fill(&kv, b, it_seed(3, b));
+	it_keys(hot, HOT, 1);
+	it_ids(ids, HOT, 0);
+	e = it_save(c, hot, ids, HOT);
 	CHECK_RES(e.res, HOT, "SAVE of the hot set");
-	dp_flush(c);
-	g0 = dp_stats(&d);
+	it_flush(c);
+	g0 = it_stats(&d);
 
 	for (unsigned r = 0; r < ROUNDS; r++) {
-		dp_keys(scan[r], BATCH, 1000 + r);
-		dp_ids(ids, BATCH, 16 + (r % 3) * 16);
-		e = dp_save(c, scan[r], ids, BATCH);
+		it_keys(scan[r], BATCH, 1000 + r);
+		it_ids(ids, BATCH, 16 + (r % 3) * 16);
+		e = it_save(c, scan[r], ids, BATCH);
 		CHECK_RES(e.res, BATCH, "SAVE of one-off keys (nothing is pinned)");
 		CHECK(e.result0 == BATCH, "stored %llu of %u new keys",
 		      (unsigned long long)e.result0, BATCH);
-		dp_flush(c);
+		it_flush(c);
 		check_bounds(&d, &g);
 		/* The engine asks for its hot prefixes again and again. */
 		for (unsigned h = 0; h < HOT; h++) {
-			e = dp_query(c, hot + h * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE);
+			e = it_query(c, hot + h * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE);
 			CHECK(e.res == 0 || e.res == 1, "QUERY res %d", e.res);
 			hot_hits += (unsigned)e.res;
 		}
 	}
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	/* Everything saved beyond the pool's 128 blocks was evicted, no more, no less. */
 	CHECK(g0.evictions == 0 && g.evictions == HOT + ROUNDS * BATCH - g.blocks_resident,
 	      "%llu evictions for %u blocks through a pool of 128",
@@ -100,10 +100,10 @@ static void hot_and_scan(void)
 	CHECK(g.blocks_resident == 128, "%llu resident", (unsigned long long)g.blocks_resident);
 
 	for (unsigned h = 0; h < HOT; h++)
-		hot_left += (unsigned)dp_query(c, hot + h * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE).res;
+		hot_left += (unsigned)it_query(c, hot + h * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE).res;
 	for (unsigned r = 0; r < ROUNDS; r++)
 		for (unsigned i = 0; i < BATCH; i++)
-			scan_left += (unsigned)dp_query(c, scan[r] + i * KVS_KEY_SIZE, 1,
+			scan_left += (unsigned)it_query(c, scan[r] + i * KVS_KEY_SIZE, 1,
 							KVS_QUERY_NOLEASE).res;
 	printf("# hot set: %u of %u QUERYs hit, %u of %u blocks left; scan: %u of %u left\n",
 	       hot_hits, ROUNDS * HOT, hot_left, HOT, scan_left, ROUNDS * BATCH);
@@ -115,23 +115,23 @@ static void hot_and_scan(void)
 	      scan_left, ROUNDS * BATCH, hot_left, HOT);
 	/* The survivors are the bytes that were saved. */
 	{
-		struct kvs_cqe q = dp_query(c, hot, 4, 0);
+		struct kvs_cqe q = it_query(c, hot, 4, 0);
 		uint32_t dst[4] = { 60, 61, 62, 63 };
 
 		CHECK_RES(q.res, 4, "QUERY of the hot prefix");
 		for (unsigned i = 0; i < 4; i++)
 			test_kv_poison(&kv, dst[i], POISON);
-		CHECK_RES(dp_load(c, q.result0, dst, 4, 0, 0).res, 4, "LOAD of the hot prefix");
+		CHECK_RES(it_load(c, q.result0, dst, 4, 0, 0).res, 4, "LOAD of the hot prefix");
 		for (unsigned i = 0; i < 4; i++)
-			CHECK(test_kv_check(&kv, dst[i], dp_seed(3, i)), "hot block %u differs", i);
+			CHECK(test_kv_check(&kv, dst[i], it_seed(3, i)), "hot block %u differs", i);
 	}
-	dp_ok("%u blocks through a pool of 128: every SAVE stored, hot set kept %u of %u "
+	it_ok("%u blocks through a pool of 128: every SAVE stored, hot set kept %u of %u "
 	      "(hit %u of %u), scan kept %u of %u",
 	      HOT + ROUNDS * BATCH, hot_left, HOT, hot_hits, ROUNDS * HOT, scan_left,
 	      ROUNDS * BATCH);
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /* How many of @n keys are resident (one QUERY each: a prefix would stop at the first miss). */
@@ -140,7 +140,7 @@ static unsigned resident(struct kvs_client *c, const uint8_t *keys, unsigned n)
 	unsigned left = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		left += (unsigned)dp_query(c, keys + i * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE).res;
+		left += (unsigned)it_query(c, keys + i * KVS_KEY_SIZE, 1, KVS_QUERY_NOLEASE).res;
 	return left;
 }
 
@@ -151,10 +151,10 @@ static void one_off(struct kvs_client *c, uint64_t seed, unsigned rounds)
 	uint32_t ids[BATCH];
 
 	for (unsigned r = 0; r < rounds; r++) {
-		dp_keys(keys, BATCH, seed + r);
-		dp_ids(ids, BATCH, 16 + (r % 3) * 16);
-		CHECK_RES(dp_save(c, keys, ids, BATCH).res, BATCH, "SAVE of one-off keys");
-		dp_flush(c);
+		it_keys(keys, BATCH, seed + r);
+		it_ids(ids, BATCH, 16 + (r % 3) * 16);
+		CHECK_RES(it_save(c, keys, ids, BATCH).res, BATCH, "SAVE of one-off keys");
+		it_flush(c);
 	}
 }
 
@@ -176,28 +176,28 @@ static void ghost_readmit(void)
 	struct kvsd d;
 	unsigned e_left, first_left;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
-	c = dp_worker(&d, "evict-ghost", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
+	it_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	c = it_worker(&d, "evict-ghost", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
 		      8192);
 	for (unsigned b = 0; b < BLOCKS; b++)
-		test_kv_fill(&kv, b, dp_seed(5, b));
-	dp_keys(e, BATCH, 5);
-	dp_keys(first, BATCH, 6000); /* the first one-off batch after E's second save */
-	dp_ids(ids, BATCH, 0);
-	CHECK_RES(dp_save(c, e, ids, BATCH).res, BATCH, "SAVE of E");
-	dp_flush(c);
+		test_kv_fill(&kv, b, it_seed(5, b));
+	it_keys(e, BATCH, 5);
+	it_keys(first, BATCH, 6000); /* the first one-off batch after E's second save */
+	it_ids(ids, BATCH, 0);
+	CHECK_RES(it_save(c, e, ids, BATCH).res, BATCH, "SAVE of E");
+	it_flush(c);
 	one_off(c, 5000, 8);
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.blocks_resident == 128 && g.evictions == BATCH,
 	      "%llu resident, %llu evictions after 144 saves into 128",
 	      (unsigned long long)g.blocks_resident, (unsigned long long)g.evictions);
 	e_left = resident(c, e, BATCH);
 	CHECK(e_left == 0, "E, oldest and never used, kept %u of %u blocks", e_left, BATCH);
 
-	CHECK_RES(dp_save(c, e, ids, BATCH).res, BATCH, "SAVE of E again");
-	dp_flush(c);
+	CHECK_RES(it_save(c, e, ids, BATCH).res, BATCH, "SAVE of E again");
+	it_flush(c);
 	one_off(c, 6000, 8);
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.blocks_resident == 128 && g.evictions == 2 * BATCH + 16 * BATCH - 128,
 	      "%llu resident, %llu evictions after 288 saves into 128",
 	      (unsigned long long)g.blocks_resident, (unsigned long long)g.evictions);
@@ -210,11 +210,11 @@ static void ghost_readmit(void)
 	      BATCH);
 	/* The control: one-off blocks saved after E went, E did not. */
 	CHECK(first_left == 0, "the one-off batch saved after E kept %u of %u", first_left, BATCH);
-	dp_ok("blocks saved again after their eviction go to main: kept whole through 128 "
+	it_ok("blocks saved again after their eviction go to main: kept whole through 128 "
 	      "unqueried one-off saves into a pool of 128");
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 static void bigger_than_pool(void)
@@ -227,42 +227,42 @@ static void bigger_than_pool(void)
 	struct kvsd d;
 	struct kvs_cqe e, q;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\nunsealed_share = 100\n");
-	c = dp_worker(&d, "evict-big-save", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
+	it_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\nunsealed_share = 100\n");
+	c = it_worker(&d, "evict-big-save", "model-evict", 0, 1, &kv, LAYOUT_PAGE_FIRST, 4, BLOCKS,
 		      8192);
 	for (unsigned b = 0; b < BLOCKS; b++)
-		test_kv_fill(&kv, b, dp_seed(4, b));
+		test_kv_fill(&kv, b, it_seed(4, b));
 	/* Some older blocks, one of them hit: all must make room. */
-	dp_keys(keys, 40, 41);
-	dp_ids(ids, 40, 0);
-	CHECK_RES(dp_save(c, keys, ids, 40).res, 40, "SAVE of older blocks");
-	dp_flush(c);
-	CHECK_RES(dp_query(c, keys, 1, KVS_QUERY_NOLEASE).res, 1, "QUERY of an older block");
-	dp_keys(keys, 200, 42);
+	it_keys(keys, 40, 41);
+	it_ids(ids, 40, 0);
+	CHECK_RES(it_save(c, keys, ids, 40).res, 40, "SAVE of older blocks");
+	it_flush(c);
+	CHECK_RES(it_query(c, keys, 1, KVS_QUERY_NOLEASE).res, 1, "QUERY of an older block");
+	it_keys(keys, 200, 42);
 	for (unsigned i = 0; i < 200; i++)
 		ids[i] = i % BLOCKS;
-	e = dp_save(c, keys, ids, 200);
+	e = it_save(c, keys, ids, 200);
 	CHECK_RES(e.res, -ENOSPC, "SAVE of 200 blocks into a pool of 128");
 	CHECK(e.result0 == 128 && e.result1 == 0, "stored %llu skipped %llu of 200",
 	      (unsigned long long)e.result0, (unsigned long long)e.result1);
-	dp_flush(c);
-	g = dp_stats(&d);
+	it_flush(c);
+	g = it_stats(&d);
 	CHECK(g.blocks_resident == 128 && g.blocks_partial == 0 && g.evictions == 40,
 	      "%llu resident, %llu partial, %llu evictions", (unsigned long long)g.blocks_resident,
 	      (unsigned long long)g.blocks_partial, (unsigned long long)g.evictions);
-	q = dp_query(c, keys, 200, 0);
+	q = it_query(c, keys, 200, 0);
 	CHECK_RES(q.res, 128, "QUERY of the 200 keys");
 	for (unsigned i = 0; i < 8; i++)
 		dst[i] = BLOCKS - 8 + i;
 	for (unsigned b = BLOCKS - 8; b < BLOCKS; b++)
 		test_kv_poison(&kv, b, POISON);
-	CHECK_RES(dp_load(c, q.result0, dst, 8, 0, 0).res, 8, "LOAD of the first 8");
+	CHECK_RES(it_load(c, q.result0, dst, 8, 0, 0).res, 8, "LOAD of the first 8");
 	for (unsigned i = 0; i < 8; i++)
-		CHECK(test_kv_check(&kv, dst[i], dp_seed(4, i)), "block %u differs", i);
-	dp_ok("one SAVE of 200 blocks into a pool of 128: 128 stored, -ENOSPC for the rest");
+		CHECK(test_kv_check(&kv, dst[i], it_seed(4, i)), "block %u differs", i);
+	it_ok("one SAVE of 200 blocks into a pool of 128: 128 stored, -ENOSPC for the rest");
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /*
@@ -283,26 +283,26 @@ static void mixed_sizes(void)
 	struct kvs_cqe e;
 	double util;
 
-	dp_start(&d, "[pool]\nsize = 32M\nextent_size = 1M\n");
-	a = dp_worker(&d, "evict-big", "model-big", 0, 1, &kva, LAYOUT_PAGE_FIRST, 25, 32, 4096);
-	b = dp_worker(&d, "evict-small", "model-small", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 9, 32,
+	it_start(&d, "[pool]\nsize = 32M\nextent_size = 1M\n");
+	a = it_worker(&d, "evict-big", "model-big", 0, 1, &kva, LAYOUT_PAGE_FIRST, 25, 32, 4096);
+	b = it_worker(&d, "evict-small", "model-small", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 9, 32,
 		      4096);
 	for (unsigned x = 0; x < 32; x++) {
-		test_kv_fill(&kva, x, dp_seed(7, x));
-		test_kv_fill(&kvb, x, dp_seed(8, x));
+		test_kv_fill(&kva, x, it_seed(7, x));
+		test_kv_fill(&kvb, x, it_seed(8, x));
 	}
-	dp_ids(ids, 28, 0);
+	it_ids(ids, 28, 0);
 	for (unsigned r = 0; r < MIX_ROUNDS; r++) {
-		dp_keys(ka, 10, 70000 + r);
-		dp_keys(kb, 28, 80000 + r);
-		e = dp_save(a, ka, ids, 10);
+		it_keys(ka, 10, 70000 + r);
+		it_keys(kb, 28, 80000 + r);
+		e = it_save(a, ka, ids, 10);
 		CHECK_RES(e.res, 10, "SAVE of 100 KiB blocks");
-		e = dp_save(b, kb, ids, 28);
+		e = it_save(b, kb, ids, 28);
 		CHECK_RES(e.res, 28, "SAVE of 36 KiB blocks");
 	}
-	dp_flush(a);
-	dp_flush(b);
-	g = dp_stats(&d);
+	it_flush(a);
+	it_flush(b);
+	g = it_stats(&d);
 	util = (double)g.pool_used_bytes / (double)g.pool_capacity_bytes;
 	printf("# mixed sizes: %llu of %llu bytes used (%.1f %%), %llu resident, %llu evictions\n",
 	       (unsigned long long)g.pool_used_bytes, (unsigned long long)g.pool_capacity_bytes,
@@ -312,21 +312,21 @@ static void mixed_sizes(void)
 	      (unsigned long long)g.pool_capacity_bytes);
 	CHECK(util >= 0.90, "pool utilisation %.1f %% with two block sizes", 100 * util);
 	/* The last batch of each namespace is resident. */
-	e = dp_query(a, ka, 10, KVS_QUERY_NOLEASE);
+	e = it_query(a, ka, 10, KVS_QUERY_NOLEASE);
 	CHECK(e.res > 0, "the 100 KiB namespace lost everything (%d)", e.res);
-	e = dp_query(b, kb, 28, KVS_QUERY_NOLEASE);
+	e = it_query(b, kb, 28, KVS_QUERY_NOLEASE);
 	CHECK(e.res > 0, "the 36 KiB namespace lost everything (%d)", e.res);
-	dp_ok("two block sizes in one pool: %.1f %% used, both namespaces resident", 100 * util);
+	it_ok("two block sizes in one pool: %.1f %% used, both namespaces resident", 100 * util);
 	kvs_close(a);
 	kvs_close(b);
 	test_kv_free(&kva);
 	test_kv_free(&kvb);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 int main(void)
 {
-	dp_watchdog(120);
+	it_watchdog(120);
 	hot_and_scan();
 	ghost_readmit();
 	bigger_than_pool();

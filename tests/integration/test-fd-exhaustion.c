@@ -22,10 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
-#define NOBODY 65534
 
 /* Soft and hard "Max open files" of @pid, from /proc/PID/limits. */
 static void fd_limits(pid_t pid, unsigned long long *soft, unsigned long long *hard)
@@ -115,14 +113,14 @@ static void soft_limit_raised(void)
 	}
 	low = (struct rlimit){ 512, old.rlim_max };
 	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
-	dp_start(&d, NULL); /* inherits the low soft limit */
+	it_start(&d, NULL); /* inherits the low soft limit */
 	CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0, "setrlimit");
 	fd_limits(d.pid, &soft, &hard);
 	CHECK(soft == hard && hard == (unsigned long long)old.rlim_max,
 	      "kvstashd runs with RLIMIT_NOFILE %llu (soft), %llu (hard)", soft, hard);
 	CHECK(kvsd_log_contains(&d, "RLIMIT_NOFILE raised from 512"), "the log does not say so");
-	dp_stop(&d);
-	dp_ok("started with a soft RLIMIT_NOFILE of 512: kvstashd raised it to the hard %llu",
+	it_stop(&d);
+	it_ok("started with a soft RLIMIT_NOFILE of 512: kvstashd raised it to the hard %llu",
 	      hard);
 }
 
@@ -141,7 +139,7 @@ static void exhausted(void)
 	double share;
 	struct kvsd d;
 
-	dp_start(&d, NULL);
+	it_start(&d, NULL);
 	CHECK_RES(test_connect(&d, KVS_ROLE_WORKER, "fd-engine", "fd/pf", 0, 1, &e), 0, "engine");
 	CHECK_RES(kvs_nop_sync(e, OP_TIMEOUT_MS), 0, "NOP");
 	/*
@@ -186,45 +184,35 @@ static void exhausted(void)
 	kvs_close(e2);
 	kvs_close(e);
 	CHECK(prlimit(d.pid, RLIMIT_NOFILE, &old, NULL) == 0, "prlimit");
-	dp_stop(&d);
-	dp_ok("out of fds with %d connections pending: %.1f %% of a CPU and %lld log bytes in %d "
+	it_stop(&d);
+	it_ok("out of fds with %d connections pending: %.1f %% of a CPU and %lld log bytes in %d "
 	      "s, the engine served; new sessions once fds are free",
 	      CONNS - HEADROOM, share * 100, l1 - l0, WINDOW_S);
+}
+
+static int nobody_engine_main(void *arg, void *ret)
+{
+	const struct kvsd *d = arg;
+	struct kvs_client *c = NULL;
+	struct test_kv kv;
+	int *res = ret; /* HELLO, REGISTER; the layer count comes in res[1] */
+	unsigned layers = (unsigned)res[1];
+
+	res[1] = -ENOSYS;
+	it_become_nobody();
+	res[0] = test_connect(d, KVS_ROLE_WORKER, "fd-nobody", "fd/nobody", 0, 1, &c);
+	if (res[0] == 0 && test_kv_alloc(&kv, LAYOUT_SPLIT_KV, layers, 4, 4096) == 0)
+		res[1] = test_kv_register(c, &kv);
+	kvs_close(c);
+	return 0;
 }
 
 /* Connect as nobody in a child and register @layers allocations: the results. */
 static void nobody_engine(const struct kvsd *d, unsigned layers, int *ret_hello, int *ret_reg)
 {
-	int p[2], res[2] = { -ENOSYS, -ENOSYS }, st;
-	pid_t pid;
+	int res[2] = { -ENOSYS, (int)layers };
 
-	CHECK(pipe(p) == 0, "pipe");
-	fflush(NULL);
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		struct test_kv kv;
-		ssize_t w;
-
-		alarm(0);
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after setuid(), which clears it */
-		res[0] = test_connect(d, KVS_ROLE_WORKER, "fd-nobody", "fd/nobody", 0, 1, &c);
-		if (res[0] == 0 && test_kv_alloc(&kv, LAYOUT_SPLIT_KV, layers, 4, 4096) == 0)
-			res[1] = test_kv_register(c, &kv);
-		w = write(p[1], res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK(read(p[0], res, sizeof(res)) == sizeof(res), "no result from the child");
-	close(p[0]);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "child status 0x%x", st);
+	it_in_child(nobody_engine_main, (void *)d, res, sizeof(res));
 	*ret_hello = res[0];
 	*ret_reg = res[1];
 }
@@ -237,7 +225,7 @@ static void per_uid(void)
 	struct kvsd d;
 	uint64_t t0;
 
-	dp_start(&d, "[server]\nmax_fds_per_uid = 8\nsocket_mode = 0666\ndir_mode = 0755\n");
+	it_start(&d, "[server]\nmax_fds_per_uid = 8\nsocket_mode = 0666\ndir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	CHECK_RES(test_connect(&d, KVS_ROLE_WORKER, "fd-a", "fd/kv", 0, 1, &a), 0, "HELLO (2 fds)");
 	CHECK_RES(test_kv_alloc(&kv7, LAYOUT_SPLIT_KV, 7, 4, 4096), 0, "memory");
@@ -266,15 +254,15 @@ static void per_uid(void)
 	kvs_close(b);
 	test_kv_free(&kv7);
 	test_kv_free(&kv6);
-	dp_stop(&d);
-	dp_ok("max_fds_per_uid = 8: REGISTER past it and HELLO past it -EMFILE%s; fds given back "
+	it_stop(&d);
+	it_ok("max_fds_per_uid = 8: REGISTER past it and HELLO past it -EMFILE%s; fds given back "
 	      "on close",
 	      geteuid() == 0 ? ", another uid served" : "");
 }
 
 int main(void)
 {
-	dp_watchdog(120);
+	it_watchdog(120);
 	soft_limit_raised();
 	exhausted();
 	per_uid();

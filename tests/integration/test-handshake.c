@@ -5,7 +5,6 @@
  * and geometry conflicts within an instance, and the socket's ownership
  * (one daemon per socket, stale sockets removed).
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -17,23 +16,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
+#include "itest.h"
 
 #define NS "qwen3-8b/bf16/pf16"
-#define NOBODY 65534
 
 static struct kvsd d;
 
 static void start(const char *ini)
 {
-	int r = kvsd_start(&d, ini);
-
-	ck_assert_msg(r == 0, "kvstashd did not start: %s", strerror(-r));
+	it_start(&d, ini);
 }
 
 static void stop(void)
 {
-	ck_assert_int_eq(kvsd_finish(&d), 0);
+	it_stop(&d);
 }
 
 static struct kvs_client *conn(uint32_t role, const char *inst, uint32_t rank, uint32_t tp)
@@ -41,7 +37,7 @@ static struct kvs_client *conn(uint32_t role, const char *inst, uint32_t rank, u
 	struct kvs_client *c = NULL;
 	int r = test_connect(&d, role, inst, NS, rank, tp, &c);
 
-	ck_assert_msg(r == 0, "connect %s rank %u/%u: %s", inst, rank, tp, kvs_strerror(r));
+	CHECK(r == 0, "connect %s rank %u/%u: %s", inst, rank, tp, kvs_strerror(r));
 	return c;
 }
 
@@ -59,11 +55,11 @@ static uint64_t refused(struct kvs_client *admin)
 {
 	struct kvs_msg_stats_global g;
 
-	ck_assert_int_eq(test_stats(admin, &g), 0);
+	CHECK_INT(test_stats(admin, &g), ==, 0);
 	return g.sessions_refused;
 }
 
-START_TEST(test_roles)
+static void test_roles(void)
 {
 	struct kvs_client *w, *s, *w2, *admin;
 	struct kvs_session_info wi, si, w2i;
@@ -74,23 +70,23 @@ START_TEST(test_roles)
 	      "[lease]\nttl = 42s\n");
 	w = conn(KVS_ROLE_WORKER, "hs-a", 0, 1);
 	s = conn(KVS_ROLE_SCHEDULER, "hs-a", 0, 1);
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 
-	ck_assert_int_eq(kvs_session_info(w, &wi), 0);
-	ck_assert_int_eq(kvs_session_info(s, &si), 0);
-	ck_assert_uint_ne(wi.session_id, 0);
-	ck_assert_uint_ne(wi.session_id, si.session_id);
-	ck_assert_uint_eq(wi.sq_entries, 64);
-	ck_assert_uint_eq(wi.cq_entries, 128);
-	ck_assert_uint_eq(wi.arg_bytes, 4u << 20);
-	ck_assert_uint_eq(wi.max_keys, 65536);
-	ck_assert_uint_eq(wi.max_inflight, 100);
-	ck_assert_uint_eq(wi.max_layers, 77);
-	ck_assert_uint_eq(wi.lease_ttl_ms, 42000);
-	ck_assert_uint_eq(wi.daemon_rev_major, KVS_WIRE_MAJOR);
-	ck_assert_uint_eq(wi.daemon_rev_minor, KVS_WIRE_MINOR);
-	ck_assert_uint_eq(si.sq_entries, 64);
-	ck_assert_uint_eq(si.daemon_rev_major, KVS_WIRE_MAJOR);
+	CHECK_INT(kvs_session_info(w, &wi), ==, 0);
+	CHECK_INT(kvs_session_info(s, &si), ==, 0);
+	CHECK_UINT(wi.session_id, !=, 0);
+	CHECK_UINT(wi.session_id, !=, si.session_id);
+	CHECK_UINT(wi.sq_entries, ==, 64);
+	CHECK_UINT(wi.cq_entries, ==, 128);
+	CHECK_UINT(wi.arg_bytes, ==, 4u << 20);
+	CHECK_UINT(wi.max_keys, ==, 65536);
+	CHECK_UINT(wi.max_inflight, ==, 100);
+	CHECK_UINT(wi.max_layers, ==, 77);
+	CHECK_UINT(wi.lease_ttl_ms, ==, 42000);
+	CHECK_UINT(wi.daemon_rev_major, ==, KVS_WIRE_MAJOR);
+	CHECK_UINT(wi.daemon_rev_minor, ==, KVS_WIRE_MINOR);
+	CHECK_UINT(si.sq_entries, ==, 64);
+	CHECK_UINT(si.daemon_rev_major, ==, KVS_WIRE_MAJOR);
 
 	/* A size the client asks for is rounded to a power of two. */
 	kvs_connect_opts_init(&o);
@@ -98,41 +94,41 @@ START_TEST(test_roles)
 	o.ns = NS;
 	o.sq_entries = 100;
 	o.arg_bytes = 10000;
-	ck_assert_int_eq(kvs_connect(d.sock, &o, &w2), 0);
-	ck_assert_int_eq(kvs_session_info(w2, &w2i), 0);
-	ck_assert_uint_eq(w2i.sq_entries, 128);
-	ck_assert_uint_eq(w2i.cq_entries, 256);
-	ck_assert_uint_eq(w2i.arg_bytes, 12288);
+	CHECK_INT(kvs_connect(d.sock, &o, &w2), ==, 0);
+	CHECK_INT(kvs_session_info(w2, &w2i), ==, 0);
+	CHECK_UINT(w2i.sq_entries, ==, 128);
+	CHECK_UINT(w2i.cq_entries, ==, 256);
+	CHECK_UINT(w2i.arg_bytes, ==, 12288);
 
-	ck_assert_int_eq(kvs_connected(w), 1);
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), 0);
-	ck_assert_int_eq(kvs_nop_sync(s, 5000), 0);
-	ck_assert_int_eq(kvs_nop_sync(w2, 5000), 0);
+	CHECK_INT(kvs_connected(w), ==, 1);
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, 0);
+	CHECK_INT(kvs_nop_sync(s, 5000), ==, 0);
+	CHECK_INT(kvs_nop_sync(w2, 5000), ==, 0);
 
 	/* The daemon sees what was said: role, rank, instance, our pid. */
-	ck_assert_int_eq(status_session(admin, wi.session_id, &st), 0);
-	ck_assert_uint_eq(st.role, KVS_ROLE_WORKER);
-	ck_assert_uint_eq(st.pid, (uint32_t)getpid());
-	ck_assert_uint_eq(st.uid, (uint32_t)geteuid());
-	ck_assert_str_eq(st.instance, "hs-a");
-	ck_assert_str_eq(st.ns, NS);
-	ck_assert_uint_eq(st.tp_size, 1);
-	ck_assert_int_eq(status_session(admin, si.session_id, &st), 0);
-	ck_assert_uint_eq(st.role, KVS_ROLE_SCHEDULER);
-	ck_assert_int_eq(test_status_sessions(admin), 3);
+	CHECK_INT(status_session(admin, wi.session_id, &st), ==, 0);
+	CHECK_UINT(st.role, ==, KVS_ROLE_WORKER);
+	CHECK_UINT(st.pid, ==, (uint32_t)getpid());
+	CHECK_UINT(st.uid, ==, (uint32_t)geteuid());
+	CHECK_STR(st.instance, ==, "hs-a");
+	CHECK_STR(st.ns, ==, NS);
+	CHECK_UINT(st.tp_size, ==, 1);
+	CHECK_INT(status_session(admin, si.session_id, &st), ==, 0);
+	CHECK_UINT(st.role, ==, KVS_ROLE_SCHEDULER);
+	CHECK_INT(test_status_sessions(admin), ==, 3);
 	/* One session region per worker or scheduler session, none for admin. */
-	ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), 3);
+	CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, 3);
 
 	kvs_close(w2);
 	kvs_close(s);
 	kvs_close(w);
 	kvs_close(admin);
 	stop();
+	it_ok("HELLO of each role: sizes granted, limits, what STATUS lists");
 }
-END_TEST
 
 /* HELLO of another major: refused, said why, nothing created, no fd. */
-START_TEST(test_wire_major)
+static void test_wire_major(void)
 {
 	struct kvs_client *w, *admin;
 	struct kvs_msg_hello h;
@@ -143,31 +139,31 @@ START_TEST(test_wire_major)
 
 	start(NULL);
 	w = conn(KVS_ROLE_WORKER, "hs-rev", 0, 1);
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	refused0 = refused(admin);
 	before = proc_memfd_count(d.pid, "kvstash-session");
-	ck_assert_int_eq(before, 1);
+	CHECK_INT(before, ==, 1);
 
 	/* Full-size HELLO of revision major + 1. */
 	fd = raw_connect(d.sock);
-	ck_assert_int_ge(fd, 0);
+	CHECK_INT(fd, >=, 0);
 	raw_hello_init(&h, KVS_ROLE_WORKER, "hs-rev2", NS, 0, 1);
 	h.rev_major = KVS_WIRE_MAJOR + 1;
 	h.rev_minor = 7;
 	r = raw_hello(fd, &h, &rep, &rfd);
-	ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), before);
-	ck_assert_int_eq(r, -EPROTONOSUPPORT);
-	ck_assert_int_eq(rfd, -1);
-	ck_assert_uint_eq(rep.r.hdr.type, KVS_MSG_REPLY);
-	ck_assert_uint_eq(rep.r.hdr.seq, h.hdr.seq);
-	ck_assert_uint_eq(rep.r.rev_major, KVS_WIRE_MAJOR);
-	ck_assert_uint_eq(rep.r.rev_minor, KVS_WIRE_MINOR);
+	CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, before);
+	CHECK_INT(r, ==, -EPROTONOSUPPORT);
+	CHECK_INT(rfd, ==, -1);
+	CHECK_UINT(rep.r.hdr.type, ==, KVS_MSG_REPLY);
+	CHECK_UINT(rep.r.hdr.seq, ==, h.hdr.seq);
+	CHECK_UINT(rep.r.rev_major, ==, KVS_WIRE_MAJOR);
+	CHECK_UINT(rep.r.rev_minor, ==, KVS_WIRE_MINOR);
 	rep.r.text[sizeof(rep.r.text) - 1] = '\0';
 	snprintf(theirs, sizeof(theirs), "%u.7", KVS_WIRE_MAJOR + 1);
 	snprintf(mine, sizeof(mine), "%u.%u", KVS_WIRE_MAJOR, KVS_WIRE_MINOR);
-	ck_assert_msg(strstr(rep.r.text, theirs) && strstr(rep.r.text, mine),
-		      "reply text \"%s\" must name %s and %s", rep.r.text, theirs, mine);
-	ck_assert(raw_eof(fd, 2000));
+	CHECK(strstr(rep.r.text, theirs) && strstr(rep.r.text, mine),
+	      "reply text \"%s\" must name %s and %s", rep.r.text, theirs, mine);
+	CHECK_TRUE(raw_eof(fd, 2000));
 	close(fd);
 
 	/*
@@ -175,29 +171,29 @@ START_TEST(test_wire_major)
 	 * are frozen, and they must suffice.
 	 */
 	fd = raw_connect(d.sock);
-	ck_assert_int_ge(fd, 0);
+	CHECK_INT(fd, >=, 0);
 	h.hdr.size = offsetof(struct kvs_msg_hello, rev_minor) + 2;
-	ck_assert_int_eq(raw_send(fd, &h, h.hdr.size, NULL, 0), 0);
+	CHECK_INT(raw_send(fd, &h, h.hdr.size, NULL, 0), ==, 0);
 	{
 		unsigned nfds = 9;
 		int fds[2];
 		ssize_t n = raw_recv(fd, &rep, sizeof(rep), fds, 2, &nfds, 5000);
 
-		ck_assert_int_eq(n, sizeof(struct kvs_msg_reply));
-		ck_assert_uint_eq(nfds, 0);
-		ck_assert_int_eq(rep.r.status, -EPROTONOSUPPORT);
+		CHECK_INT(n, ==, sizeof(struct kvs_msg_reply));
+		CHECK_UINT(nfds, ==, 0);
+		CHECK_INT(rep.r.status, ==, -EPROTONOSUPPORT);
 	}
-	ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), before);
-	ck_assert(raw_eof(fd, 2000));
+	CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, before);
+	CHECK_TRUE(raw_eof(fd, 2000));
 	close(fd);
 
-	ck_assert_uint_eq(refused(admin), refused0 + 2);
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), 0);
+	CHECK_UINT(refused(admin), ==, refused0 + 2);
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, 0);
 	kvs_close(w);
 	kvs_close(admin);
 	stop();
+	it_ok("HELLO of another wire major: refused before anything is created");
 }
-END_TEST
 
 /* Connect as nobody in a child; its kvs_connect result (and a NOP's) come back. */
 struct as_nobody {
@@ -206,43 +202,33 @@ struct as_nobody {
 	uint64_t session_id;
 };
 
+static int as_nobody_main(void *arg, void *ret)
+{
+	struct as_nobody *res = ret;
+	struct kvs_client *c = NULL;
+	struct kvs_session_info info;
+
+	(void)arg;
+	it_become_nobody();
+	res->connect = test_connect(&d, KVS_ROLE_WORKER, "hs-nobody", NS, 0, 1, &c);
+	if (res->connect == 0) {
+		res->nop = kvs_nop_sync(c, 5000);
+		kvs_session_info(c, &info);
+		res->session_id = info.session_id;
+	}
+	kvs_close(c);
+	return 0;
+}
+
 static struct as_nobody connect_as_nobody(void)
 {
 	struct as_nobody res = { -ENOSYS, -ENOSYS, 0 };
-	int p[2], st;
-	pid_t pid;
 
-	ck_assert_int_eq(pipe(p), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		struct kvs_session_info info;
-		ssize_t w;
-
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		res.connect = test_connect(&d, KVS_ROLE_WORKER, "hs-nobody", NS, 0, 1, &c);
-		if (res.connect == 0) {
-			res.nop = kvs_nop_sync(c, 5000);
-			kvs_session_info(c, &info);
-			res.session_id = info.session_id;
-		}
-		w = write(p[1], &res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	ck_assert_int_eq(read(p[0], &res, sizeof(res)), sizeof(res));
-	close(p[0]);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	it_in_child(as_nobody_main, NULL, &res, sizeof(res));
 	return res;
 }
 
-START_TEST(test_allow_list)
+static void test_allow_list(void)
 {
 	struct kvs_client *admin, *w;
 	struct as_nobody res;
@@ -254,44 +240,44 @@ START_TEST(test_allow_list)
 	}
 	/* Root is always allowed; nobody is not on the list. */
 	start("[server]\nallow_uids = root\nsocket_mode = 0666\ndir_mode = 0755\n");
-	ck_assert_int_eq(chmod(d.dir, 0755), 0);
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(chmod(d.dir, 0755), ==, 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	refused0 = refused(admin);
 	res = connect_as_nobody();
-	ck_assert_int_eq(res.connect, -EACCES);
+	CHECK_INT(res.connect, ==, -EACCES);
 	/* The refusal is kvstashd's, not the file system's. */
-	ck_assert(kvsd_log_contains(&d, "uid 65534 gid 65534 is not in the allow-list"));
-	ck_assert_uint_eq(refused(admin), refused0 + 1);
-	ck_assert_int_eq(test_status_sessions(admin), 0);
-	ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), 0);
+	CHECK_TRUE(kvsd_log_contains(&d, "uid 65534 gid 65534 is not in the allow-list"));
+	CHECK_UINT(refused(admin), ==, refused0 + 1);
+	CHECK_INT(test_status_sessions(admin), ==, 0);
+	CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, 0);
 	/* Root still gets in. */
 	w = conn(KVS_ROLE_WORKER, "hs-root", 0, 1);
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), 0);
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, 0);
 	kvs_close(w);
 	kvs_close(admin);
 	stop();
 
 	/* On the list by name: in, and listed under its uid. */
 	start("[server]\nallow_uids = root,nobody\nsocket_mode = 0666\ndir_mode = 0755\n");
-	ck_assert_int_eq(chmod(d.dir, 0755), 0);
+	CHECK_INT(chmod(d.dir, 0755), ==, 0);
 	res = connect_as_nobody();
-	ck_assert_int_eq(res.connect, 0);
-	ck_assert_int_eq(res.nop, 0);
-	ck_assert(!kvsd_log_contains(&d, "allow-list"));
+	CHECK_INT(res.connect, ==, 0);
+	CHECK_INT(res.nop, ==, 0);
+	CHECK_TRUE(!kvsd_log_contains(&d, "allow-list"));
 	stop();
 
 	/* By group. */
 	start("[server]\nallow_uids = root\nallow_gids = 65534\nsocket_mode = 0666\n"
 	      "dir_mode = 0755\n");
-	ck_assert_int_eq(chmod(d.dir, 0755), 0);
+	CHECK_INT(chmod(d.dir, 0755), ==, 0);
 	res = connect_as_nobody();
-	ck_assert_int_eq(res.connect, 0);
-	ck_assert_int_eq(res.nop, 0);
+	CHECK_INT(res.connect, ==, 0);
+	CHECK_INT(res.nop, ==, 0);
 	stop();
+	it_ok("the uid and gid allow-lists");
 }
-END_TEST
 
-START_TEST(test_session_limit)
+static void test_session_limit(void)
 {
 	struct kvs_client *a, *b, *c = NULL, *admin;
 	uint64_t t0;
@@ -300,14 +286,14 @@ START_TEST(test_session_limit)
 	start("[server]\nmax_sessions = 2\n");
 	a = conn(KVS_ROLE_WORKER, "hs-l1", 0, 1);
 	b = conn(KVS_ROLE_SCHEDULER, "hs-l2", 0, 1);
-	ck_assert_int_eq(conn_err(KVS_ROLE_WORKER, "hs-l3", NS, 0, 1), -EUSERS);
-	ck_assert_int_eq(conn_err(KVS_ROLE_SCHEDULER, "hs-l1", NS, 0, 1), -EUSERS);
-	ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), 2);
+	CHECK_INT(conn_err(KVS_ROLE_WORKER, "hs-l3", NS, 0, 1), ==, -EUSERS);
+	CHECK_INT(conn_err(KVS_ROLE_SCHEDULER, "hs-l1", NS, 0, 1), ==, -EUSERS);
+	CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, 2);
 	/* Admin sessions do not count against the limit and do not take a slot. */
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
-	ck_assert_int_eq(test_status_sessions(admin), 2);
-	ck_assert_int_eq(kvs_nop_sync(a, 5000), 0);
-	ck_assert_int_eq(kvs_nop_sync(b, 5000), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
+	CHECK_INT(test_status_sessions(admin), ==, 2);
+	CHECK_INT(kvs_nop_sync(a, 5000), ==, 0);
+	CHECK_INT(kvs_nop_sync(b, 5000), ==, 0);
 
 	/* A slot given back is free again (once kvstashd has seen the EOF). */
 	kvs_close(b);
@@ -315,39 +301,39 @@ START_TEST(test_session_limit)
 	while ((r = test_connect(&d, KVS_ROLE_WORKER, "hs-l3", NS, 0, 1, &c)) == -EUSERS &&
 	       test_now_ns() - t0 < 3000000000ull)
 		usleep(10000);
-	ck_assert_int_eq(r, 0);
-	ck_assert_int_eq(kvs_nop_sync(c, 5000), 0);
+	CHECK_INT(r, ==, 0);
+	CHECK_INT(kvs_nop_sync(c, 5000), ==, 0);
 	kvs_close(c);
 	kvs_close(a);
 	kvs_close(admin);
 	stop();
+	it_ok("max_sessions: refused, admin sessions not counted, slots given back");
 }
-END_TEST
 
-START_TEST(test_instance_conflicts)
+static void test_instance_conflicts(void)
 {
 	struct kvs_client *r0, *r1, *admin;
 	uint64_t refused0;
 
 	start(NULL);
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	refused0 = refused(admin);
 	r0 = conn(KVS_ROLE_WORKER, "hs-tp", 0, 2);
 	/* The same rank twice in one instance. */
-	ck_assert_int_eq(conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 0, 2), -EADDRINUSE);
+	CHECK_INT(conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 0, 2), ==, -EADDRINUSE);
 	/* Another tp_size, or another namespace, for the same instance. */
-	ck_assert_int_eq(conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 1, 4), -EXDEV);
-	ck_assert_int_eq(conn_err(KVS_ROLE_SCHEDULER, "hs-tp", NS, 0, 1), -EXDEV);
-	ck_assert_int_eq(conn_err(KVS_ROLE_WORKER, "hs-tp", "other-model/fp8", 1, 2), -EXDEV);
+	CHECK_INT(conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 1, 4), ==, -EXDEV);
+	CHECK_INT(conn_err(KVS_ROLE_SCHEDULER, "hs-tp", NS, 0, 1), ==, -EXDEV);
+	CHECK_INT(conn_err(KVS_ROLE_WORKER, "hs-tp", "other-model/fp8", 1, 2), ==, -EXDEV);
 	/* HELLO itself: rank outside tp_size. */
-	ck_assert_int_eq(conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 2, 2), -EINVAL);
-	ck_assert_uint_eq(refused(admin), refused0 + 5);
+	CHECK_INT(conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 2, 2), ==, -EINVAL);
+	CHECK_UINT(refused(admin), ==, refused0 + 5);
 	/* None of those took rank 1: it is still free. */
 	r1 = conn(KVS_ROLE_WORKER, "hs-tp", 1, 2);
-	ck_assert_int_eq(kvs_nop_sync(r0, 5000), 0);
-	ck_assert_int_eq(kvs_nop_sync(r1, 5000), 0);
-	ck_assert_int_eq(test_status_sessions(admin), 2);
-	ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), 2);
+	CHECK_INT(kvs_nop_sync(r0, 5000), ==, 0);
+	CHECK_INT(kvs_nop_sync(r1, 5000), ==, 0);
+	CHECK_INT(test_status_sessions(admin), ==, 2);
+	CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, 2);
 
 	/* Rank 0 gone: its place can be taken again. */
 	kvs_close(r0);
@@ -358,13 +344,13 @@ START_TEST(test_instance_conflicts)
 		while ((r = conn_err(KVS_ROLE_WORKER, "hs-tp", NS, 0, 2)) == -EADDRINUSE &&
 		       test_now_ns() - t0 < 3000000000ull)
 			usleep(10000);
-		ck_assert_int_eq(r, 0);
+		CHECK_INT(r, ==, 0);
 	}
 	kvs_close(r1);
 	kvs_close(admin);
 	stop();
+	it_ok("rank and geometry conflicts within an instance");
 }
-END_TEST
 
 static int run_second_daemon(int *ret_status)
 {
@@ -410,7 +396,7 @@ static bool file_contains(const char *path, const char *needle)
 	return found;
 }
 
-START_TEST(test_second_daemon)
+static void test_second_daemon(void)
 {
 	struct kvs_client *w;
 	struct stat sb;
@@ -419,23 +405,23 @@ START_TEST(test_second_daemon)
 
 	start(NULL);
 	w = conn(KVS_ROLE_WORKER, "hs-2d", 0, 1);
-	ck_assert_int_eq(run_second_daemon(&st), 0);
-	ck_assert_int_eq(st, 3);
+	CHECK_INT(run_second_daemon(&st), ==, 0);
+	CHECK_INT(st, ==, 3);
 	snprintf(log, sizeof(log), "%s/second.log", d.dir);
-	ck_assert_msg(file_contains(log, "another kvstashd"), "second daemon did not say why");
+	CHECK(file_contains(log, "another kvstashd"), "second daemon did not say why");
 	/* The first one is untouched: its socket is still there and serves. */
-	ck_assert_int_eq(stat(d.sock, &sb), 0);
-	ck_assert(S_ISSOCK(sb.st_mode));
-	ck_assert(pid_alive(d.pid));
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), 0);
+	CHECK_INT(stat(d.sock, &sb), ==, 0);
+	CHECK_TRUE(S_ISSOCK(sb.st_mode));
+	CHECK_TRUE(pid_alive(d.pid));
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, 0);
 	kvs_close(w);
-	ck_assert_int_eq(test_connect(&d, KVS_ROLE_WORKER, "hs-2d2", NS, 0, 1, &w), 0);
+	CHECK_INT(test_connect(&d, KVS_ROLE_WORKER, "hs-2d2", NS, 0, 1, &w), ==, 0);
 	kvs_close(w);
 	stop();
+	it_ok("a second kvstashd on a live socket exits 3, the first serves on");
 }
-END_TEST
 
-START_TEST(test_stale_socket)
+static void test_stale_socket(void)
 {
 	struct kvs_client *w;
 	struct stat sb;
@@ -444,43 +430,39 @@ START_TEST(test_stale_socket)
 	start(NULL);
 	kvsd_kill(&d);
 	/* A SIGKILLed daemon leaves its socket file; nobody answers on it. */
-	ck_assert_int_eq(stat(d.sock, &sb), 0);
-	ck_assert(S_ISSOCK(sb.st_mode));
+	CHECK_INT(stat(d.sock, &sb), ==, 0);
+	CHECK_TRUE(S_ISSOCK(sb.st_mode));
 	fd = raw_connect(d.sock);
-	ck_assert_int_eq(fd, -ECONNREFUSED);
-	ck_assert(!kvsd_log_contains(&d, "removed stale socket"));
+	CHECK_INT(fd, ==, -ECONNREFUSED);
+	CHECK_TRUE(!kvsd_log_contains(&d, "removed stale socket"));
 
-	ck_assert_int_eq(kvsd_restart(&d), 0);
-	ck_assert(kvsd_log_contains(&d, "removed stale socket"));
+	CHECK_INT(kvsd_restart(&d), ==, 0);
+	CHECK_TRUE(kvsd_log_contains(&d, "removed stale socket"));
 	w = conn(KVS_ROLE_WORKER, "hs-stale", 0, 1);
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), 0);
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, 0);
 	kvs_close(w);
-	ck_assert_int_eq(kvsd_stop(&d), 0);
+	CHECK_INT(kvsd_stop(&d), ==, 0);
 	/* A clean exit takes its socket away. */
-	ck_assert_int_eq(stat(d.sock, &sb), -1);
+	CHECK_INT(stat(d.sock, &sb), ==, -1);
 	kvsd_cleanup(&d);
+	it_ok("a stale socket is removed, a clean exit removes its own");
 }
-END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("handshake");
-	TCase *tc = tcase_create("handshake");
-	SRunner *sr;
-	int failed;
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_roles);
-	tcase_add_test(tc, test_wire_major);
-	tcase_add_test(tc, test_allow_list);
-	tcase_add_test(tc, test_session_limit);
-	tcase_add_test(tc, test_instance_conflicts);
-	tcase_add_test(tc, test_second_daemon);
-	tcase_add_test(tc, test_stale_socket);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	it_watchdog(60);
+	test_roles();
+	it_watchdog(60);
+	test_wire_major();
+	it_watchdog(60);
+	test_allow_list();
+	it_watchdog(60);
+	test_session_limit();
+	it_watchdog(60);
+	test_instance_conflicts();
+	it_watchdog(60);
+	test_second_daemon();
+	it_watchdog(60);
+	test_stale_socket();
+	return 0;
 }

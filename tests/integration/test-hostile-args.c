@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define BLOCKS 16u
 #define LAYERS 6u
@@ -34,7 +34,7 @@ static unsigned nbad;
 		_r = (prep);                                                        \
 		CHECK(_r == 0, "prep for %s: %s", what, kvs_strerror(_r));          \
 		tweak;                                                              \
-		dp_submit_wait(_c, &_e);                                            \
+		it_submit_wait(_c, &_e);                                            \
 		CHECK_RES(_e.res, want, what);                                      \
 		nbad++;                                                             \
 	} while (0)
@@ -52,9 +52,9 @@ int main(void)
 	uint64_t lease;
 	int r;
 
-	dp_watchdog(60);
-	dp_start(&d, "[session]\nmax_keys = 64\n");
-	c = dp_worker(&d, "hostile", "model-hostile", 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+	it_watchdog(60);
+	it_start(&d, "[session]\nmax_keys = 64\n");
+	c = it_worker(&d, "hostile", "model-hostile", 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
 		      4096);
 	r = test_connect(&d, KVS_ROLE_SCHEDULER, "hostile", "model-hostile", 0, 1, &sched);
 	CHECK(r == 0, "scheduler: %s", kvs_strerror(r));
@@ -64,21 +64,21 @@ int main(void)
 	kvs_session_info(c, &info);
 	CHECK(info.max_keys == MAX_KEYS, "max_keys %u", info.max_keys);
 
-	dp_keys(keys, N, 1);
-	dp_keys(fresh, N, 2); /* never saved: a SAVE let through would store them */
-	dp_ids(src, N, 0);
-	dp_ids(dst, N, 8);
+	it_keys(keys, N, 1);
+	it_keys(fresh, N, 2); /* never saved: a SAVE let through would store them */
+	it_ids(src, N, 0);
+	it_ids(dst, N, 8);
 	for (unsigned i = 0; i < N; i++)
-		test_kv_fill(&kv, src[i], dp_seed(1, i));
-	CHECK_RES(dp_save(c, keys, src, N).res, N, "SAVE");
-	dp_flush(c);
-	q = dp_query(c, keys, N, 0);
+		test_kv_fill(&kv, src[i], it_seed(1, i));
+	CHECK_RES(it_save(c, keys, src, N).res, N, "SAVE");
+	it_flush(c);
+	q = it_query(c, keys, N, 0);
 	CHECK_RES(q.res, N, "QUERY");
 	lease = q.result0;
 
 	for (unsigned m = 0; m < kv.nmems; m++)
 		memset(kv.bases[m], POISON, kv.sizes[m]);
-	g0 = dp_stats(&d);
+	g0 = it_stats(&d);
 
 	/* Opcodes. */
 	BAD(c, kvs_prep_nop(_c, s, 0), s->opcode = KVS_OP_LAST + 1, -EOPNOTSUPP, "opcode LAST+1");
@@ -195,8 +195,8 @@ int main(void)
 	BAD(lone, kvs_prep_query(_c, s, keys, N, 0, 0, 0), (void)0, -KVS_EUNSEALED,
 	    "QUERY before REGISTER");
 
-	g1 = dp_stats(&d);
-	CHECK(dp_all_poison(&kv, POISON), "a refused SQE wrote engine memory");
+	g1 = it_stats(&d);
+	CHECK(it_all_poison(&kv, POISON), "a refused SQE wrote engine memory");
 	CHECK(g1.blocks_resident == g0.blocks_resident && g1.blocks_partial == g0.blocks_partial &&
 		      g1.pool_used_bytes == g0.pool_used_bytes,
 	      "the pool changed: resident %llu -> %llu, partial %llu, used %llu -> %llu",
@@ -234,37 +234,37 @@ int main(void)
 			  "kvs_prep_load of 0 blocks");
 		CHECK(kvs_pending(c) == 0, "%u SQEs left pending by refused preps", kvs_pending(c));
 	}
-	dp_ok("%u malformed SQEs refused with their -errno; engine memory, pool and leases "
+	it_ok("%u malformed SQEs refused with their -errno; engine memory, pool and leases "
 	      "untouched", nbad);
 
 	/* The lease was not spent by any refusal: it loads now. */
-	e = dp_load(c, lease, dst, N, 0, 0);
+	e = it_load(c, lease, dst, N, 0, 0);
 	CHECK_RES(e.res, N, "LOAD with the lease the refused SQEs named");
 	for (unsigned i = 0; i < N; i++)
-		CHECK(test_kv_check(&kv, dst[i], dp_seed(1, i)), "block %u differs", dst[i]);
+		CHECK(test_kv_check(&kv, dst[i], it_seed(1, i)), "block %u differs", dst[i]);
 
 	/* More blocks than the lease covers: -EINVAL, and the share is still there. */
 	for (unsigned m = 0; m < kv.nmems; m++)
 		memset(kv.bases[m], POISON, kv.sizes[m]);
-	q = dp_query(c, keys, N - 1, 0);
+	q = it_query(c, keys, N - 1, 0);
 	CHECK_RES(q.res, N - 1, "QUERY of a shorter prefix");
-	e = dp_load(c, q.result0, dst, N, 0, 0);
+	e = it_load(c, q.result0, dst, N, 0, 0);
 	CHECK_RES(e.res, -EINVAL, "LOAD of more blocks than the lease has");
-	CHECK(dp_all_poison(&kv, POISON), "a refused LOAD wrote engine memory");
-	g1 = dp_stats(&d);
+	CHECK(it_all_poison(&kv, POISON), "a refused LOAD wrote engine memory");
+	g1 = it_stats(&d);
 	CHECK(g1.leases_live == 1, "%llu leases live", (unsigned long long)g1.leases_live);
-	e = dp_load(c, q.result0, dst, N - 1, 0, 0);
+	e = it_load(c, q.result0, dst, N - 1, 0, 0);
 	CHECK_RES(e.res, N - 1, "the corrected LOAD after the refused one");
 	for (unsigned i = 0; i < N - 1; i++)
-		CHECK(test_kv_check(&kv, dst[i], dp_seed(1, i)), "block %u differs", dst[i]);
-	g1 = dp_stats(&d);
+		CHECK(test_kv_check(&kv, dst[i], it_seed(1, i)), "block %u differs", dst[i]);
+	g1 = it_stats(&d);
 	CHECK(g1.leases_live == 0, "%llu leases live", (unsigned long long)g1.leases_live);
-	dp_ok("LOAD of more blocks than the lease: -EINVAL, nothing written or spent");
+	it_ok("LOAD of more blocks than the lease: -EINVAL, nothing written or spent");
 
 	kvs_close(lone);
 	kvs_close(sched);
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_stop(&d);
+	it_stop(&d);
 	return 0;
 }

@@ -47,8 +47,7 @@
 
 #include <shmq/shmq.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define WAIT_MS 10000 /* bounded waits: a hang, not a slow machine */
 #define SQ	8u
@@ -218,9 +217,9 @@ static void fake_listen(void)
 }
 
 /* Fork the fake daemon running @fn; the engine keeps only its ctl end. */
-static void fake_spawn(dp_child_fn fn, unsigned i)
+static void fake_spawn(it_child_fn fn, unsigned i)
 {
-	dp_spawn(fn, NULL, i);
+	it_spawn(fn, NULL, i);
 	close(lfd);
 	close(ctl[1]);
 	lfd = ctl[1] = -1;
@@ -228,7 +227,7 @@ static void fake_spawn(dp_child_fn fn, unsigned i)
 
 static void fake_done(void)
 {
-	dp_wait_all();
+	it_wait_all();
 	close(ctl[0]);
 	ctl[0] = -1;
 	unlink(sock_path);
@@ -530,7 +529,7 @@ static void hello_replies(void)
 		CHECK(proc_map_count(getpid(), "kvstash-session") == 0, "%s: a region leaked",
 		      hc->what);
 	}
-	dp_ok("%zu HELLO replies: every lie refused with its error, nothing mapped or leaked",
+	it_ok("%zu HELLO replies: every lie refused with its error, nothing mapped or leaked",
 	      sizeof(cases) / sizeof(cases[0]));
 }
 
@@ -587,7 +586,7 @@ static void rewritten_cqe(void)
 	CHECK(kvs_pending(c) == 0, "%u pending", kvs_pending(c));
 	kvs_close(c);
 	fake_done();
-	dp_ok("a CQE kvstashd rewrites after the library took it stays what it was");
+	it_ok("a CQE kvstashd rewrites after the library took it stays what it was");
 }
 
 /* ---- a CQE for an SQE still being prepared ----------------------------- */
@@ -640,7 +639,7 @@ static void early_cqe(void)
 	CHECK(kvs_peek_cqe(c, &p) == -EAGAIN && kvs_pending(c) == 0, "more completions");
 	kvs_close(c);
 	fake_done();
-	dp_ok("a CQE for an SQE still being prepared completes nothing; its cancel frees one slot");
+	it_ok("a CQE for an SQE still being prepared completes nothing; its cancel frees one slot");
 }
 
 /* ---- impossible results ------------------------------------------------ */
@@ -754,7 +753,7 @@ static void impossible_results(void)
 	CHECK(kvs_connected(c) == 0, "still connected after a corrupt CQ tail");
 	kvs_close(c);
 	fake_done();
-	dp_ok("%zu impossible or odd results: -EBADMSG (KVS_CQE_LOCAL) where no operation could "
+	it_ok("%zu impossible or odd results: -EBADMSG (KVS_CQE_LOCAL) where no operation could "
 	      "give them, kept where one could; a corrupt CQ tail ends the session",
 	      NRESULTS);
 }
@@ -816,7 +815,7 @@ static void flipped_results(void)
 	}
 	kvs_close(c);
 	fake_done();
-	dp_ok("%u CQEs whose res kvstashd flipped while they were reaped: %u seen as 0, %u as "
+	it_ok("%u CQEs whose res kvstashd flipped while they were reaped: %u seen as 0, %u as "
 	      "-EBADMSG, never anything else",
 	      FLIPS, good, bad);
 }
@@ -886,7 +885,7 @@ static void register_replies(void)
 	CHECK(proc_fd_count(getpid()) == fds, "%d fds open, %d before", proc_fd_count(getpid()),
 	      fds);
 	test_kv_free(&kv);
-	dp_ok("REGISTER and UNREGISTER replies that lie: -EBADMSG, never a positive status; "
+	it_ok("REGISTER and UNREGISTER replies that lie: -EBADMSG, never a positive status; "
 	      "fds sent along closed");
 }
 
@@ -959,7 +958,7 @@ static void admin_replies(void)
 		  "STATUS that never ends");
 	kvs_close(c);
 	fake_done();
-	dp_ok("admin replies that lie: -EBADMSG; an endless train ends at timeout_ms (%u "
+	it_ok("admin replies that lie: -EBADMSG; an endless train ends at timeout_ms (%u "
 	      "messages taken)",
 	      n);
 }
@@ -969,7 +968,7 @@ int main(void)
 	const char *tmp = getenv("TMPDIR");
 	char dir[64];
 
-	dp_watchdog(300);
+	it_watchdog(300);
 	snprintf(dir, sizeof(dir), "%s/kvstash-hostile-daemon.XXXXXX", tmp ? tmp : "/tmp");
 	CHECK(mkdtemp(dir) != NULL, "mkdtemp %s: %s", dir, strerror(errno));
 	snprintf(sock_path, sizeof(sock_path), "%s/kvstash.sock", dir);

@@ -31,8 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define RACE_BLOCKS 16u
 #define RACE_SEG    4096u
@@ -129,7 +128,7 @@ static void race_shrink_then_seal(void)
 	r = test_connect(&d, KVS_ROLE_WORKER, "race", "model-race", 0, 1, &c);
 	CHECK(r == 0, "connect: %s", kvs_strerror(r));
 	one_layer(&lay, "race.0", RACE_BLOCKS, RACE_SEG);
-	dp_ids(ids, RACE_BLOCKS, 0);
+	it_ids(ids, RACE_BLOCKS, 0);
 	CHECK(pthread_create(&t, NULL, shrinker, NULL) == 0, "pthread_create");
 
 	for (unsigned i = 1; i <= rounds; i++) {
@@ -162,8 +161,8 @@ static void race_shrink_then_seal(void)
 			 */
 			CHECK_RES(r, 0, "REGISTER of a memfd shrunk and sealed meanwhile");
 			won++;
-			dp_keys(keys, RACE_BLOCKS, i);
-			r = dp_save(c, keys, ids, RACE_BLOCKS).res;
+			it_keys(keys, RACE_BLOCKS, i);
+			r = it_save(c, keys, ids, RACE_BLOCKS).res;
 			check_daemon("a SAVE from a memfd shrunk before its seal");
 			CHECK(r >= 0, "SAVE: %s", kvs_strerror(r));
 			CHECK_RES(kvs_unregister(c), 0, "UNREGISTER");
@@ -177,7 +176,7 @@ static void race_shrink_then_seal(void)
 	check_daemon("the REGISTER races");
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP after the races");
 	kvs_close(c);
-	dp_ok("shrink-then-seal raced against REGISTER %u times (%u seen shrunk, %u unsealed, "
+	it_ok("shrink-then-seal raced against REGISTER %u times (%u seen shrunk, %u unsealed, "
 	      "%u accepted): kvstashd lives",
 	      rounds, early, late, won);
 }
@@ -287,8 +286,8 @@ static void attack_huge(struct kvs_client *c, int hfd, uint64_t hsize)
 	hog = n > 0 ? mmap(NULL, (size_t)n * hsize, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0)
 		    : MAP_FAILED;
-	dp_keys(key, 1, 77);
-	dp_save(c, key, &id, 1);
+	it_keys(key, 1, 77);
+	it_save(c, key, &id, 1);
 	check_daemon("a SAVE from a hugetlbfs memfd with a hole and no free huge page");
 	if (hog != MAP_FAILED)
 		munmap(hog, (size_t)n * hsize);
@@ -350,21 +349,21 @@ static void hugetlb_refused(void)
 		uint8_t keys[2 * KVS_KEY_SIZE];
 		uint32_t ids[2] = { 0, 1 };
 
-		dp_keys(keys, 2, 5);
-		CHECK_RES(dp_save(c, keys, ids, 2).res, 2, "SAVE after the refusal");
+		it_keys(keys, 2, 5);
+		CHECK_RES(it_save(c, keys, ids, 2).res, 2, "SAVE after the refusal");
 	}
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_ok("a sealed hugetlbfs memfd is refused (-EOPNOTSUPP, %s), nothing of it mapped",
+	it_ok("a sealed hugetlbfs memfd is refused (-EOPNOTSUPP, %s), nothing of it mapped",
 	      page ? "with a huge page free" : "no huge page free");
 }
 
 int main(void)
 {
-	dp_watchdog(600);
-	dp_start(&d, NULL);
+	it_watchdog(600);
+	it_start(&d, NULL);
 	race_shrink_then_seal();
 	hugetlb_refused();
-	dp_stop(&d);
+	it_stop(&d);
 	return 0;
 }

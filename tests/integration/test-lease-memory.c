@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define BIG 65536u /* keys of the QUERYs */
 
@@ -41,7 +41,7 @@ static unsigned lease_until_refused(struct kvs_client *c, const uint8_t *keys, u
 				    unsigned max, uint64_t *ids, int *ret_res)
 {
 	for (unsigned i = 0; i < max; i++) {
-		struct kvs_cqe e = dp_query(c, keys, n, 0);
+		struct kvs_cqe e = it_query(c, keys, n, 0);
 
 		if (e.res != (int32_t)n) {
 			*ret_res = e.res;
@@ -64,9 +64,9 @@ static void save_all(struct kvs_client *c, const uint8_t *keys, uint32_t n, uint
 
 		for (uint32_t j = 0; j < m; j++)
 			ids[j] = (i + j) % blocks;
-		CHECK_RES(dp_save(c, keys + (size_t)i * KVS_KEY_SIZE, ids, m).res, m, "SAVE");
+		CHECK_RES(it_save(c, keys + (size_t)i * KVS_KEY_SIZE, ids, m).res, m, "SAVE");
 	}
-	dp_flush(c);
+	it_flush(c);
 }
 
 static void per_instance(void)
@@ -82,10 +82,10 @@ static void per_instance(void)
 	int res;
 
 	/* 65536 blocks of 512 bytes: 32 MiB, in a pool twice that. */
-	dp_start(&d, "[pool]\nsize = 64M\nextent_size = 256K\n");
-	a = dp_worker(&d, "lmem-a", "lmem/pf", 0, 1, &kva, LAYOUT_PAGE_FIRST, 1, BIG, 512);
-	b = dp_worker(&d, "lmem-b", "lmem/pf", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 1, 16, 512);
-	dp_keys(keys, BIG, 1);
+	it_start(&d, "[pool]\nsize = 64M\nextent_size = 256K\n");
+	a = it_worker(&d, "lmem-a", "lmem/pf", 0, 1, &kva, LAYOUT_PAGE_FIRST, 1, BIG, 512);
+	b = it_worker(&d, "lmem-b", "lmem/pf", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 1, 16, 512);
+	it_keys(keys, BIG, 1);
 	save_all(a, keys, BIG, BIG);
 	rss0 = rss_kib(d.pid);
 	n = lease_until_refused(a, keys, BIG, 400, ids, &res);
@@ -98,24 +98,24 @@ static void per_instance(void)
 	CHECK(rss1 - rss0 < (96ul << 10), "kvstashd grew by %lu MiB for %u leases of 512 KiB",
 	      (rss1 - rss0) >> 10, n);
 	CHECK(kvsd_log_contains(&d, "lease memory"), "the log does not say why");
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.leases_live == n, "%llu leases live, %u made", (unsigned long long)g.leases_live,
 	      n);
 	/* The refused QUERY pinned nothing: every lease is B's to take, B's own bound is free. */
-	CHECK_RES(dp_query(b, keys, BIG, 0).res, BIG, "another instance's QUERY");
-	CHECK_RES(dp_release(a, ids[0]).res, 0, "RELEASE of one of A's leases");
-	CHECK_RES(dp_query(a, keys, BIG, 0).res, BIG, "A's QUERY after a RELEASE");
-	CHECK_RES(dp_query(a, keys, BIG, 0).res, -EDQUOT, "and the next one");
+	CHECK_RES(it_query(b, keys, BIG, 0).res, BIG, "another instance's QUERY");
+	CHECK_RES(it_release(a, ids[0]).res, 0, "RELEASE of one of A's leases");
+	CHECK_RES(it_query(a, keys, BIG, 0).res, BIG, "A's QUERY after a RELEASE");
+	CHECK_RES(it_query(a, keys, BIG, 0).res, -EDQUOT, "and the next one");
 	/* Counting only: no lease, no memory. */
-	CHECK_RES(dp_query(a, keys, BIG, KVS_QUERY_NOLEASE).res, BIG, "QUERY without a lease");
-	dp_ok("65536-key QUERYs of one instance stop at %u leases with -EDQUOT (kvstashd grew "
+	CHECK_RES(it_query(a, keys, BIG, KVS_QUERY_NOLEASE).res, BIG, "QUERY without a lease");
+	it_ok("65536-key QUERYs of one instance stop at %u leases with -EDQUOT (kvstashd grew "
 	      "%lu MiB); other instances unaffected, a RELEASE gives room back",
 	      n, (rss1 - rss0) >> 10);
 	kvs_close(a);
 	kvs_close(b);
 	test_kv_free(&kva);
 	test_kv_free(&kvb);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 #define SMALL 1024u /* keys per QUERY: leases of 8 KiB */
@@ -135,11 +135,11 @@ static void shared_bound(const char *cfg, const char *what, const char *log_word
 	uint64_t t0;
 	int res;
 
-	dp_start(&d, cfg);
-	a = dp_worker(&d, "lmem-share-a", "lmem/share", 0, 1, &kva, LAYOUT_PAGE_FIRST, 1, SMALL,
+	it_start(&d, cfg);
+	a = it_worker(&d, "lmem-share-a", "lmem/share", 0, 1, &kva, LAYOUT_PAGE_FIRST, 1, SMALL,
 		      512);
-	b = dp_worker(&d, "lmem-share-b", "lmem/share", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 1, 16, 512);
-	dp_keys(keys, SMALL, 2);
+	b = it_worker(&d, "lmem-share-b", "lmem/share", 0, 1, &kvb, LAYOUT_PAGE_FIRST, 1, 16, 512);
+	it_keys(keys, SMALL, 2);
 	save_all(a, keys, SMALL, SMALL);
 	na = lease_until_refused(a, keys, SMALL, 400, NULL, &res);
 	CHECK_RES(res, -EDQUOT, "A's QUERY past its instance's lease memory");
@@ -162,17 +162,17 @@ static void shared_bound(const char *cfg, const char *what, const char *log_word
 	CHECK_RES(res, -EDQUOT, "B at its own bound");
 	CHECK(nb + 1 + nb2 >= 120 && nb + 1 + nb2 <= 128, "B holds %u leases at its own bound",
 	      nb + 1 + nb2);
-	dp_ok("%s: two instances of one uid share it (A %u leases, B %u), and get it back", what,
+	it_ok("%s: two instances of one uid share it (A %u leases, B %u), and get it back", what,
 	      na, nb);
 	kvs_close(b);
 	test_kv_free(&kva);
 	test_kv_free(&kvb);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 int main(void)
 {
-	dp_watchdog(600);
+	it_watchdog(600);
 	per_instance();
 	shared_bound("[lease]\nmemory_per_instance = 1M\nmemory_per_uid = 1536K\n",
 		     "the uid's lease memory", "uid");

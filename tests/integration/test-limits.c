@@ -26,10 +26,8 @@
 
 #include <shmq/shmq.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
-#define NOBODY	65534
 #define SQ_MAX	1024u
 #define ARG_MAX (8u << 20)
 
@@ -94,7 +92,7 @@ static void rings(void)
 	};
 	struct kvsd d;
 
-	dp_start(&d, "[session]\nsq_entries_max = 1024\narg_bytes_max = 8M\n");
+	it_start(&d, "[session]\nsq_entries_max = 1024\narg_bytes_max = 8M\n");
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct kvs_msg_hello_reply rep = ask(&d, cases[i].sq, cases[i].cq, cases[i].arg);
 
@@ -105,41 +103,38 @@ static void rings(void)
 		      rep.cq_entries, (unsigned long long)rep.arg_bytes, cases[i].want_sq,
 		      cases[i].want_cq, (unsigned long long)cases[i].want_arg);
 	}
-	dp_stop(&d);
-	dp_ok("%zu HELLOs, up to 2^32-1 entries and 2^64-1 bytes: sizes clamped to "
+	it_stop(&d);
+	it_ok("%zu HELLOs, up to 2^32-1 entries and 2^64-1 bytes: sizes clamped to "
 	      "sq_entries_max and arg_bytes_max, the region as the reply says",
 	      sizeof(cases) / sizeof(cases[0]));
 }
 
-/* Connect as nobody in a child: its kvs_connect() result. */
+struct nobody_conn {
+	const struct kvsd *d;
+	const char *inst;
+};
+
+static int nobody_conn_main(void *arg, void *ret)
+{
+	const struct nobody_conn *a = arg;
+	struct kvs_client *c = NULL;
+	int *res = ret;
+
+	it_become_nobody();
+	*res = test_connect(a->d, KVS_ROLE_WORKER, a->inst, "limits/pf", 0, 1, &c);
+	if (*res == 0)
+		*res = kvs_nop_sync(c, OP_TIMEOUT_MS);
+	kvs_close(c);
+	return 0;
+}
+
+/* Connect as nobody in a child: its kvs_connect() result (then its NOP's). */
 static int connect_as_nobody(const struct kvsd *d, const char *inst)
 {
-	int p[2], st, res = -ENOSYS;
-	pid_t pid;
+	struct nobody_conn a = { d, inst };
+	int res = -ENOSYS;
 
-	CHECK(pipe(p) == 0, "pipe");
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		struct kvs_client *c = NULL;
-		ssize_t w;
-
-		close(p[0]);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-			_exit(SKIP);
-		res = test_connect(d, KVS_ROLE_WORKER, inst, "limits/pf", 0, 1, &c);
-		if (res == 0)
-			res = kvs_nop_sync(c, OP_TIMEOUT_MS);
-		w = write(p[1], &res, sizeof(res));
-		(void)w;
-		kvs_close(c);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK(read(p[0], &res, sizeof(res)) == sizeof(res), "no result from the child");
-	close(p[0]);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "child status 0x%x", st);
+	it_in_child(nobody_conn_main, &a, &res, sizeof(res));
 	return res;
 }
 
@@ -150,7 +145,7 @@ static void per_uid(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[server]\nmax_sessions_per_uid = 2\nsocket_mode = 0666\ndir_mode = 0755\n");
+	it_start(&d, "[server]\nmax_sessions_per_uid = 2\nsocket_mode = 0666\ndir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	CHECK(test_connect(&d, KVS_ROLE_WORKER, "uid-a", "limits/pf", 0, 1, &a) == 0, "first");
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "uid-b", "limits/pf", 0, 1, &b) == 0, "second");
@@ -172,8 +167,8 @@ static void per_uid(void)
 	CHECK_RES(kvs_nop_sync(c, OP_TIMEOUT_MS), 0, "NOP");
 	kvs_close(c);
 	kvs_close(a);
-	dp_stop(&d);
-	dp_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
+	it_stop(&d);
+	it_ok("max_sessions_per_uid = 2: the uid's third HELLO is -EUSERS%s; a closed session "
 	      "makes room",
 	      geteuid() == 0 ? ", another uid's is served" : "");
 }
@@ -188,8 +183,8 @@ static void namespaces(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[session]\nmax_namespaces = 2\n");
-	a = dp_worker(&d, "ns-a", "ns-a/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, 2, 8, 4096);
+	it_start(&d, "[session]\nmax_namespaces = 2\n");
+	a = it_worker(&d, "ns-a", "ns-a/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, 2, 8, 4096);
 	CHECK(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-b", "ns-b/pf", 0, 1, &b) == 0, "ns-b");
 	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "ns-c", "ns-c/pf", 0, 1, &c), -EUSERS,
 		  "a third namespace");
@@ -200,9 +195,9 @@ static void namespaces(void)
 	kvs_close(c);
 
 	/* ns-a keeps blocks but no session: a new namespace takes its slot. */
-	dp_keys(keys, 4, 1);
-	dp_ids(ids, 4, 0);
-	CHECK_RES(dp_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
+	it_keys(keys, 4, 1);
+	it_ids(ids, 4, 0);
+	CHECK_RES(it_save(a, keys, ids, 4).res, 4, "SAVE in ns-a");
 	kvs_close(a);
 	test_kv_free(&kv);
 	t0 = test_now_ns();
@@ -223,14 +218,14 @@ static void namespaces(void)
 	CHECK_RES(kvs_nop_sync(b, OP_TIMEOUT_MS), 0, "NOP");
 	kvs_close(b);
 	kvs_close(c);
-	dp_stop(&d);
-	dp_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions, known ones join, "
+	it_stop(&d);
+	it_ok("max_namespaces = 2: a third is -EUSERS while both hold sessions, known ones join, "
 	      "an idle one gives its slot");
 }
 
 int main(void)
 {
-	dp_watchdog(120);
+	it_watchdog(120);
 	rings();
 	per_uid();
 	namespaces();

@@ -18,8 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define BURST	 10
 #define SQES	 2000
@@ -123,8 +122,8 @@ int main(void)
 	FILE *f;
 	int st;
 
-	dp_watchdog(120);
-	dp_start(&d, "[log]\nratelimit_interval = 1h\n");
+	it_watchdog(120);
+	it_start(&d, "[log]\nratelimit_interval = 1h\n");
 	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "rl-sqe", "rl/pf", 0, 1, &a), 0, "a");
 	CHECK_RES(test_connect(&d, KVS_ROLE_SCHEDULER, "rl-other", "rl/pf", 0, 1, &b), 0, "b");
 	CHECK_RES(test_connect(&d, KVS_ROLE_WORKER, "rl-reg", "rl/pf", 0, 1, &c), 0, "c");
@@ -166,7 +165,7 @@ int main(void)
 	      dropped);
 	CHECK(size < 64 * 1024, "the log holds %lld bytes", size);
 	kvsd_cleanup(&d);
-	dp_ok("%u rejected SQEs, %u refused REGISTERs, %u refused HELLOs: %u lines each, the rest "
+	it_ok("%u rejected SQEs, %u refused REGISTERs, %u refused HELLOs: %u lines each, the rest "
 	      "counted; another session's line kept; %lld bytes of log",
 	      SQES, REGS, HELLOS, BURST, size);
 	return 0;

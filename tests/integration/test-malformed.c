@@ -7,7 +7,6 @@
  * same at the ring level: a client that corrupts its SQ indices loses its
  * session; unknown opcodes get -EOPNOTSUPP.
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,7 +17,7 @@
 
 #include <shmq/shmq.h>
 
-#include "ctltest.h"
+#include "itest.h"
 
 #define NS "mal/bf16"
 #define ANY_ERROR 1   /* want: some -errno, which one depends on the bytes */
@@ -28,14 +27,12 @@ static struct kvsd d;
 
 static void start(void)
 {
-	int r = kvsd_start(&d, "[session]\nmax_layers = 8\n");
-
-	ck_assert_msg(r == 0, "kvstashd did not start: %s", strerror(-r));
+	it_start(&d, "[session]\nmax_layers = 8\n");
 }
 
 static void stop(void)
 {
-	ck_assert_int_eq(kvsd_finish(&d), 0);
+	it_stop(&d);
 }
 
 /* ---- messages ------------------------------------------------------ */
@@ -58,9 +55,9 @@ static int junk_fd(void)
 {
 	int fd = memfd_create("kvstash-junk", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(ftruncate(fd, 1 << 16), 0);
-	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	CHECK_INT(fd, >=, 0);
+	CHECK_INT(ftruncate(fd, 1 << 16), ==, 0);
+	CHECK_INT(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), ==, 0);
 	return fd;
 }
 
@@ -352,11 +349,11 @@ static void still_serves(const struct row *row, int fd)
 	struct kvs_msg_reply rep;
 	ssize_t n;
 
-	ck_assert_int_eq(raw_send(fd, &req, sizeof(req), NULL, 0), 0);
+	CHECK_INT(raw_send(fd, &req, sizeof(req), NULL, 0), ==, 0);
 	n = raw_recv(fd, &rep, sizeof(rep), NULL, 0, NULL, 5000);
-	ck_assert_msg(n == sizeof(rep), "%s: the session stopped answering (%zd)", row->what, n);
-	ck_assert_uint_eq(rep.hdr.seq, 77);
-	ck_assert_int_eq(rep.status, 0);
+	CHECK(n == sizeof(rep), "%s: the session stopped answering (%zd)", row->what, n);
+	CHECK_UINT(rep.hdr.seq, ==, 77);
+	CHECK_INT(rep.status, ==, 0);
 }
 
 /* Send row @i's packet on a new connection; check the answer and the session's fate. */
@@ -369,44 +366,44 @@ static void run_row(const struct row *row, size_t i)
 	ssize_t n;
 
 	fd = raw_connect(d.sock);
-	ck_assert_int_ge(fd, 0);
+	CHECK_INT(fd, >=, 0);
 	r = pre_hello(fd, row->pre, i);
-	ck_assert_msg(r == 0, "%s: HELLO before the row: %d", row->what, r);
+	CHECK(r == 0, "%s: HELLO before the row: %d", row->what, r);
 	p.nfds = 0;
 	row->build(&p);
 	r = raw_send(fd, p.buf, p.len, p.fds, p.nfds);
-	ck_assert_msg(r == 0, "%s: send: %s", row->what, strerror(-r));
+	CHECK(r == 0, "%s: send: %s", row->what, strerror(-r));
 	for (unsigned k = 0; k < p.nfds; k++)
 		close(p.fds[k]);
 
 	if (row->want == NO_REPLY) {
-		ck_assert_msg(raw_eof(fd, 3000), "%s: session not closed", row->what);
+		CHECK(raw_eof(fd, 3000), "%s: session not closed", row->what);
 		close(fd);
 		return;
 	}
 	memset(&rep, 0, sizeof(rep));
 	n = raw_recv(fd, &rep, sizeof(rep), rfd, 4, &nr, 5000);
-	ck_assert_msg(n >= (ssize_t)sizeof(rep), "%s: no reply (%zd)", row->what, n);
+	CHECK(n >= (ssize_t)sizeof(rep), "%s: no reply (%zd)", row->what, n);
 	for (unsigned k = 0; k < nr; k++)
 		close(rfd[k]);
 	rep.text[sizeof(rep.text) - 1] = '\0';
 	if (row->want == ANY_ERROR)
-		ck_assert_msg(rep.status < 0, "%s: status %d", row->what, rep.status);
+		CHECK(rep.status < 0, "%s: status %d", row->what, rep.status);
 	else
-		ck_assert_msg(rep.status == row->want, "%s: status %d (%s: %s), want %d (%s)",
-			      row->what, rep.status, kvs_strerror(rep.status), rep.text,
-			      row->want, kvs_strerror(row->want));
-	ck_assert_uint_eq(rep.rev_major, KVS_WIRE_MAJOR);
+		CHECK(rep.status == row->want, "%s: status %d (%s: %s), want %d (%s)", row->what,
+		      rep.status, kvs_strerror(rep.status), rep.text, row->want,
+		      kvs_strerror(row->want));
+	CHECK_UINT(rep.rev_major, ==, KVS_WIRE_MAJOR);
 	if (row->want < 0)
-		ck_assert_msg(rep.text[0], "%s: no reason given", row->what);
+		CHECK(rep.text[0], "%s: no reason given", row->what);
 	if (row->closes)
-		ck_assert_msg(raw_eof(fd, 3000), "%s: session not closed", row->what);
+		CHECK(raw_eof(fd, 3000), "%s: session not closed", row->what);
 	else
 		still_serves(row, fd);
 	close(fd);
 }
 
-START_TEST(test_socket_garbage)
+static void test_socket_garbage(void)
 {
 	struct kvs_client *good, *admin;
 	struct kvs_msg_stats_global g;
@@ -414,34 +411,33 @@ START_TEST(test_socket_garbage)
 
 	start();
 	good = NULL;
-	ck_assert_int_eq(test_connect(&d, KVS_ROLE_WORKER, "mal-good", NS, 0, 1, &good), 0);
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_connect(&d, KVS_ROLE_WORKER, "mal-good", NS, 0, 1, &good), ==, 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	fds0 = proc_fd_count(d.pid);
 	sessions0 = proc_memfd_count(d.pid, "kvstash-session");
-	ck_assert_int_eq(sessions0, 1);
+	CHECK_INT(sessions0, ==, 1);
 
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		run_row(&rows[i], i);
 		/* The well-behaved session never notices. */
-		ck_assert_msg(kvs_nop_sync(good, 5000) == 0, "after %s: good session broken",
-			      rows[i].what);
-		ck_assert_msg(pid_alive(d.pid), "after %s: kvstashd died", rows[i].what);
+		CHECK(kvs_nop_sync(good, 5000) == 0, "after %s: good session broken", rows[i].what);
+		CHECK(pid_alive(d.pid), "after %s: kvstashd died", rows[i].what);
 	}
 
 	/* Every fd the garbage brought in was closed, every session freed. */
-	ck_assert_int_eq(wait_memfd_count(d.pid, "kvstash-junk", 0, 3000), 0);
-	ck_assert_int_eq(wait_memfd_count(d.pid, "kvstash-session", sessions0, 3000), sessions0);
-	ck_assert_int_eq(wait_fd_count(d.pid, fds0, 3000), fds0);
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-junk"), 0);
-	ck_assert_int_eq(test_status_sessions(admin), 1);
-	ck_assert_int_eq(test_stats(admin, &g), 0);
-	ck_assert_uint_eq(g.sessions_live, 1);
-	ck_assert_int_eq(kvs_nop_sync(good, 5000), 0);
+	CHECK_INT(wait_memfd_count(d.pid, "kvstash-junk", 0, 3000), ==, 0);
+	CHECK_INT(wait_memfd_count(d.pid, "kvstash-session", sessions0, 3000), ==, sessions0);
+	CHECK_INT(wait_fd_count(d.pid, fds0, 3000), ==, fds0);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-junk"), ==, 0);
+	CHECK_INT(test_status_sessions(admin), ==, 1);
+	CHECK_INT(test_stats(admin, &g), ==, 0);
+	CHECK_UINT(g.sessions_live, ==, 1);
+	CHECK_INT(kvs_nop_sync(good, 5000), ==, 0);
 	kvs_close(good);
 	kvs_close(admin);
 	stop();
+	it_ok("malformed socket messages: an error reply, the session closed");
 }
-END_TEST
 
 /* ---- the rings ------------------------------------------------------ */
 
@@ -459,14 +455,14 @@ static void raw_session_open(struct raw_session *rs, const char *inst)
 	int rfd;
 
 	rs->fd = raw_connect(d.sock);
-	ck_assert_int_ge(rs->fd, 0);
+	CHECK_INT(rs->fd, >=, 0);
 	raw_hello_init(&h, KVS_ROLE_WORKER, inst, NS, 0, 1);
-	ck_assert_int_eq(raw_hello(rs->fd, &h, &rep, &rfd), 0);
-	ck_assert_int_ge(rfd, 0);
-	ck_assert_int_eq(shmq_region_attach(rfd, KVS_REGION_MAGIC, &rs->region), 0);
+	CHECK_INT(raw_hello(rs->fd, &h, &rep, &rfd), ==, 0);
+	CHECK_INT(rfd, >=, 0);
+	CHECK_INT(shmq_region_attach(rfd, KVS_REGION_MAGIC, &rs->region), ==, 0);
 	close(rfd);
-	ck_assert_int_eq(shmq_ring_init(&rs->sq, rs->region, KVS_PART_SQ, SHMQ_PRODUCER), 0);
-	ck_assert_uint_eq(shmq_ring_capacity(&rs->sq), rep.sq_entries);
+	CHECK_INT(shmq_ring_init(&rs->sq, rs->region, KVS_PART_SQ, SHMQ_PRODUCER), ==, 0);
+	CHECK_UINT(shmq_ring_capacity(&rs->sq), ==, rep.sq_entries);
 }
 
 static void raw_session_close(struct raw_session *rs)
@@ -479,11 +475,11 @@ static uint64_t protocol_errors(struct kvs_client *admin)
 {
 	struct kvs_msg_stats_global g;
 
-	ck_assert_int_eq(test_stats(admin, &g), 0);
+	CHECK_INT(test_stats(admin, &g), ==, 0);
 	return g.protocol_errors;
 }
 
-START_TEST(test_ring_garbage)
+static void test_ring_garbage(void)
 {
 	static const char *const bad[] = { "tail past capacity", "tail behind the head" };
 	struct kvs_client *good, *admin;
@@ -491,8 +487,8 @@ START_TEST(test_ring_garbage)
 
 	start();
 	good = NULL;
-	ck_assert_int_eq(test_connect(&d, KVS_ROLE_WORKER, "ring-good", NS, 0, 1, &good), 0);
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_connect(&d, KVS_ROLE_WORKER, "ring-good", NS, 0, 1, &good), ==, 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	perr0 = protocol_errors(admin);
 
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -502,72 +498,64 @@ START_TEST(test_ring_garbage)
 
 		snprintf(inst, sizeof(inst), "ring-bad-%u", i);
 		raw_session_open(&rs, inst);
-		ck_assert_int_eq(proc_memfd_count(d.pid, "kvstash-session"), 2);
+		CHECK_INT(proc_memfd_count(d.pid, "kvstash-session"), ==, 2);
 		cap = shmq_ring_capacity(&rs.sq);
 		tail = i == 0 ? cap + 5 : UINT32_MAX;
 		/* What a buggy or hostile engine might store as its SQ tail. */
 		__atomic_store_n(rs.sq.p_tail, tail, __ATOMIC_RELEASE);
 		shmq_prod_wake(&rs.sq);
-		ck_assert_msg(raw_eof(rs.fd, 3000), "%s: session not ended", bad[i]);
-		ck_assert_int_eq(kvs_nop_sync(good, 5000), 0);
-		ck_assert_int_eq(wait_memfd_count(d.pid, "kvstash-session", 1, 3000), 1);
+		CHECK(raw_eof(rs.fd, 3000), "%s: session not ended", bad[i]);
+		CHECK_INT(kvs_nop_sync(good, 5000), ==, 0);
+		CHECK_INT(wait_memfd_count(d.pid, "kvstash-session", 1, 3000), ==, 1);
 		raw_session_close(&rs);
-		ck_assert_uint_eq(protocol_errors(admin), perr0 + i + 1);
+		CHECK_UINT(protocol_errors(admin), ==, perr0 + i + 1);
 	}
-	ck_assert(kvsd_log_contains(&d, "ring protocol violated"));
-	ck_assert(pid_alive(d.pid));
-	ck_assert_int_eq(test_status_sessions(admin), 1);
-	ck_assert_int_eq(kvs_nop_sync(good, 5000), 0);
+	CHECK_TRUE(kvsd_log_contains(&d, "ring protocol violated"));
+	CHECK_TRUE(pid_alive(d.pid));
+	CHECK_INT(test_status_sessions(admin), ==, 1);
+	CHECK_INT(kvs_nop_sync(good, 5000), ==, 0);
 	kvs_close(good);
 	kvs_close(admin);
 	stop();
+	it_ok("an impossible ring index ends the session");
 }
-END_TEST
 
-START_TEST(test_unknown_opcode)
+static void test_unknown_opcode(void)
 {
 	static const uint8_t ops[] = { KVS_OP_LAST + 1, 0x7f, 0xff };
 	struct kvs_client *c = NULL;
 
 	start();
-	ck_assert_int_eq(test_connect(&d, KVS_ROLE_WORKER, "opc", NS, 0, 1, &c), 0);
+	CHECK_INT(test_connect(&d, KVS_ROLE_WORKER, "opc", NS, 0, 1, &c), ==, 0);
 	for (unsigned i = 0; i < sizeof(ops); i++) {
 		struct kvs_sqe *sqe = kvs_get_sqe(c);
 		struct kvs_cqe *cqe;
 
-		ck_assert_ptr_nonnull(sqe);
-		ck_assert_int_eq(kvs_prep_nop(c, sqe, 1000 + i), 0);
+		CHECK_TRUE(sqe != NULL);
+		CHECK_INT(kvs_prep_nop(c, sqe, 1000 + i), ==, 0);
 		sqe->opcode = ops[i];
-		ck_assert_int_eq(kvs_submit(c), 1);
-		ck_assert_int_eq(kvs_wait_cqe(c, &cqe, 5000), 0);
-		ck_assert_uint_eq(cqe->user_data, 1000 + i);
-		ck_assert_int_eq(cqe->res, -EOPNOTSUPP);
-		ck_assert_uint_eq(cqe->flags & KVS_CQE_LOCAL, 0);
+		CHECK_INT(kvs_submit(c), ==, 1);
+		CHECK_INT(kvs_wait_cqe(c, &cqe, 5000), ==, 0);
+		CHECK_UINT(cqe->user_data, ==, 1000 + i);
+		CHECK_INT(cqe->res, ==, -EOPNOTSUPP);
+		CHECK_UINT(cqe->flags & KVS_CQE_LOCAL, ==, 0);
 		kvs_cqe_seen(c, cqe);
 		/* The session goes on. */
-		ck_assert_int_eq(kvs_nop_sync(c, 5000), 0);
+		CHECK_INT(kvs_nop_sync(c, 5000), ==, 0);
 	}
-	ck_assert(kvsd_log_contains(&d, "rejected"));
+	CHECK_TRUE(kvsd_log_contains(&d, "rejected"));
 	kvs_close(c);
 	stop();
+	it_ok("unknown opcodes complete with -EOPNOTSUPP");
 }
-END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("malformed");
-	TCase *tc = tcase_create("malformed");
-	SRunner *sr;
-	int failed;
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_socket_garbage);
-	tcase_add_test(tc, test_ring_garbage);
-	tcase_add_test(tc, test_unknown_opcode);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	it_watchdog(60);
+	test_socket_garbage();
+	it_watchdog(60);
+	test_ring_garbage();
+	it_watchdog(60);
+	test_unknown_opcode();
+	return 0;
 }

@@ -1,10 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# Every man page renders without a single groff warning; libkvstash(3) has
-# a synopsis line for every function kvstash.h declares; and, with kvstashd
-# built, kvstash.conf(5) documents every configuration key in its section
-# and kvstashd(8) names every generated --SECTION-KEY option.
+# The man pages: every page renders without a single groff warning and is
+# installed (named in man/Makefile.inc); every function kvstash.h and
+# shmq.h declare (inline helpers included) has a page of its own name,
+# which is, or sources with ".so man3/PAGE.3", a page naming the function
+# in NAME and in SYNOPSIS; the overviews libkvstash(3) and shmq(3) have a
+# synopsis line for every function; and, with kvstashd built,
+# kvstash.conf(5) documents every configuration key in its section and
+# kvstashd(8) names every generated --SECTION-KEY option.
 
 : "${top_srcdir:?}"
 GROFF=${GROFF:-groff}
@@ -15,13 +19,34 @@ fi
 man=$top_srcdir/man
 status=0
 
+# The page a ".so man3/PAGE.3" page sources, or nothing for a real page.
+so_target() {
+	sed -n '1s,^\.so man[1-8]/\([^/]*\)$,\1,p' "$1"
+}
+
 pages=0
 for page in "$man"/*.[1-8]; do
 	[ -f "$page" ] || continue
+	name=$(basename "$page")
 	pages=$((pages + 1))
+	if ! grep -q "man/$name\\>" "$man/Makefile.inc"; then
+		echo "$name: not in man/Makefile.inc (make install would not install it)"
+		status=1
+	fi
+	target=$(so_target "$page")
+	if [ -n "$target" ]; then
+		if [ "$(wc -l <"$page")" -ne 1 ]; then
+			echo "$name: a .so page holds the .so line only"
+			status=1
+		elif [ ! -f "$man/$target" ] || [ -n "$(so_target "$man/$target")" ]; then
+			echo "$name: sources $target, which is not a page"
+			status=1
+		fi
+		continue
+	fi
 	out=$(LC_ALL=C "$GROFF" -man -ww -z "$page" 2>&1)
 	if [ -n "$out" ]; then
-		echo "$(basename "$page"): groff warnings:"
+		echo "$name: groff warnings:"
 		echo "$out"
 		status=1
 	fi
@@ -31,13 +56,46 @@ if [ $pages -lt 5 ]; then
 	status=1
 fi
 
-for fn in $(sed -n 's/^[a-z_0-9 ]*[ *]\(kvs_[a-z_0-9]*\)(.*/\1/p' \
-	"$top_srcdir/include/kvstash/kvstash.h" | sort -u); do
-	if ! grep -q "^\.BI\{0,1\} .*\\<$fn\\>" "$man/libkvstash.3"; then
-		echo "libkvstash.3: no synopsis line for $fn"
-		status=1
-	fi
-done
+# Does @page have a synopsis line for function @fn?
+has_synopsis() {
+	grep -q "^\\.BI\\{0,1\\} .*\\<$2\\>" "$1"
+}
+# Does the NAME section of @page list function @fn?
+names() {
+	awk -v fn="$2" '
+		/^\.SH / { in_name = ($0 == ".SH NAME"); next }
+		in_name { sub(/ \\-.*/, ""); n = split($0, w, /[ ,]+/); for (i = 1; i <= n; i++) if (w[i] == fn) found = 1 }
+		END { exit !found }' "$1"
+}
+
+# check_functions HEADER PREFIX OVERVIEW
+check_functions() {
+	for fn in $(sed -n "s/^[a-z_0-9 ]*[ *]\\($2[a-z_0-9]*\\)(.*/\\1/p" "$1" | sort -u); do
+		if ! has_synopsis "$man/$3" "$fn"; then
+			echo "$3: no synopsis line for $fn"
+			status=1
+		fi
+		if [ ! -f "$man/$fn.3" ]; then
+			echo "$fn: no man page ($(basename "$1") declares it)"
+			status=1
+			continue
+		fi
+		page=$fn.3
+		target=$(so_target "$man/$page")
+		[ -n "$target" ] && page=$target
+		[ -f "$man/$page" ] || continue # reported above
+		if ! names "$man/$page" "$fn"; then
+			echo "$page: NAME does not list $fn"
+			status=1
+		fi
+		if ! has_synopsis "$man/$page" "$fn"; then
+			echo "$page: no synopsis line for $fn"
+			status=1
+		fi
+	done
+}
+check_functions "$top_srcdir/include/kvstash/kvstash.h" kvs_ libkvstash.3
+check_functions "$top_srcdir/include/shmq/shmq.h" shmq_ shmq.3
 
 kvstashd=${top_builddir:-.}/sidecar/kvstashd
 if [ -x "$kvstashd" ]; then

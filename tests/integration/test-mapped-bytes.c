@@ -28,8 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #define SPARSE_SIZE  (4ull << 30)
 #define SPARSE_OFF   ((3ull << 30) + 100) /* unaligned on purpose */
@@ -112,10 +111,10 @@ static int bystander(void *arg, unsigned i)
 		CHECK(r == 0, "bystander HELLO %u: %s", n, kvs_strerror(r));
 		CHECK(test_kv_alloc(&kv, LAYOUT_PAGE_FIRST, 2, 4, 4096) == 0, "test_kv_alloc");
 		CHECK_RES(test_kv_register(c, &kv), 0, "bystander REGISTER");
-		test_kv_fill(&kv, 0, dp_seed(n, 0));
-		test_kv_fill(&kv, 1, dp_seed(n, 1));
-		dp_keys(keys, 2, 1000 + n);
-		CHECK_RES(dp_save(c, keys, ids, 2).res, 2, "bystander SAVE");
+		test_kv_fill(&kv, 0, it_seed(n, 0));
+		test_kv_fill(&kv, 1, it_seed(n, 1));
+		it_keys(keys, 2, 1000 + n);
+		CHECK_RES(it_save(c, keys, ids, 2).res, 2, "bystander SAVE");
 		kvs_close(c);
 		test_kv_free(&kv);
 	}
@@ -140,7 +139,7 @@ static void sparse_beside_bystander(void)
 	uint8_t *p;
 	int fd, r;
 
-	dp_start(&d, NULL);
+	it_start(&d, NULL);
 	CHECK(test_admin(&d, &admin) == 0, "admin");
 	r = test_connect(&d, KVS_ROLE_WORKER, "sparse", "model-sparse", 0, 1, &c);
 	CHECK(r == 0, "connect: %s", kvs_strerror(r));
@@ -155,7 +154,7 @@ static void sparse_beside_bystander(void)
 	rss0 = status_kb(d.pid, "RssShmem");
 	CHECK(rss0 >= 0, "no RssShmem in /proc/%d/status", (int)d.pid);
 
-	dp_spawn(bystander, NULL, 0);
+	it_spawn(bystander, NULL, 0);
 	for (unsigned n = 0; n < ROUNDS; n++) {
 		struct kvs_cqe q;
 
@@ -172,13 +171,13 @@ static void sparse_beside_bystander(void)
 
 		/* The view's bytes go out and come back at the right place. */
 		memset(view, (int)(n + 1), VIEW);
-		dp_keys(key, 1, 500 + n);
-		CHECK_RES(dp_save(c, key, &id, 1).res, 1, "SAVE of the sparse view");
-		dp_flush(c);
-		q = dp_query(c, key, 1, 0);
+		it_keys(key, 1, 500 + n);
+		CHECK_RES(it_save(c, key, &id, 1).res, 1, "SAVE of the sparse view");
+		it_flush(c);
+		q = it_query(c, key, 1, 0);
 		CHECK_RES(q.res, 1, "QUERY");
 		memset(view, POISON, VIEW);
-		CHECK_RES(dp_load(c, q.result0, &id, 1, 0, 1).res, 1, "LOAD into the sparse view");
+		CHECK_RES(it_load(c, q.result0, &id, 1, 0, 1).res, 1, "LOAD into the sparse view");
 		for (unsigned b = 0; b < VIEW; b++)
 			CHECK(view[b] == (uint8_t)(n + 1), "byte %u of the view: 0x%02x", b,
 			      view[b]);
@@ -188,15 +187,15 @@ static void sparse_beside_bystander(void)
 		CHECK(wait_map_count(d.pid, "kvstash-sparse", 0, 5000) == 0,
 		      "the sparse memfd is still mapped after UNREGISTER");
 	}
-	dp_wait_all();
-	dp_ok("a sparse 4 GiB memfd with a 512-byte view, registered %u times beside a bystander's "
+	it_wait_all();
+	it_ok("a sparse 4 GiB memfd with a 512-byte view, registered %u times beside a bystander's "
 	      "%u HELLO+REGISTER+SAVE: one page mapped each time, RssShmem +%ld KiB at most",
 	      ROUNDS, ROUNDS, worst);
 	kvs_close(c);
 	kvs_close(admin);
 	munmap(p, SPARSE_SIZE);
 	close(fd);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /* ---- 2. per-session and per-uid bounds ------------------------------- */
@@ -234,7 +233,7 @@ static void bounds(void)
 	void *p;
 	int fd;
 
-	dp_start(&d,
+	it_start(&d,
 		 "[session]\nmax_mapped_bytes = 64K\n[server]\nmax_mapped_bytes_per_uid = 96K\n");
 	CHECK(test_admin(&d, &admin) == 0, "admin");
 	CHECK(kvs_host_alloc(1u << 20, &fd, &p) == 0, "kvs_host_alloc");
@@ -261,19 +260,19 @@ static void bounds(void)
 	CHECK_RES(kvs_unregister(a), 0, "UNREGISTER");
 	CHECK_RES(reg_view(c, fd, 0, SESSION_MAX), 0, "after another session's UNREGISTER");
 	CHECK_RES(kvs_nop_sync(a, OP_TIMEOUT_MS), 0, "NOP of the refused-and-unregistered");
-	dp_ok("host memory mapped: 64K per session (E2BIG past it, whole pages counted), 96K per "
+	it_ok("host memory mapped: 64K per session (E2BIG past it, whole pages counted), 96K per "
 	      "uid (EDQUOT), given back by UNREGISTER");
 	kvs_close(a);
 	kvs_close(b);
 	kvs_close(c);
 	kvs_close(admin);
 	kvs_host_free(fd, p, 1u << 20);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 int main(void)
 {
-	dp_watchdog(300);
+	it_watchdog(300);
 	sparse_beside_bystander();
 	bounds();
 	return 0;

@@ -25,14 +25,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctltest.h"
-#include "dp.h"
+#include "itest.h"
 
 #ifndef SYS_clone3
 #define SYS_clone3 435
 #endif
 
-#define NOBODY	    65534
 #define ALLOWED_GID 4242
 
 static struct kvsd d;
@@ -58,43 +56,32 @@ static int hello(int fd)
  * keeping root as saved uid; connect; change the groups to @after; say
  * HELLO.  The HELLO's result.
  */
+static int groups_change_main(void *arg, void *ret)
+{
+	const int *g = arg; /* before, after */
+	gid_t g0 = (gid_t)g[0], g1 = (gid_t)g[1];
+	int fd, *res = ret;
+
+	if (setgroups(g[0] >= 0, &g0) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
+	    setresuid(NOBODY, NOBODY, 0) < 0)
+		_exit(SKIP);
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after setresuid(), which clears it */
+	fd = raw_connect(d.sock);
+	if (fd < 0)
+		_exit(2);
+	/* The saved uid lets the process change its groups once connected. */
+	if (seteuid(0) < 0 || setgroups(g[1] >= 0, &g1) < 0 || seteuid(NOBODY) < 0)
+		_exit(3);
+	*res = hello(fd);
+	close(fd);
+	return 0;
+}
+
 static int groups_change(int before, int after)
 {
-	int p[2], res = -ENOSYS, st;
-	pid_t pid;
+	int g[2] = { before, after }, res = -ENOSYS;
 
-	CHECK(pipe(p) == 0, "pipe");
-	fflush(NULL);
-	pid = fork();
-	CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		gid_t g0 = (gid_t)before, g1 = (gid_t)after;
-		int fd;
-		ssize_t w;
-
-		alarm(0);
-		close(p[0]);
-		if (setgroups(before >= 0, &g0) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
-		    setresuid(NOBODY, NOBODY, 0) < 0)
-			_exit(SKIP);
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* after setresuid(), which clears it */
-		fd = raw_connect(d.sock);
-		if (fd < 0)
-			_exit(2);
-		/* The saved uid lets the process change its groups once connected. */
-		if (seteuid(0) < 0 || setgroups(after >= 0, &g1) < 0 || seteuid(NOBODY) < 0)
-			_exit(3);
-		res = hello(fd);
-		w = write(p[1], &res, sizeof(res));
-		(void)w;
-		close(fd);
-		_exit(0);
-	}
-	close(p[1]);
-	CHECK(read(p[0], &res, sizeof(res)) == sizeof(res), "no result from the child");
-	close(p[0]);
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "child status 0x%x", st);
+	it_in_child(groups_change_main, g, &res, sizeof(res));
 	return res;
 }
 
@@ -106,7 +93,7 @@ static void groups_at_connect(void)
 		  "nobody, in the allowed group only after connect()");
 	CHECK_RES(groups_change(ALLOWED_GID, -1), 0,
 		  "nobody, out of the allowed group only after connect()");
-	dp_ok("groups joined after connect() do not admit, groups left after it still do");
+	it_ok("groups joined after connect() do not admit, groups left after it still do");
 }
 
 /* Linux's struct clone_args up to set_tid_size (CLONE_ARGS_SIZE_VER1). */
@@ -191,8 +178,7 @@ static void pid_reuse(void)
 			int c;
 
 			alarm(0);
-			if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
-				_exit(SKIP);
+			it_become_nobody();
 			c = raw_connect(d.sock);
 			_exit(c >= 0 && raw_send(sv[1], "s", 1, &c, 1) == 0 ? 0 : 2);
 		}
@@ -228,7 +214,7 @@ static void pid_reuse(void)
 		      "the pid's new process: status 0x%x", st);
 		close(fd);
 		close(ready[0]), close(ready[1]), close(hold[0]), close(hold[1]);
-		dp_ok("pid %d reused by a process of the allowed group: the connection its "
+		it_ok("pid %d reused by a process of the allowed group: the connection its "
 		      "creator opened is still refused",
 		      (int)a);
 		return;
@@ -242,12 +228,12 @@ int main(void)
 		printf("needs root (to become nobody and change groups): skipped\n");
 		return SKIP;
 	}
-	dp_watchdog(60);
-	dp_start(&d, "[server]\nallow_uids = root\nallow_gids = 4242\nsocket_mode = 0666\n"
+	it_watchdog(60);
+	it_start(&d, "[server]\nallow_uids = root\nallow_gids = 4242\nsocket_mode = 0666\n"
 		     "dir_mode = 0755\n");
 	CHECK(chmod(d.dir, 0755) == 0, "chmod");
 	groups_at_connect();
 	pid_reuse();
-	dp_stop(&d);
+	it_stop(&d);
 	return 0;
 }

@@ -5,7 +5,6 @@
  * role, repetition and limit rules; UNREGISTER; and instance sealing
  * across the ranks of a TP=2 instance.
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ctltest.h"
+#include "itest.h"
 
 #define MAX_LAYERS 40
 
@@ -23,16 +22,14 @@ static struct kvsd d;
 static void start(void)
 {
 	char ini[128];
-	int r;
 
 	snprintf(ini, sizeof(ini), "[session]\nmax_layers = %u\n", MAX_LAYERS);
-	r = kvsd_start(&d, ini);
-	ck_assert_msg(r == 0, "kvstashd did not start: %s", strerror(-r));
+	it_start(&d, ini);
 }
 
 static void stop(void)
 {
-	ck_assert_int_eq(kvsd_finish(&d), 0);
+	it_stop(&d);
 }
 
 static struct kvs_client *conn(uint32_t role, const char *inst, const char *ns, uint32_t rank,
@@ -41,7 +38,7 @@ static struct kvs_client *conn(uint32_t role, const char *inst, const char *ns, 
 	struct kvs_client *c = NULL;
 	int r = test_connect(&d, role, inst, ns, rank, tp, &c);
 
-	ck_assert_msg(r == 0, "connect %s rank %u/%u: %s", inst, rank, tp, kvs_strerror(r));
+	CHECK(r == 0, "connect %s rank %u/%u: %s", inst, rank, tp, kvs_strerror(r));
 	return c;
 }
 
@@ -49,7 +46,7 @@ static uint64_t sid(struct kvs_client *c)
 {
 	struct kvs_session_info i;
 
-	ck_assert_int_eq(kvs_session_info(c, &i), 0);
+	CHECK_INT(kvs_session_info(c, &i), ==, 0);
 	return i.session_id;
 }
 
@@ -57,7 +54,7 @@ static struct kvs_msg_status_session status_of(struct kvs_client *admin, struct 
 {
 	struct kvs_msg_status_session st;
 
-	ck_assert_int_eq(status_session(admin, sid(c), &st), 0);
+	CHECK_INT(status_session(admin, sid(c), &st), ==, 0);
 	return st;
 }
 
@@ -68,14 +65,14 @@ static int save(struct kvs_client *c, unsigned n, uint64_t seed)
 	uint32_t ids[8];
 	int r;
 
-	ck_assert_uint_le(n, 8);
+	CHECK_UINT(n, <=, 8);
 	test_keys(keys, n, seed);
 	for (unsigned i = 0; i < n; i++)
 		ids[i] = i;
 	r = kvs_save_sync(c, keys, ids, n, 5000, NULL, NULL);
 	/* FLUSH: what the session saved is visible to QUERY from here on. */
 	if (r >= 0)
-		ck_assert_int_eq(kvs_flush_sync(c, 0, 5000), 0);
+		CHECK_INT(kvs_flush_sync(c, 0, 5000), ==, 0);
 	return r;
 }
 
@@ -87,43 +84,43 @@ static int query(struct kvs_client *c, unsigned n, uint64_t seed)
 	return kvs_query_sync(c, keys, n, 1, KVS_QUERY_NOLEASE, 5000, NULL);
 }
 
-START_TEST(test_valid_layouts)
+static void test_valid_layouts(void)
 {
 	struct kvs_client *admin, *q, *s, *m0, *m1;
 	struct kvs_msg_status_session st;
 	static struct test_kv kq, ks, km0, km1;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 
 	/* Qwen3-8B-like rank: 36 layers fused page-first in one allocation. */
 	q = conn(KVS_ROLE_WORKER, "qwen", "qwen3/bf16/pf", 0, 1);
-	ck_assert_int_eq(test_kv_alloc(&kq, LAYOUT_PAGE_FIRST, 36, 16, 4096), 0);
-	ck_assert_int_eq(test_kv_register(q, &kq), 0);
+	CHECK_INT(test_kv_alloc(&kq, LAYOUT_PAGE_FIRST, 36, 16, 4096), ==, 0);
+	CHECK_INT(test_kv_register(q, &kq), ==, 0);
 	st = status_of(admin, q);
-	ck_assert_uint_eq(st.nr_layers, 36);
-	ck_assert_uint_eq(st.slot_bytes, 36 * 4096);
-	ck_assert_uint_eq(st.mapped_bytes, 36 * 4096 * 16);
-	ck_assert_uint_eq(st.sealed, 1);
-	ck_assert_str_eq(st.first_layer, "model.layers.0.attn");
-	ck_assert_str_eq(st.last_layer, "model.layers.35.attn");
+	CHECK_UINT(st.nr_layers, ==, 36);
+	CHECK_UINT(st.slot_bytes, ==, 36 * 4096);
+	CHECK_UINT(st.mapped_bytes, ==, 36 * 4096 * 16);
+	CHECK_UINT(st.sealed, ==, 1);
+	CHECK_STR(st.first_layer, ==, "model.layers.0.attn");
+	CHECK_STR(st.last_layer, ==, "model.layers.35.attn");
 	test_kv_fill(&kq, 0, 11);
 	test_kv_fill(&kq, 1, 12);
-	ck_assert_int_eq(save(q, 2, 100), 2);
-	ck_assert_int_eq(query(q, 2, 100), 2);
+	CHECK_INT(save(q, 2, 100), ==, 2);
+	CHECK_INT(query(q, 2, 100), ==, 2);
 
 	/* vLLM-like split K/V: one allocation per layer, two segments each. */
 	s = conn(KVS_ROLE_WORKER, "split", "llama/bf16/kv", 0, 1);
-	ck_assert_int_eq(test_kv_alloc(&ks, LAYOUT_SPLIT_KV, 8, 16, 2048), 0);
-	ck_assert_int_eq(test_kv_register(s, &ks), 0);
+	CHECK_INT(test_kv_alloc(&ks, LAYOUT_SPLIT_KV, 8, 16, 2048), ==, 0);
+	CHECK_INT(test_kv_register(s, &ks), ==, 0);
 	st = status_of(admin, s);
-	ck_assert_uint_eq(st.nr_layers, 8);
-	ck_assert_uint_eq(st.slot_bytes, 8 * 2 * 2048);
-	ck_assert_uint_eq(st.mapped_bytes, 8 * 2 * 2048 * 16);
-	ck_assert_int_eq(save(s, 3, 200), 3);
-	ck_assert_int_eq(query(s, 3, 200), 3);
+	CHECK_UINT(st.nr_layers, ==, 8);
+	CHECK_UINT(st.slot_bytes, ==, 8 * 2 * 2048);
+	CHECK_UINT(st.mapped_bytes, ==, 8 * 2 * 2048 * 16);
+	CHECK_INT(save(s, 3, 200), ==, 3);
+	CHECK_INT(query(s, 3, 200), ==, 3);
 	/* 8 + 1 engine allocations mapped by kvstashd. */
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 9);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 9);
 
 	/*
 	 * MLA-like, replicated over TP=2: one shard serves both ranks, so a
@@ -131,16 +128,16 @@ START_TEST(test_valid_layouts)
 	 */
 	m0 = conn(KVS_ROLE_WORKER, "mla", "dsv3/bf16/mla", 0, 2);
 	m1 = conn(KVS_ROLE_WORKER, "mla", "dsv3/bf16/mla", 1, 2);
-	ck_assert_int_eq(test_kv_alloc(&km0, LAYOUT_MLA, 4, 16, 1024), 0);
-	ck_assert_int_eq(test_kv_alloc(&km1, LAYOUT_MLA, 4, 16, 1024), 0);
-	ck_assert_int_eq(test_kv_register(m0, &km0), 0);
-	ck_assert_uint_eq(status_of(admin, m0).sealed, 0);
-	ck_assert_int_eq(test_kv_register(m1, &km1), 0);
-	ck_assert_uint_eq(status_of(admin, m0).sealed, 1);
-	ck_assert_int_eq(save(m0, 4, 300), 4);
-	ck_assert_int_eq(kvs_flush_sync(m0, 0, 5000), 0);
-	ck_assert_int_eq(query(m1, 4, 300), 4);
-	ck_assert_int_eq(query(m0, 4, 300), 4);
+	CHECK_INT(test_kv_alloc(&km0, LAYOUT_MLA, 4, 16, 1024), ==, 0);
+	CHECK_INT(test_kv_alloc(&km1, LAYOUT_MLA, 4, 16, 1024), ==, 0);
+	CHECK_INT(test_kv_register(m0, &km0), ==, 0);
+	CHECK_UINT(status_of(admin, m0).sealed, ==, 0);
+	CHECK_INT(test_kv_register(m1, &km1), ==, 0);
+	CHECK_UINT(status_of(admin, m0).sealed, ==, 1);
+	CHECK_INT(save(m0, 4, 300), ==, 4);
+	CHECK_INT(kvs_flush_sync(m0, 0, 5000), ==, 0);
+	CHECK_INT(query(m1, 4, 300), ==, 4);
+	CHECK_INT(query(m0, 4, 300), ==, 4);
 
 	kvs_close(m1);
 	kvs_close(m0);
@@ -152,11 +149,11 @@ START_TEST(test_valid_layouts)
 	test_kv_free(&ks);
 	test_kv_free(&kq);
 	stop();
+	it_ok("the layouts engines use are accepted");
 }
-END_TEST
 
 /* The same geometry without the replicated flag: rank 0 alone makes a partial block. */
-START_TEST(test_sharded_needs_all_ranks)
+static void test_sharded_needs_all_ranks(void)
 {
 	struct kvs_client *r0, *r1;
 	static struct test_kv k0, k1;
@@ -164,23 +161,23 @@ START_TEST(test_sharded_needs_all_ranks)
 	start();
 	r0 = conn(KVS_ROLE_WORKER, "tp", "dsv3/bf16/sharded", 0, 2);
 	r1 = conn(KVS_ROLE_WORKER, "tp", "dsv3/bf16/sharded", 1, 2);
-	ck_assert_int_eq(test_kv_alloc(&k0, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
-	ck_assert_int_eq(test_kv_alloc(&k1, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
-	ck_assert_int_eq(test_kv_register(r0, &k0), 0);
-	ck_assert_int_eq(test_kv_register(r1, &k1), 0);
-	ck_assert_int_eq(save(r0, 4, 400), 4);
-	ck_assert_int_eq(kvs_flush_sync(r0, 0, 5000), 0);
-	ck_assert_int_eq(query(r1, 4, 400), 0);
-	ck_assert_int_eq(save(r1, 4, 400), 4);
-	ck_assert_int_eq(kvs_flush_sync(r1, 0, 5000), 0);
-	ck_assert_int_eq(query(r0, 4, 400), 4);
+	CHECK_INT(test_kv_alloc(&k0, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
+	CHECK_INT(test_kv_alloc(&k1, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
+	CHECK_INT(test_kv_register(r0, &k0), ==, 0);
+	CHECK_INT(test_kv_register(r1, &k1), ==, 0);
+	CHECK_INT(save(r0, 4, 400), ==, 4);
+	CHECK_INT(kvs_flush_sync(r0, 0, 5000), ==, 0);
+	CHECK_INT(query(r1, 4, 400), ==, 0);
+	CHECK_INT(save(r1, 4, 400), ==, 4);
+	CHECK_INT(kvs_flush_sync(r1, 0, 5000), ==, 0);
+	CHECK_INT(query(r0, 4, 400), ==, 4);
 	kvs_close(r1);
 	kvs_close(r0);
 	test_kv_free(&k1);
 	test_kv_free(&k0);
 	stop();
+	it_ok("a sharded instance is sealed by its last rank only");
 }
-END_TEST
 
 /* ---- bad geometry --------------------------------------------------- */
 
@@ -232,7 +229,7 @@ static const struct geo_case geo[] = {
 	  2 * MEM_SIZE },
 };
 
-START_TEST(test_bad_geometry)
+static void test_bad_geometry(void)
 {
 	struct kvs_client *c, *admin;
 	struct kvs_mem mems[2];
@@ -240,12 +237,12 @@ START_TEST(test_bad_geometry)
 	void *p;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	c = conn(KVS_ROLE_WORKER, "geo", "geo/bf16", 0, 1);
-	ck_assert_int_eq(kvs_host_alloc(MEM_SIZE, &fd, &p), 0);
+	CHECK_INT(kvs_host_alloc(MEM_SIZE, &fd, &p), ==, 0);
 	fds0 = proc_fd_count(d.pid);
 	maps0 = proc_map_count(d.pid, "kvstash-kv");
-	ck_assert_int_eq(maps0, 0);
+	CHECK_INT(maps0, ==, 0);
 
 	for (size_t i = 0; i < sizeof(geo) / sizeof(geo[0]); i++) {
 		const struct geo_case *g = &geo[i];
@@ -256,14 +253,14 @@ START_TEST(test_bad_geometry)
 			mems[m] = (struct kvs_mem){ .kind = KVS_MEM_HOST_FD, .fd = fd,
 						    .size = g->declared ? g->declared : MEM_SIZE };
 		r = kvs_register(c, mems, nmems, g->lays, g->nlays, 0);
-		ck_assert_msg(r == g->err, "%s: got %d (%s), want %d (%s)", g->what, r,
-			      kvs_strerror(r), g->err, kvs_strerror(g->err));
+		CHECK(r == g->err, "%s: got %d (%s), want %d (%s)", g->what, r, kvs_strerror(r),
+		      g->err, kvs_strerror(g->err));
 		/* Nothing stays behind: no mapping, no fd, no registration. */
-		ck_assert_msg(wait_map_count(d.pid, "kvstash-kv", 0, 2000) == 0,
-			      "%s: mapping left", g->what);
-		ck_assert_msg(wait_fd_count(d.pid, fds0, 2000) == fds0, "%s: fd left (%d, was %d)",
-			      g->what, proc_fd_count(d.pid), fds0);
-		ck_assert_uint_eq(status_of(admin, c).nr_layers, 0);
+		CHECK(wait_map_count(d.pid, "kvstash-kv", 0, 2000) == 0, "%s: mapping left",
+		      g->what);
+		CHECK(wait_fd_count(d.pid, fds0, 2000) == fds0, "%s: fd left (%d, was %d)", g->what,
+		      proc_fd_count(d.pid), fds0);
+		CHECK_UINT(status_of(admin, c).nr_layers, ==, 0);
 	}
 
 	/* A memfd that could shrink under kvstashd's copies. */
@@ -272,21 +269,21 @@ START_TEST(test_bad_geometry)
 		int ufd = memfd_create("kvstash-kv-unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		int pfd[2];
 
-		ck_assert_int_ge(ufd, 0);
-		ck_assert_int_eq(ftruncate(ufd, MEM_SIZE), 0);
+		CHECK_INT(ufd, >=, 0);
+		CHECK_INT(ftruncate(ufd, MEM_SIZE), ==, 0);
 		mems[0] = (struct kvs_mem){ .kind = KVS_MEM_HOST_FD, .fd = ufd, .size = MEM_SIZE };
-		ck_assert_int_eq(kvs_register(c, mems, 1, &l, 1, 0), -EPERM);
+		CHECK_INT(kvs_register(c, mems, 1, &l, 1, 0), ==, -EPERM);
 		/* Sealed against growth only is not enough either. */
-		ck_assert_int_eq(fcntl(ufd, F_ADD_SEALS, F_SEAL_GROW), 0);
-		ck_assert_int_eq(kvs_register(c, mems, 1, &l, 1, 0), -EPERM);
+		CHECK_INT(fcntl(ufd, F_ADD_SEALS, F_SEAL_GROW), ==, 0);
+		CHECK_INT(kvs_register(c, mems, 1, &l, 1, 0), ==, -EPERM);
 		close(ufd);
 		/* Not memory at all. */
-		ck_assert_int_eq(pipe(pfd), 0);
+		CHECK_INT(pipe(pfd), ==, 0);
 		mems[0].fd = pfd[0];
-		ck_assert_int_eq(kvs_register(c, mems, 1, &l, 1, 0), -EBADF);
+		CHECK_INT(kvs_register(c, mems, 1, &l, 1, 0), ==, -EBADF);
 		close(pfd[0]);
 		close(pfd[1]);
-		ck_assert_int_eq(wait_fd_count(d.pid, fds0, 2000), fds0);
+		CHECK_INT(wait_fd_count(d.pid, fds0, 2000), ==, fds0);
 	}
 
 	/* The session took no harm: a good layout on the same memory is accepted. */
@@ -295,48 +292,48 @@ START_TEST(test_bad_geometry)
 					  L("b", 4096, 16, 1, 4096, 0, 8192) };
 
 		mems[0] = (struct kvs_mem){ .kind = KVS_MEM_HOST_FD, .fd = fd, .size = MEM_SIZE };
-		ck_assert_int_eq(kvs_register(c, mems, 1, l, 2, 0), 0);
-		ck_assert_uint_eq(status_of(admin, c).nr_layers, 2);
-		ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 1);
-		ck_assert_int_eq(save(c, 2, 500), 2);
+		CHECK_INT(kvs_register(c, mems, 1, l, 2, 0), ==, 0);
+		CHECK_UINT(status_of(admin, c).nr_layers, ==, 2);
+		CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 1);
+		CHECK_INT(save(c, 2, 500), ==, 2);
 	}
 	kvs_close(c);
 	kvs_close(admin);
 	kvs_host_free(fd, p, MEM_SIZE);
 	stop();
+	it_ok("bad geometry refused with its own errno, nothing left mapped");
 }
-END_TEST
 
 /* Ranks of one instance, and instances of one namespace, must agree on geometry. */
-START_TEST(test_geometry_mismatch)
+static void test_geometry_mismatch(void)
 {
 	struct kvs_client *r0, *r1, *other, *admin;
 	static struct test_kv k0, k1, kbad, kother;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	r0 = conn(KVS_ROLE_WORKER, "mm", "mm/bf16", 0, 2);
 	r1 = conn(KVS_ROLE_WORKER, "mm", "mm/bf16", 1, 2);
-	ck_assert_int_eq(test_kv_alloc(&k0, LAYOUT_PAGE_FIRST, 4, 16, 4096), 0);
-	ck_assert_int_eq(test_kv_alloc(&k1, LAYOUT_PAGE_FIRST, 4, 16, 4096), 0);
-	ck_assert_int_eq(test_kv_alloc(&kbad, LAYOUT_PAGE_FIRST, 4, 16, 8192), 0);
-	ck_assert_int_eq(test_kv_register(r0, &k0), 0);
-	ck_assert_int_eq(test_kv_register(r1, &kbad), -EXDEV);
-	ck_assert_uint_eq(status_of(admin, r1).nr_layers, 0);
-	ck_assert_uint_eq(status_of(admin, r0).sealed, 0);
+	CHECK_INT(test_kv_alloc(&k0, LAYOUT_PAGE_FIRST, 4, 16, 4096), ==, 0);
+	CHECK_INT(test_kv_alloc(&k1, LAYOUT_PAGE_FIRST, 4, 16, 4096), ==, 0);
+	CHECK_INT(test_kv_alloc(&kbad, LAYOUT_PAGE_FIRST, 4, 16, 8192), ==, 0);
+	CHECK_INT(test_kv_register(r0, &k0), ==, 0);
+	CHECK_INT(test_kv_register(r1, &kbad), ==, -EXDEV);
+	CHECK_UINT(status_of(admin, r1).nr_layers, ==, 0);
+	CHECK_UINT(status_of(admin, r0).sealed, ==, 0);
 	/* The refused one was mapped before the namespace said no: released just after. */
-	ck_assert_int_eq(wait_map_count(d.pid, "kvstash-kv", 1, 5000), 1);
+	CHECK_INT(wait_map_count(d.pid, "kvstash-kv", 1, 5000), ==, 1);
 	/* Other layer names are another layout as well. */
 	snprintf(k1.names[3], sizeof(k1.names[3]), "model.layers.3.mlp");
-	ck_assert_int_eq(test_kv_register(r1, &k1), -EXDEV);
+	CHECK_INT(test_kv_register(r1, &k1), ==, -EXDEV);
 	snprintf(k1.names[3], sizeof(k1.names[3]), "model.layers.3.attn");
-	ck_assert_int_eq(test_kv_register(r1, &k1), 0);
-	ck_assert_uint_eq(status_of(admin, r0).sealed, 1);
+	CHECK_INT(test_kv_register(r1, &k1), ==, 0);
+	CHECK_UINT(status_of(admin, r0).sealed, ==, 1);
 
 	/* Another instance in the same namespace with another layout. */
 	other = conn(KVS_ROLE_WORKER, "mm-other", "mm/bf16", 0, 2);
-	ck_assert_int_eq(test_kv_alloc(&kother, LAYOUT_SPLIT_KV, 4, 16, 2048), 0);
-	ck_assert_int_eq(test_kv_register(other, &kother), -EXDEV);
+	CHECK_INT(test_kv_alloc(&kother, LAYOUT_SPLIT_KV, 4, 16, 2048), ==, 0);
+	CHECK_INT(test_kv_register(other, &kother), ==, -EXDEV);
 
 	kvs_close(other);
 	kvs_close(r1);
@@ -347,10 +344,10 @@ START_TEST(test_geometry_mismatch)
 	test_kv_free(&k1);
 	test_kv_free(&k0);
 	stop();
+	it_ok("geometry must match the namespace and the other ranks");
 }
-END_TEST
 
-START_TEST(test_rules)
+static void test_rules(void)
 {
 	struct kvs_client *w, *sched, *big;
 	static struct test_kv k, ks, kbig, kmax;
@@ -358,26 +355,26 @@ START_TEST(test_rules)
 	start();
 	w = conn(KVS_ROLE_WORKER, "rules", "rules/bf16", 0, 1);
 	sched = conn(KVS_ROLE_SCHEDULER, "rules", "rules/bf16", 0, 1);
-	ck_assert_int_eq(test_kv_alloc(&k, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
-	ck_assert_int_eq(test_kv_alloc(&ks, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
+	CHECK_INT(test_kv_alloc(&k, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
+	CHECK_INT(test_kv_alloc(&ks, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
 
 	/* A scheduler has no memory to register, and nothing to unregister. */
-	ck_assert_int_eq(test_kv_register(sched, &ks), -EPERM);
-	ck_assert_int_eq(kvs_unregister(sched), -EPERM);
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 0);
+	CHECK_INT(test_kv_register(sched, &ks), ==, -EPERM);
+	CHECK_INT(kvs_unregister(sched), ==, -EPERM);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 0);
 
-	ck_assert_int_eq(test_kv_register(w, &k), 0);
-	ck_assert_int_eq(test_kv_register(w, &k), -EBUSY);
-	ck_assert_int_eq(test_kv_register(w, &ks), -EBUSY);
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 1);
-	ck_assert_int_eq(save(w, 2, 600), 2);
+	CHECK_INT(test_kv_register(w, &k), ==, 0);
+	CHECK_INT(test_kv_register(w, &k), ==, -EBUSY);
+	CHECK_INT(test_kv_register(w, &ks), ==, -EBUSY);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 1);
+	CHECK_INT(save(w, 2, 600), ==, 2);
 
 	/* max_layers: the limit itself is fine, one more is not. */
 	big = conn(KVS_ROLE_WORKER, "rules-big", "rules-big/bf16", 0, 1);
-	ck_assert_int_eq(test_kv_alloc(&kbig, LAYOUT_PAGE_FIRST, MAX_LAYERS + 1, 4, 512), 0);
-	ck_assert_int_eq(test_kv_register(big, &kbig), -E2BIG);
-	ck_assert_int_eq(test_kv_alloc(&kmax, LAYOUT_PAGE_FIRST, MAX_LAYERS, 4, 512), 0);
-	ck_assert_int_eq(test_kv_register(big, &kmax), 0);
+	CHECK_INT(test_kv_alloc(&kbig, LAYOUT_PAGE_FIRST, MAX_LAYERS + 1, 4, 512), ==, 0);
+	CHECK_INT(test_kv_register(big, &kbig), ==, -E2BIG);
+	CHECK_INT(test_kv_alloc(&kmax, LAYOUT_PAGE_FIRST, MAX_LAYERS, 4, 512), ==, 0);
+	CHECK_INT(test_kv_register(big, &kmax), ==, 0);
 
 	kvs_close(big);
 	kvs_close(sched);
@@ -387,95 +384,95 @@ START_TEST(test_rules)
 	test_kv_free(&ks);
 	test_kv_free(&k);
 	stop();
+	it_ok("role, repetition and limit rules of REGISTER");
 }
-END_TEST
 
-START_TEST(test_unregister)
+static void test_unregister(void)
 {
 	struct kvs_client *w, *admin;
 	static struct test_kv k;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	w = conn(KVS_ROLE_WORKER, "unreg", "unreg/bf16", 0, 1);
-	ck_assert_int_eq(test_kv_alloc(&k, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
+	CHECK_INT(test_kv_alloc(&k, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
 	/* Nothing registered yet: still fine. */
-	ck_assert_int_eq(kvs_unregister(w), 0);
+	CHECK_INT(kvs_unregister(w), ==, 0);
 
-	ck_assert_int_eq(test_kv_register(w, &k), 0);
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 1);
-	ck_assert_int_eq(save(w, 2, 700), 2);
-	ck_assert_int_eq(kvs_unregister(w), 0);
+	CHECK_INT(test_kv_register(w, &k), ==, 0);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 1);
+	CHECK_INT(save(w, 2, 700), ==, 2);
+	CHECK_INT(kvs_unregister(w), ==, 0);
 	/*
 	 * The mapping goes just after UNREGISTER has answered: kvstashd's
 	 * release thread unmaps it, so that the control thread never waits
 	 * for the kernel to tear down an engine's pages.
 	 */
-	ck_assert_int_eq(wait_map_count(d.pid, "kvstash-kv", 0, 5000), 0);
-	ck_assert_uint_eq(status_of(admin, w).nr_layers, 0);
-	ck_assert_int_eq(save(w, 2, 701), -KVS_EUNSEALED);
-	ck_assert_int_eq(kvs_unregister(w), 0);
-	ck_assert_int_eq(kvs_unregister(w), 0);
+	CHECK_INT(wait_map_count(d.pid, "kvstash-kv", 0, 5000), ==, 0);
+	CHECK_UINT(status_of(admin, w).nr_layers, ==, 0);
+	CHECK_INT(save(w, 2, 701), ==, -KVS_EUNSEALED);
+	CHECK_INT(kvs_unregister(w), ==, 0);
+	CHECK_INT(kvs_unregister(w), ==, 0);
 
 	/* Register again on the same session: works, and the data path with it. */
-	ck_assert_int_eq(test_kv_register(w, &k), 0);
-	ck_assert_int_eq(proc_map_count(d.pid, "kvstash-kv"), 1);
-	ck_assert_uint_eq(status_of(admin, w).nr_layers, 4);
-	ck_assert_int_eq(save(w, 3, 702), 3);
-	ck_assert_int_eq(kvs_nop_sync(w, 5000), 0);
+	CHECK_INT(test_kv_register(w, &k), ==, 0);
+	CHECK_INT(proc_map_count(d.pid, "kvstash-kv"), ==, 1);
+	CHECK_UINT(status_of(admin, w).nr_layers, ==, 4);
+	CHECK_INT(save(w, 3, 702), ==, 3);
+	CHECK_INT(kvs_nop_sync(w, 5000), ==, 0);
 
 	kvs_close(w);
 	kvs_close(admin);
 	test_kv_free(&k);
 	stop();
+	it_ok("UNREGISTER drops the mappings, idempotent");
 }
-END_TEST
 
-START_TEST(test_sealing)
+static void test_sealing(void)
 {
 	struct kvs_client *r0, *r1, *sched, *admin;
 	static struct test_kv k0, k1;
 
 	start();
-	ck_assert_int_eq(test_admin(&d, &admin), 0);
+	CHECK_INT(test_admin(&d, &admin), ==, 0);
 	r0 = conn(KVS_ROLE_WORKER, "seal", "seal/bf16", 0, 2);
 	r1 = conn(KVS_ROLE_WORKER, "seal", "seal/bf16", 1, 2);
 	sched = conn(KVS_ROLE_SCHEDULER, "seal", "seal/bf16", 0, 2);
-	ck_assert_int_eq(test_kv_alloc(&k0, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
-	ck_assert_int_eq(test_kv_alloc(&k1, LAYOUT_PAGE_FIRST, 4, 16, 1024), 0);
+	CHECK_INT(test_kv_alloc(&k0, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
+	CHECK_INT(test_kv_alloc(&k1, LAYOUT_PAGE_FIRST, 4, 16, 1024), ==, 0);
 
 	/* Nobody registered. */
-	ck_assert_int_eq(save(r0, 2, 800), -KVS_EUNSEALED);
-	ck_assert_int_eq(query(sched, 2, 800), -KVS_EUNSEALED);
+	CHECK_INT(save(r0, 2, 800), ==, -KVS_EUNSEALED);
+	CHECK_INT(query(sched, 2, 800), ==, -KVS_EUNSEALED);
 
 	/* Rank 0 alone. */
-	ck_assert_int_eq(test_kv_register(r0, &k0), 0);
-	ck_assert_uint_eq(status_of(admin, r0).sealed, 0);
-	ck_assert_int_eq(save(r0, 2, 800), -KVS_EUNSEALED);
-	ck_assert_int_eq(query(r0, 2, 800), -KVS_EUNSEALED);
-	ck_assert_int_eq(query(sched, 2, 800), -KVS_EUNSEALED);
+	CHECK_INT(test_kv_register(r0, &k0), ==, 0);
+	CHECK_UINT(status_of(admin, r0).sealed, ==, 0);
+	CHECK_INT(save(r0, 2, 800), ==, -KVS_EUNSEALED);
+	CHECK_INT(query(r0, 2, 800), ==, -KVS_EUNSEALED);
+	CHECK_INT(query(sched, 2, 800), ==, -KVS_EUNSEALED);
 
 	/* Both ranks: sealed. */
-	ck_assert_int_eq(test_kv_register(r1, &k1), 0);
-	ck_assert_uint_eq(status_of(admin, r0).sealed, 1);
-	ck_assert_uint_eq(status_of(admin, sched).sealed, 1);
-	ck_assert_int_eq(save(r0, 2, 800), 2);
-	ck_assert_int_eq(save(r1, 2, 800), 2);
-	ck_assert_int_eq(kvs_flush_sync(r0, KVS_FLUSH_INSTANCE, 5000), 0);
-	ck_assert_int_eq(query(r0, 2, 800), 2);
-	ck_assert_int_eq(query(sched, 2, 800), 2);
+	CHECK_INT(test_kv_register(r1, &k1), ==, 0);
+	CHECK_UINT(status_of(admin, r0).sealed, ==, 1);
+	CHECK_UINT(status_of(admin, sched).sealed, ==, 1);
+	CHECK_INT(save(r0, 2, 800), ==, 2);
+	CHECK_INT(save(r1, 2, 800), ==, 2);
+	CHECK_INT(kvs_flush_sync(r0, KVS_FLUSH_INSTANCE, 5000), ==, 0);
+	CHECK_INT(query(r0, 2, 800), ==, 2);
+	CHECK_INT(query(sched, 2, 800), ==, 2);
 
 	/* Rank 1 leaves the instance's registration: unsealed again. */
-	ck_assert_int_eq(kvs_unregister(r1), 0);
-	ck_assert_uint_eq(status_of(admin, r0).sealed, 0);
-	ck_assert_int_eq(save(r0, 2, 801), -KVS_EUNSEALED);
-	ck_assert_int_eq(query(r0, 2, 800), -KVS_EUNSEALED);
-	ck_assert_int_eq(query(sched, 2, 800), -KVS_EUNSEALED);
+	CHECK_INT(kvs_unregister(r1), ==, 0);
+	CHECK_UINT(status_of(admin, r0).sealed, ==, 0);
+	CHECK_INT(save(r0, 2, 801), ==, -KVS_EUNSEALED);
+	CHECK_INT(query(r0, 2, 800), ==, -KVS_EUNSEALED);
+	CHECK_INT(query(sched, 2, 800), ==, -KVS_EUNSEALED);
 
 	/* And back. */
-	ck_assert_int_eq(test_kv_register(r1, &k1), 0);
-	ck_assert_int_eq(query(sched, 2, 800), 2);
-	ck_assert_int_eq(save(r0, 2, 802), 2);
+	CHECK_INT(test_kv_register(r1, &k1), ==, 0);
+	CHECK_INT(query(sched, 2, 800), ==, 2);
+	CHECK_INT(save(r0, 2, 802), ==, 2);
 
 	/* A rank that disconnects unseals as well. */
 	kvs_close(r1);
@@ -485,7 +482,7 @@ START_TEST(test_sealing)
 
 		while ((r = save(r0, 1, 803)) >= 0 && test_now_ns() - t0 < 3000000000ull)
 			usleep(10000);
-		ck_assert_int_eq(r, -KVS_EUNSEALED);
+		CHECK_INT(r, ==, -KVS_EUNSEALED);
 	}
 
 	kvs_close(sched);
@@ -494,28 +491,24 @@ START_TEST(test_sealing)
 	test_kv_free(&k1);
 	test_kv_free(&k0);
 	stop();
+	it_ok("an instance is sealed across the ranks of TP=2");
 }
-END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("register");
-	TCase *tc = tcase_create("register");
-	SRunner *sr;
-	int failed;
-
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_valid_layouts);
-	tcase_add_test(tc, test_sharded_needs_all_ranks);
-	tcase_add_test(tc, test_bad_geometry);
-	tcase_add_test(tc, test_geometry_mismatch);
-	tcase_add_test(tc, test_rules);
-	tcase_add_test(tc, test_unregister);
-	tcase_add_test(tc, test_sealing);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	it_watchdog(60);
+	test_valid_layouts();
+	it_watchdog(60);
+	test_sharded_needs_all_ranks();
+	it_watchdog(60);
+	test_bad_geometry();
+	it_watchdog(60);
+	test_geometry_mismatch();
+	it_watchdog(60);
+	test_rules();
+	it_watchdog(60);
+	test_unregister();
+	it_watchdog(60);
+	test_sealing();
+	return 0;
 }

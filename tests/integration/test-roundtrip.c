@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define BLOCKS 32u
 #define N 8u
@@ -46,43 +46,43 @@ static void roundtrip(const struct kvsd *d, const struct kind_case *k, unsigned 
 
 	snprintf(inst, sizeof(inst), "rt-%s", k->name);
 	snprintf(ns, sizeof(ns), "model-rt/%s", k->name);
-	c = dp_worker(d, inst, ns, 0, 1, &kv, k->kind, k->layers, BLOCKS, k->seg);
-	dp_keys(keys, N, prompt);
-	dp_ids(src, N, 0);
+	c = it_worker(d, inst, ns, 0, 1, &kv, k->kind, k->layers, BLOCKS, k->seg);
+	it_keys(keys, N, prompt);
+	it_ids(src, N, 0);
 	/* Reversed and strided: nothing adjacent to merge, order must be kept. */
 	for (unsigned i = 0; i < N; i++)
 		dst[i] = BLOCKS - 1 - 2 * i;
-	dp_ids(part, N, N);
+	it_ids(part, N, N);
 	for (unsigned i = 0; i < N; i++)
-		test_kv_fill(&kv, src[i], dp_seed(prompt, i));
+		test_kv_fill(&kv, src[i], it_seed(prompt, i));
 	for (unsigned b = N; b < BLOCKS; b++)
 		test_kv_poison(&kv, b, POISON);
 
-	g0 = dp_stats(d);
-	e = dp_save(c, keys, src, N);
+	g0 = it_stats(d);
+	e = it_save(c, keys, src, N);
 	CHECK_RES(e.res, N, "SAVE");
 	CHECK(e.result0 == N && e.result1 == 0, "SAVE stored %llu skipped %llu",
 	      (unsigned long long)e.result0, (unsigned long long)e.result1);
-	dp_flush(c);
-	g1 = dp_stats(d);
+	it_flush(c);
+	g1 = it_stats(d);
 	CHECK(g1.blocks_resident == g0.blocks_resident + N, "resident %llu -> %llu",
 	      (unsigned long long)g0.blocks_resident, (unsigned long long)g1.blocks_resident);
 	CHECK(g1.bytes_saved == g0.bytes_saved + N * block_bytes, "bytes_saved grew by %llu",
 	      (unsigned long long)(g1.bytes_saved - g0.bytes_saved));
 
-	q = dp_query(c, keys, N, 0);
+	q = it_query(c, keys, N, 0);
 	CHECK_RES(q.res, N, "QUERY");
 	CHECK(q.result0 != 0, "QUERY with hits gave no lease");
 	CHECK(q.result1 > 0, "QUERY lease has no expiry");
 
-	e = dp_load(c, q.result0, dst, N, 0, 0);
+	e = it_load(c, q.result0, dst, N, 0, 0);
 	CHECK_RES(e.res, N, "LOAD");
 	CHECK(e.result0 == N * block_bytes, "LOAD copied %llu bytes, want %llu",
 	      (unsigned long long)e.result0, (unsigned long long)(N * block_bytes));
 	for (unsigned i = 0; i < N; i++) {
-		CHECK(test_kv_check(&kv, dst[i], dp_seed(prompt, i)),
+		CHECK(test_kv_check(&kv, dst[i], it_seed(prompt, i)),
 		      "%s: block %u (key %u) differs after LOAD", k->name, dst[i], i);
-		CHECK(test_kv_check(&kv, src[i], dp_seed(prompt, i)),
+		CHECK(test_kv_check(&kv, src[i], it_seed(prompt, i)),
 		      "%s: source block %u changed", k->name, src[i]);
 	}
 	for (unsigned b = N; b < BLOCKS; b++) {
@@ -93,51 +93,51 @@ static void roundtrip(const struct kvsd *d, const struct kind_case *k, unsigned 
 			      k->name, b);
 	}
 	/* TP=1: the one LOAD consumed the lease. */
-	e = dp_load(c, q.result0, dst, N, 0, 0);
+	e = it_load(c, q.result0, dst, N, 0, 0);
 	CHECK_RES(e.res, -ENOENT, "second LOAD of a consumed lease");
 
 	/* A layer range: only layers [l0, l0+lc) of the targets change. */
-	q = dp_query(c, keys, N, 0);
+	q = it_query(c, keys, N, 0);
 	CHECK_RES(q.res, N, "QUERY again");
-	e = dp_load(c, q.result0, part, N, k->l0, k->lc);
+	e = it_load(c, q.result0, part, N, k->l0, k->lc);
 	CHECK_RES(e.res, N, "layer-range LOAD");
 	CHECK(e.result0 == N * range_bytes, "layer-range LOAD copied %llu bytes, want %llu",
 	      (unsigned long long)e.result0, (unsigned long long)(N * range_bytes));
 	for (unsigned i = 0; i < N; i++) {
-		CHECK(test_kv_check_layers(&kv, part[i], dp_seed(prompt, i), k->l0, k->lc),
+		CHECK(test_kv_check_layers(&kv, part[i], it_seed(prompt, i), k->l0, k->lc),
 		      "%s: block %u layers %u+%u differ", k->name, part[i], k->l0, k->lc);
 		for (unsigned l = 0; l < k->layers; l++)
 			if (l < k->l0 || l >= k->l0 + k->lc)
-				CHECK(dp_layer_is_poison(&kv, l, part[i], POISON),
+				CHECK(test_kv_layer_is_poison(&kv, l, part[i], POISON),
 				      "%s: block %u layer %u outside the range was written",
 				      k->name, part[i], l);
-		CHECK(test_kv_check(&kv, dst[i], dp_seed(prompt, i)),
+		CHECK(test_kv_check(&kv, dst[i], it_seed(prompt, i)),
 		      "%s: block %u of the first LOAD changed", k->name, dst[i]);
 	}
 
 	/* A prefix of the lease: the first 3 blocks, into even ids 16, 18, 20. */
-	q = dp_query(c, keys, N, 0);
+	q = it_query(c, keys, N, 0);
 	CHECK_RES(q.res, N, "QUERY for a shorter LOAD");
 	for (unsigned i = 0; i < 3; i++)
 		part[i] = BLOCKS - 2 * N + 2 * i;
-	e = dp_load(c, q.result0, part, 3, 0, 0);
+	e = it_load(c, q.result0, part, 3, 0, 0);
 	CHECK_RES(e.res, 3, "LOAD of 3 blocks of an 8-block lease");
 	for (unsigned i = 0; i < 3; i++)
-		CHECK(test_kv_check(&kv, part[i], dp_seed(prompt, i)), "%s: block %u differs",
+		CHECK(test_kv_check(&kv, part[i], it_seed(prompt, i)), "%s: block %u differs",
 		      k->name, part[i]);
 	for (unsigned b = BLOCKS - 2 * N + 6; b < BLOCKS; b += 2)
 		CHECK(test_kv_is_poison(&kv, b, POISON), "%s: bystander block %u written",
 		      k->name, b);
-	CHECK_RES(dp_load(c, q.result0, part, 3, 0, 0).res, -ENOENT, "LOAD of a spent lease");
+	CHECK_RES(it_load(c, q.result0, part, 3, 0, 0).res, -ENOENT, "LOAD of a spent lease");
 
 	/* Resident keys: skipped, nothing stored, nothing copied. */
-	g0 = dp_stats(d);
-	e = dp_save(c, keys, src, N);
+	g0 = it_stats(d);
+	e = it_save(c, keys, src, N);
 	CHECK_RES(e.res, N, "SAVE of resident keys");
 	CHECK(e.result0 == 0 && e.result1 == N, "SAVE of resident keys: stored %llu skipped %llu",
 	      (unsigned long long)e.result0, (unsigned long long)e.result1);
-	dp_flush(c);
-	g1 = dp_stats(d);
+	it_flush(c);
+	g1 = it_stats(d);
 	CHECK(g1.save_blocks_skipped == g0.save_blocks_skipped + N &&
 		      g1.save_blocks_stored == g0.save_blocks_stored &&
 		      g1.bytes_saved == g0.bytes_saved && g1.blocks_resident == g0.blocks_resident,
@@ -154,25 +154,25 @@ static void roundtrip(const struct kvsd *d, const struct kind_case *k, unsigned 
 		uint8_t twice[2 * KVS_KEY_SIZE];
 		uint32_t from[2] = { 0, 1 }, into = BLOCKS - 2;
 
-		dp_keys(twice, 1, prompt + 1000);
+		it_keys(twice, 1, prompt + 1000);
 		memcpy(twice + KVS_KEY_SIZE, twice, KVS_KEY_SIZE);
-		e = dp_save(c, twice, from, 2);
+		e = it_save(c, twice, from, 2);
 		CHECK_RES(e.res, 2, "SAVE of one key twice");
 		CHECK(e.result0 == 1 && e.result1 == 1, "one key twice: stored %llu skipped %llu",
 		      (unsigned long long)e.result0, (unsigned long long)e.result1);
-		dp_flush(c);
-		q = dp_query(c, twice, 2, 0);
+		it_flush(c);
+		q = it_query(c, twice, 2, 0);
 		CHECK_RES(q.res, 2, "QUERY of one key twice");
-		e = dp_load(c, q.result0, &into, 1, 0, 0);
+		e = it_load(c, q.result0, &into, 1, 0, 0);
 		CHECK_RES(e.res, 1, "LOAD of the key saved twice");
-		CHECK(test_kv_check(&kv, into, dp_seed(prompt, 0)) ||
-			      test_kv_check(&kv, into, dp_seed(prompt, 1)),
+		CHECK(test_kv_check(&kv, into, it_seed(prompt, 0)) ||
+			      test_kv_check(&kv, into, it_seed(prompt, 1)),
 		      "%s: a key saved from two blocks at once holds neither's bytes", k->name);
 	}
 
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_ok("%s: %u blocks of %llu bytes round trip byte-exact, layers %u+%u alone", k->name,
+	it_ok("%s: %u blocks of %llu bytes round trip byte-exact, layers %u+%u alone", k->name,
 	      N, (unsigned long long)block_bytes, k->l0, k->lc);
 }
 
@@ -180,10 +180,10 @@ int main(void)
 {
 	struct kvsd d;
 
-	dp_watchdog(120);
-	dp_start(&d, NULL);
+	it_watchdog(120);
+	it_start(&d, NULL);
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		roundtrip(&d, &cases[i], i);
-	dp_stop(&d);
+	it_stop(&d);
 	return 0;
 }

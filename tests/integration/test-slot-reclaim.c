@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define NS	64u
 #define WAIT_NS 10000000000ull
@@ -67,13 +67,13 @@ static void namespaces(void)
 	struct kvsd d;
 	int r;
 
-	dp_start(&d, "[session]\nmax_namespaces = 64\n");
+	it_start(&d, "[session]\nmax_namespaces = 64\n");
 	for (unsigned i = 0; i < NS; i++) {
 		c = join_wait(&d, i, &kv);
-		dp_keys(key, 1, i);
-		test_kv_fill(&kv, 0, dp_seed(i, 0));
-		CHECK_RES(dp_save(c, key, &id, 1).res, 1, "SAVE of one block");
-		dp_flush(c);
+		it_keys(key, 1, i);
+		test_kv_fill(&kv, 0, it_seed(i, 0));
+		CHECK_RES(it_save(c, key, &id, 1).res, 1, "SAVE of one block");
+		it_flush(c);
 		kvs_close(c);
 		test_kv_free(&kv);
 	}
@@ -81,29 +81,29 @@ static void namespaces(void)
 	c = join_wait(&d, NS, &kv);
 	CHECK(kvsd_log_contains(&d, "reclaimed namespace reclaim/ns-0"),
 	      "the log does not say which namespace went");
-	dp_keys(key, 1, NS);
-	CHECK_RES(dp_save(c, key, &id, 1).res, 1, "SAVE in the new namespace");
-	dp_flush(c);
+	it_keys(key, 1, NS);
+	CHECK_RES(it_save(c, key, &id, 1).res, 1, "SAVE in the new namespace");
+	it_flush(c);
 	kvs_close(c);
 	test_kv_free(&kv);
 
 	/* The newest idle one kept its block (joining a live namespace takes no slot). */
 	c = join_wait(&d, NS - 1, &kv);
-	dp_keys(key, 1, NS - 1);
-	CHECK_RES(dp_query(c, key, 1, KVS_QUERY_NOLEASE).res, 1, "the newest namespace's block");
+	it_keys(key, 1, NS - 1);
+	CHECK_RES(it_query(c, key, 1, KVS_QUERY_NOLEASE).res, 1, "the newest namespace's block");
 	test_kv_poison(&kv, 1, POISON);
 	{
-		struct kvs_cqe q = dp_query(c, key, 1, 0);
+		struct kvs_cqe q = it_query(c, key, 1, 0);
 		uint32_t dst = 1;
 
 		CHECK_RES(q.res, 1, "QUERY with a lease");
-		CHECK_RES(dp_load(c, q.result0, &dst, 1, 0, 0).res, 1, "LOAD");
-		CHECK(test_kv_check(&kv, 1, dp_seed(NS - 1, 0)), "the kept block differs");
+		CHECK_RES(it_load(c, q.result0, &dst, 1, 0, 0).res, 1, "LOAD");
+		CHECK(test_kv_check(&kv, 1, it_seed(NS - 1, 0)), "the kept block differs");
 	}
 	/* ns-0 is new again: its old block is gone (and ns-1, the oldest idle, gave its slot). */
 	held = join_wait(&d, 0, &kvh);
-	dp_keys(key, 1, 0);
-	CHECK_RES(dp_query(held, key, 1, KVS_QUERY_NOLEASE).res, 0,
+	it_keys(key, 1, 0);
+	CHECK_RES(it_query(held, key, 1, KVS_QUERY_NOLEASE).res, 0,
 		  "ns-0's block after its reclaim");
 	CHECK(kvsd_log_contains(&d, "reclaimed namespace reclaim/ns-1"),
 	      "the next slot did not come from the oldest idle namespace");
@@ -128,9 +128,9 @@ static void namespaces(void)
 	}
 	kvs_close(held);
 	test_kv_free(&kvh);
-	dp_ok("64 idle namespaces with one block each: a new one takes the slot of the one idle "
+	it_ok("64 idle namespaces with one block each: a new one takes the slot of the one idle "
 	      "longest; live ones are never taken");
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 #define SIZES 64u /* POOL_MAX_CLASSES */
@@ -171,19 +171,19 @@ static void block_sizes(void)
 	uint64_t t0;
 	int r;
 
-	dp_start(&d, "[pool]\nsize = 32M\nextent_size = 256K\n");
+	it_start(&d, "[pool]\nsize = 32M\nextent_size = 256K\n");
 	for (unsigned i = 0; i < SIZES; i++) {
 		cs[i] = sized(&d, i, &kvs[i], &r);
 		CHECK(cs[i], "block size %u: %s", 512 * (i + 1), kvs_strerror(r));
-		dp_keys(key, 1, 500 + i);
-		test_kv_fill(&kvs[i], 0, dp_seed(500 + i, 0));
-		CHECK_RES(dp_save(cs[i], key, &id, 1).res, 1, "SAVE of one block");
-		dp_flush(cs[i]);
+		it_keys(key, 1, 500 + i);
+		test_kv_fill(&kvs[i], 0, it_seed(500 + i, 0));
+		CHECK_RES(it_save(cs[i], key, &id, 1).res, 1, "SAVE of one block");
+		it_flush(cs[i]);
 	}
 	/* 64 sizes in use: a 65th is refused, and nothing of theirs goes. */
 	c = sized(&d, SIZES, &kv, &r);
 	CHECK(!c && r == -ENOSPC, "a 65th block size while 64 are registered: %s", kvs_strerror(r));
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.blocks_resident == SIZES && g.evictions == 0, "%llu resident, %llu evicted",
 	      (unsigned long long)g.blocks_resident, (unsigned long long)g.evictions);
 	for (unsigned i = 0; i < SIZES; i++) {
@@ -197,23 +197,23 @@ static void block_sizes(void)
 	CHECK(c, "a 65th block size once the 64 are unused: %s", kvs_strerror(r));
 	CHECK(kvsd_log_contains(&d, "reclaimed block size"),
 	      "the log does not say which block size went");
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.blocks_resident == SIZES - 1 && g.evictions == 1, "%llu resident, %llu evicted",
 	      (unsigned long long)g.blocks_resident, (unsigned long long)g.evictions);
-	dp_keys(key, 1, 600);
-	test_kv_fill(&kv, 0, dp_seed(600, 0));
-	CHECK_RES(dp_save(c, key, &id, 1).res, 1, "SAVE of the new block size");
-	dp_flush(c);
-	q = dp_query(c, key, 1, 0);
+	it_keys(key, 1, 600);
+	test_kv_fill(&kv, 0, it_seed(600, 0));
+	CHECK_RES(it_save(c, key, &id, 1).res, 1, "SAVE of the new block size");
+	it_flush(c);
+	q = it_query(c, key, 1, 0);
 	CHECK_RES(q.res, 1, "QUERY");
 	test_kv_poison(&kv, dst, POISON);
-	CHECK_RES(dp_load(c, q.result0, &dst, 1, 0, 0).res, 1, "LOAD");
-	CHECK(test_kv_check(&kv, dst, dp_seed(600, 0)), "the block differs");
+	CHECK_RES(it_load(c, q.result0, &dst, 1, 0, 0).res, 1, "LOAD");
+	CHECK(test_kv_check(&kv, dst, it_seed(600, 0)), "the block differs");
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_ok("64 block sizes: a 65th is -ENOSPC while all are registered, and takes an unused "
+	it_ok("64 block sizes: a 65th is -ENOSPC while all are registered, and takes an unused "
 	      "one's slot once they are idle");
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /* With an argument, only the scenario of that name (e.g. block_sizes). */
@@ -224,7 +224,7 @@ static bool wanted(int argc, char **argv, const char *name)
 
 int main(int argc, char **argv)
 {
-	dp_watchdog(600);
+	it_watchdog(600);
 	if (wanted(argc, argv, "namespaces"))
 		namespaces();
 	if (wanted(argc, argv, "block_sizes"))

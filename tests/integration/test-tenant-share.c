@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dp.h"
+#include "itest.h"
 
 #define LAYERS	     4u
 #define SEG	     8192u /* 32 KiB blocks: 128 fill the 4 MiB pool */
@@ -40,11 +40,11 @@ static void save_prompt(struct kvs_client *c, struct test_kv *kv, uint64_t seed,
 
 		for (unsigned j = 0; j < 16; j++) {
 			ids[j] = (first + i + j) % BLOCKS;
-			test_kv_fill(kv, ids[j], dp_seed(seed, first + i + j));
+			test_kv_fill(kv, ids[j], it_seed(seed, first + i + j));
 		}
-		CHECK_RES(dp_save(c, keys + (size_t)(first + i) * KVS_KEY_SIZE, ids, 16).res, 16,
+		CHECK_RES(it_save(c, keys + (size_t)(first + i) * KVS_KEY_SIZE, ids, 16).res, 16,
 			  "SAVE of 16 blocks");
-		dp_flush(c);
+		it_flush(c);
 	}
 }
 
@@ -59,69 +59,69 @@ static void pins(void)
 	struct kvsd d;
 	struct kvs_cqe e;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
-	a = dp_worker(&d, "share-pin-a", "share/a", 0, 1, &kva, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+	it_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	a = it_worker(&d, "share-pin-a", "share/a", 0, 1, &kva, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
 		      SEG);
-	b = dp_worker(&d, "share-pin-b", "share/b", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+	b = it_worker(&d, "share-pin-b", "share/b", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
 		      SEG);
 	/* A fills the pool, 16 blocks at a time (each SAVE within its share), and leases all. */
-	dp_keys(keys, POOL_BLOCKS, 1);
+	it_keys(keys, POOL_BLOCKS, 1);
 	save_prompt(a, &kva, 1, 0, POOL_BLOCKS, keys);
 	for (unsigned l = 0; l < NLEASES; l++) {
-		e = dp_query(a, keys + (size_t)l * LEASE_BLOCKS * KVS_KEY_SIZE, LEASE_BLOCKS, 0);
+		e = it_query(a, keys + (size_t)l * LEASE_BLOCKS * KVS_KEY_SIZE, LEASE_BLOCKS, 0);
 		CHECK_RES(e.res, LEASE_BLOCKS, "QUERY with a lease");
 		leases[l] = e.result0;
 	}
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.blocks_resident == POOL_BLOCKS && g.leases_live == NLEASES,
 	      "%llu resident, %llu leases", (unsigned long long)g.blocks_resident,
 	      (unsigned long long)g.leases_live);
 
 	/* B's SAVE finds nothing to evict: A, holding every pin, gives up its oldest leases. */
-	dp_keys(bkeys, 32, 2);
-	dp_ids(ids, 32, 0);
+	it_keys(bkeys, 32, 2);
+	it_ids(ids, 32, 0);
 	for (unsigned i = 0; i < 32; i++)
-		test_kv_fill(&kvb, ids[i], dp_seed(2, i));
-	e = dp_save(b, bkeys, ids, 32);
+		test_kv_fill(&kvb, ids[i], it_seed(2, i));
+	e = it_save(b, bkeys, ids, 32);
 	CHECK_RES(e.res, 32, "SAVE of another namespace into a pool A pins whole");
 	CHECK(e.result0 == 32, "stored %llu of 32", (unsigned long long)e.result0);
-	dp_flush(b);
+	it_flush(b);
 	CHECK(kvsd_log_contains(&d, "revoked"), "the log does not say which leases went");
 	/* B's blocks are there and are B's bytes. */
-	e = dp_query(b, bkeys, 32, 0);
+	e = it_query(b, bkeys, 32, 0);
 	CHECK_RES(e.res, 32, "QUERY of B's blocks");
 	for (unsigned i = 0; i < 32; i++)
 		test_kv_poison(&kvb, 32 + i, POISON);
-	dp_ids(ids, 32, 32);
-	CHECK_RES(dp_load(b, e.result0, ids, 32, 0, 0).res, 32, "LOAD of B's blocks");
+	it_ids(ids, 32, 32);
+	CHECK_RES(it_load(b, e.result0, ids, 32, 0, 0).res, 32, "LOAD of B's blocks");
 	for (unsigned i = 0; i < 32; i++)
-		CHECK(test_kv_check(&kvb, 32 + i, dp_seed(2, i)), "B's block %u differs", i);
+		CHECK(test_kv_check(&kvb, 32 + i, it_seed(2, i)), "B's block %u differs", i);
 
 	/* A's oldest lease went (its LOAD writes nothing); its newest still loads. */
 	for (unsigned i = 0; i < LEASE_BLOCKS; i++)
 		test_kv_poison(&kva, i, POISON);
-	dp_ids(ids, LEASE_BLOCKS, 0);
-	CHECK_RES(dp_load(a, leases[0], ids, LEASE_BLOCKS, 0, 0).res, -ENOENT,
+	it_ids(ids, LEASE_BLOCKS, 0);
+	CHECK_RES(it_load(a, leases[0], ids, LEASE_BLOCKS, 0, 0).res, -ENOENT,
 		  "LOAD with A's oldest, revoked lease");
 	for (unsigned i = 0; i < LEASE_BLOCKS; i++)
 		CHECK(test_kv_is_poison(&kva, i, POISON), "a revoked lease's LOAD wrote block %u",
 		      i);
-	CHECK_RES(dp_load(a, leases[NLEASES - 1], ids, LEASE_BLOCKS, 0, 0).res, LEASE_BLOCKS,
+	CHECK_RES(it_load(a, leases[NLEASES - 1], ids, LEASE_BLOCKS, 0, 0).res, LEASE_BLOCKS,
 		  "LOAD with A's newest lease");
 	for (unsigned i = 0; i < LEASE_BLOCKS; i++)
-		CHECK(test_kv_check(&kva, i, dp_seed(1, (NLEASES - 1) * LEASE_BLOCKS + i)),
+		CHECK(test_kv_check(&kva, i, it_seed(1, (NLEASES - 1) * LEASE_BLOCKS + i)),
 		      "A's leased block %u differs", i);
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.leases_live + 1 < NLEASES, "%llu of A's %u leases live after B's SAVE",
 	      (unsigned long long)g.leases_live, NLEASES);
-	dp_ok("8 leases pinning a whole pool: another namespace's SAVE of 32 blocks stores all, "
+	it_ok("8 leases pinning a whole pool: another namespace's SAVE of 32 blocks stores all, "
 	      "revoking the oldest leases of the instance that pins most (%llu of %u left)",
 	      (unsigned long long)g.leases_live, NLEASES - 1);
 	kvs_close(a);
 	kvs_close(b);
 	test_kv_free(&kva);
 	test_kv_free(&kvb);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /* Rank 0 of a TP2 instance saving @n blocks whose rank 1 never saves; returns the CQE. */
@@ -132,11 +132,11 @@ static struct kvs_cqe save_partial(struct kvs_client *c, struct test_kv *kv, uin
 	uint32_t ids[POOL_BLOCKS];
 	struct kvs_cqe e;
 
-	dp_keys(keys, n, seed);
+	it_keys(keys, n, seed);
 	for (unsigned i = 0; i < n; i++)
 		ids[i] = i % BLOCKS;
-	e = dp_save(c, keys, ids, n);
-	dp_flush(c);
+	e = it_save(c, keys, ids, n);
+	it_flush(c);
 	return e;
 }
 
@@ -150,14 +150,14 @@ static void partials(void)
 	struct kvsd d;
 	struct kvs_cqe e;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	it_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
 	/* Rank 1 connects (the instance must be sealed) but never saves. */
-	a = dp_worker(&d, "share-part-a", "share/tp2", 0, 2, &kva, LAYOUT_PAGE_FIRST, LAYERS,
+	a = it_worker(&d, "share-part-a", "share/tp2", 0, 2, &kva, LAYOUT_PAGE_FIRST, LAYERS,
 		      BLOCKS, SEG);
 	{
 		struct test_kv kv1;
 
-		a1 = dp_worker(&d, "share-part-a", "share/tp2", 1, 2, &kv1, LAYOUT_PAGE_FIRST,
+		a1 = it_worker(&d, "share-part-a", "share/tp2", 1, 2, &kv1, LAYOUT_PAGE_FIRST,
 			       LAYERS, BLOCKS, SEG);
 		test_kv_free(&kv1);
 	}
@@ -165,46 +165,46 @@ static void partials(void)
 	CHECK_RES(e.res, -EDQUOT, "a rank saving a pool of shards nobody completes");
 	CHECK(e.result0 == POOL_BLOCKS / 2, "stored %llu of %u shards: the share is half the pool",
 	      (unsigned long long)e.result0, POOL_BLOCKS);
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.blocks_partial == POOL_BLOCKS / 2, "%llu partial blocks",
 	      (unsigned long long)g.blocks_partial);
 
 	/* A second instance of the same kind takes the other half. */
-	a2 = dp_worker(&d, "share-part-a2", "share/tp2", 0, 2, &kva2, LAYOUT_PAGE_FIRST, LAYERS,
+	a2 = it_worker(&d, "share-part-a2", "share/tp2", 0, 2, &kva2, LAYOUT_PAGE_FIRST, LAYERS,
 		       BLOCKS, SEG);
 	{
 		struct test_kv kv1;
-		struct kvs_client *r1 = dp_worker(&d, "share-part-a2", "share/tp2", 1, 2, &kv1,
+		struct kvs_client *r1 = it_worker(&d, "share-part-a2", "share/tp2", 1, 2, &kv1,
 						  LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG);
 
 		e = save_partial(a2, &kva2, 4, POOL_BLOCKS / 2);
 		CHECK_RES(e.res, POOL_BLOCKS / 2, "the second instance's shards");
-		g = dp_stats(&d);
+		g = it_stats(&d);
 		CHECK(g.blocks_partial == POOL_BLOCKS && g.pool_used_bytes == g.pool_capacity_bytes,
 		      "%llu partial blocks, %llu of %llu bytes used",
 		      (unsigned long long)g.blocks_partial, (unsigned long long)g.pool_used_bytes,
 		      (unsigned long long)g.pool_capacity_bytes);
 
 		/* The pool is all partial: B's SAVE reclaims partial blocks of the biggest holder. */
-		b = dp_worker(&d, "share-part-b", "share/b", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS,
+		b = it_worker(&d, "share-part-b", "share/b", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS,
 			      BLOCKS, SEG);
-		dp_keys(bkeys, 32, 5);
-		dp_ids(ids, 32, 0);
+		it_keys(bkeys, 32, 5);
+		it_ids(ids, 32, 0);
 		for (unsigned i = 0; i < 32; i++)
-			test_kv_fill(&kvb, ids[i], dp_seed(5, i));
-		e = dp_save(b, bkeys, ids, 32);
+			test_kv_fill(&kvb, ids[i], it_seed(5, i));
+		e = it_save(b, bkeys, ids, 32);
 		CHECK_RES(e.res, 32, "SAVE of another namespace into a pool of partial blocks");
-		dp_flush(b);
-		e = dp_query(b, bkeys, 32, 0);
+		it_flush(b);
+		e = it_query(b, bkeys, 32, 0);
 		CHECK_RES(e.res, 32, "QUERY of B's blocks");
 		for (unsigned i = 0; i < 32; i++)
 			test_kv_poison(&kvb, 32 + i, POISON);
-		dp_ids(ids, 32, 32);
-		CHECK_RES(dp_load(b, e.result0, ids, 32, 0, 0).res, 32, "LOAD of B's blocks");
+		it_ids(ids, 32, 32);
+		CHECK_RES(it_load(b, e.result0, ids, 32, 0, 0).res, 32, "LOAD of B's blocks");
 		for (unsigned i = 0; i < 32; i++)
-			CHECK(test_kv_check(&kvb, 32 + i, dp_seed(5, i)), "B's block %u differs",
+			CHECK(test_kv_check(&kvb, 32 + i, it_seed(5, i)), "B's block %u differs",
 			      i);
-		g = dp_stats(&d);
+		g = it_stats(&d);
 		CHECK(g.blocks_partial == POOL_BLOCKS - 32 && g.partial_reclaimed == 32,
 		      "%llu partial blocks left, %llu reclaimed",
 		      (unsigned long long)g.blocks_partial,
@@ -212,7 +212,7 @@ static void partials(void)
 		kvs_close(r1);
 		test_kv_free(&kv1);
 	}
-	dp_ok("a rank nobody completes holds at most half the pool (-EDQUOT past it); with two "
+	it_ok("a rank nobody completes holds at most half the pool (-EDQUOT past it); with two "
 	      "such instances filling the pool, another namespace's SAVE stores all 32 blocks");
 	kvs_close(a1);
 	kvs_close(a);
@@ -221,7 +221,7 @@ static void partials(void)
 	test_kv_free(&kva);
 	test_kv_free(&kva2);
 	test_kv_free(&kvb);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /* ---- in flight ------------------------------------------------------ */
@@ -233,7 +233,7 @@ static void partials(void)
 
 struct flood {
 	struct kvsd *d;
-	struct dp_barrier *bar;
+	struct it_barrier *bar;
 	uint32_t stop;	/* the parent's store-release, the child's load-acquire */
 	uint64_t saves; /* completed SAVEs, for the parent's progress check */
 };
@@ -247,9 +247,9 @@ static int flooder(void *arg, unsigned i)
 	uint64_t seq = 0;
 
 	(void)i;
-	c = dp_worker(f->d, "share-flood", "share/flood", 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS,
+	c = it_worker(f->d, "share-flood", "share/flood", 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS,
 		      BIG_BLOCKS, BIG_SEG);
-	dp_barrier_wait(f->bar);
+	it_barrier_wait(f->bar);
 	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
 		struct kvs_cqe *cqe;
 
@@ -260,7 +260,7 @@ static int flooder(void *arg, unsigned i)
 
 			if (!sqe)
 				break;
-			dp_keys(key, 1, 1000000 + seq++);
+			it_keys(key, 1, 1000000 + seq++);
 			CHECK(kvs_prep_save(c, sqe, key, &id, 1, seq) == 0, "prep SAVE");
 		}
 		kvs_submit(c);
@@ -279,21 +279,21 @@ static int flooder(void *arg, unsigned i)
 
 static void in_flight(void)
 {
-	struct flood *f = dp_shared(sizeof(*f));
+	struct flood *f = it_shared(sizeof(*f));
 	unsigned failed = 0, first_err = 0;
 	struct kvs_client *b;
 	struct test_kv kvb;
 	struct kvsd d;
 	uint64_t t0;
 
-	dp_start(&d, "[pool]\nsize = 64M\nextent_size = 4M\n");
+	it_start(&d, "[pool]\nsize = 64M\nextent_size = 4M\n");
 	f->d = &d;
-	f->bar = dp_barrier_new(2);
+	f->bar = it_barrier_new(2);
 	/* The bystander: 1 MiB blocks, another size and namespace. */
-	b = dp_worker(&d, "share-bystander", "share/bystander", 0, 1, &kvb, LAYOUT_PAGE_FIRST,
+	b = it_worker(&d, "share-bystander", "share/bystander", 0, 1, &kvb, LAYOUT_PAGE_FIRST,
 		      LAYERS, 8, BIG_SEG / 4);
-	dp_spawn(flooder, f, 0);
-	dp_barrier_wait(f->bar);
+	it_spawn(flooder, f, 0);
+	it_barrier_wait(f->bar);
 	/* Let the flood reach its depth: a few pools' worth of SAVEs completed. */
 	t0 = test_now_ns();
 	while (__atomic_load_n(&f->saves, __ATOMIC_RELAXED) < 4 * BIG_BLOCKS)
@@ -303,9 +303,9 @@ static void in_flight(void)
 		uint32_t id = i % 8;
 		struct kvs_cqe e;
 
-		test_kv_fill(&kvb, id, dp_seed(7, i));
-		dp_keys(key, 1, 7000 + i);
-		e = dp_save(b, key, &id, 1);
+		test_kv_fill(&kvb, id, it_seed(7, i));
+		it_keys(key, 1, 7000 + i);
+		e = it_save(b, key, &id, 1);
 		if (e.res != 1) {
 			if (!failed)
 				first_err = (unsigned)-e.res;
@@ -313,19 +313,19 @@ static void in_flight(void)
 		}
 	}
 	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
-	dp_wait_all();
+	it_wait_all();
 	printf("# %u of %u bystander SAVEs failed during the flood (%llu flood SAVEs)\n", failed,
 	       BYSTANDER_SAVES, (unsigned long long)f->saves);
 	CHECK(failed == 0,
 	      "%u of %u bystander SAVEs failed during a flood of 4 MiB SAVEs, the first "
 	      "with %s",
 	      failed, BYSTANDER_SAVES, kvs_strerror(-(int)first_err));
-	dp_ok("16 SAVEs of 4 MiB blocks always in flight into a 64 MiB pool: all %u SAVEs of a "
+	it_ok("16 SAVEs of 4 MiB blocks always in flight into a 64 MiB pool: all %u SAVEs of a "
 	      "bystander stored",
 	      BYSTANDER_SAVES);
 	kvs_close(b);
 	test_kv_free(&kvb);
-	dp_stop(&d);
+	it_stop(&d);
 }
 
 /* With an argument, only the scenario of that name (e.g. in_flight). */
@@ -336,7 +336,7 @@ static bool wanted(int argc, char **argv, const char *name)
 
 int main(int argc, char **argv)
 {
-	dp_watchdog(600);
+	it_watchdog(600);
 	if (wanted(argc, argv, "pins"))
 		pins();
 	if (wanted(argc, argv, "partials"))

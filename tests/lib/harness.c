@@ -418,7 +418,7 @@ uint8_t *test_kv_seg(struct test_kv *kv, unsigned l, unsigned b, unsigned s)
 	       (uint64_t)s * y->kv_stride;
 }
 
-static uint64_t mix(uint64_t *s)
+uint64_t test_splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 
@@ -432,12 +432,12 @@ static void gen(uint8_t *p, uint64_t n, uint64_t seed)
 	uint64_t i = 0;
 
 	for (; i + 8 <= n; i += 8) {
-		uint64_t v = mix(&seed);
+		uint64_t v = test_splitmix64(&seed);
 
 		memcpy(p + i, &v, 8);
 	}
 	for (; i < n; i++)
-		p[i] = (uint8_t)mix(&seed);
+		p[i] = (uint8_t)test_splitmix64(&seed);
 }
 
 static bool same(const uint8_t *p, uint64_t n, uint64_t seed)
@@ -445,13 +445,13 @@ static bool same(const uint8_t *p, uint64_t n, uint64_t seed)
 	uint64_t i = 0;
 
 	for (; i + 8 <= n; i += 8) {
-		uint64_t v = mix(&seed);
+		uint64_t v = test_splitmix64(&seed);
 
 		if (memcmp(p + i, &v, 8))
 			return false;
 	}
 	for (; i < n; i++)
-		if (p[i] != (uint8_t)mix(&seed))
+		if (p[i] != (uint8_t)test_splitmix64(&seed))
 			return false;
 	return true;
 }
@@ -489,16 +489,23 @@ void test_kv_poison(struct test_kv *kv, unsigned b, uint8_t v)
 			memset(test_kv_seg(kv, l, b, s), v, kv->seg);
 }
 
+bool test_kv_layer_is_poison(struct test_kv *kv, unsigned l, unsigned b, uint8_t v)
+{
+	for (unsigned s = 0; s < test_kv_segments(kv); s++) {
+		const uint8_t *p = test_kv_seg(kv, l, b, s);
+
+		for (uint64_t i = 0; i < kv->seg; i++)
+			if (p[i] != v)
+				return false;
+	}
+	return true;
+}
+
 bool test_kv_is_poison(struct test_kv *kv, unsigned b, uint8_t v)
 {
 	for (unsigned l = 0; l < kv->layers; l++)
-		for (unsigned s = 0; s < test_kv_segments(kv); s++) {
-			const uint8_t *p = test_kv_seg(kv, l, b, s);
-
-			for (uint64_t i = 0; i < kv->seg; i++)
-				if (p[i] != v)
-					return false;
-		}
+		if (!test_kv_layer_is_poison(kv, l, b, v))
+			return false;
 	return true;
 }
 
@@ -507,12 +514,12 @@ void test_keys(uint8_t *keys, unsigned n, uint64_t seed)
 	/* Mix the seed first: nearby seeds must give unrelated chains. */
 	uint64_t st = seed, parent[2];
 
-	parent[0] = mix(&st);
-	parent[1] = mix(&st);
+	parent[0] = test_splitmix64(&st);
+	parent[1] = test_splitmix64(&st);
 
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t s = parent[0] ^ (parent[1] * 31) ^ i;
-		uint64_t k[2] = { mix(&s), mix(&s) };
+		uint64_t k[2] = { test_splitmix64(&s), test_splitmix64(&s) };
 
 		memcpy(keys + 16 * (size_t)i, k, 16);
 		parent[0] = k[0];

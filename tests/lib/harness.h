@@ -105,9 +105,14 @@ bool test_kv_check(struct test_kv *kv, unsigned b, uint64_t seed);
 bool test_kv_check_layers(struct test_kv *kv, unsigned b, uint64_t seed, unsigned l0, unsigned n);
 void test_kv_poison(struct test_kv *kv, unsigned b, uint8_t v);
 bool test_kv_is_poison(struct test_kv *kv, unsigned b, uint8_t v);
+/* Is layer @l of block @b all @v? */
+bool test_kv_layer_is_poison(struct test_kv *kv, unsigned l, unsigned b, uint8_t v);
 
 /* Prefix-chained keys from a seed: keys[16 * n]. */
 void test_keys(uint8_t *keys, unsigned n, uint64_t seed);
+
+/* splitmix64: a deterministic stream from the seed *@s. */
+uint64_t test_splitmix64(uint64_t *s);
 
 uint64_t test_now_ns(void);
 

@@ -84,7 +84,7 @@ static int good(void *arg, unsigned unused)
 	struct kvs_cqe e;
 	unsigned ph;
 
-	c = dp_worker(sh->d, "good", GOOD_NS, 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, 64, SEG);
+	c = it_worker(sh->d, "good", GOOD_NS, 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, 64, SEG);
 	for (unsigned b = 32; b < 64; b++)
 		test_kv_poison(&kv, b, POISON);
 	while ((ph = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE)) != PH_STOP) {
@@ -92,22 +92,22 @@ static int good(void *arg, unsigned unused)
 		unsigned n = 1 + (unsigned)(soak_rnd(&rs) % GMAXN), h;
 		uint64_t seed = good_seed(p);
 
-		dp_keys(keys, n, seed);
-		e = dp_query(c, keys, n, 0);
+		it_keys(keys, n, seed);
+		e = it_query(c, keys, n, 0);
 		CHECK(e.res >= 0 && e.res <= (int32_t)n, "good: QUERY: %d (%s)", e.res,
 		      kvs_strerror(e.res));
 		h = (unsigned)e.res;
 		sh->ops[ph]++;
 		if (h && soak_rnd(&rs) % 4 == 0) {
-			CHECK_RES(dp_release(c, e.result0).res, 0, "good: RELEASE");
+			CHECK_RES(it_release(c, e.result0).res, 0, "good: RELEASE");
 			sh->ops[ph]++;
 		} else if (h) {
-			dp_ids(ids, h, 32 + (unsigned)(soak_rnd(&rs) % (32 - GMAXN + 1)));
-			e = dp_load(c, e.result0, ids, h, 0, 0);
+			it_ids(ids, h, 32 + (unsigned)(soak_rnd(&rs) % (32 - GMAXN + 1)));
+			e = it_load(c, e.result0, ids, h, 0, 0);
 			CHECK(e.res == (int32_t)h, "good: LOAD of %u: %d (%s)", h, e.res,
 			      kvs_strerror(e.res));
 			for (unsigned i = 0; i < h; i++) {
-				CHECK(test_kv_check(&kv, ids[i], dp_seed(seed, i)),
+				CHECK(test_kv_check(&kv, ids[i], it_seed(seed, i)),
 				      "good: block %u of prompt %u differs", i, p);
 				test_kv_poison(&kv, ids[i], POISON);
 			}
@@ -119,10 +119,10 @@ static int good(void *arg, unsigned unused)
 			sh->blocks[ph] += h;
 		}
 		if (h < n) {
-			dp_ids(ids, n - h, 0);
+			it_ids(ids, n - h, 0);
 			for (unsigned i = h; i < n; i++)
-				test_kv_fill(&kv, i - h, dp_seed(seed, i));
-			e = dp_save(c, keys + h * KVS_KEY_SIZE, ids, n - h);
+				test_kv_fill(&kv, i - h, it_seed(seed, i));
+			e = it_save(c, keys + h * KVS_KEY_SIZE, ids, n - h);
 			CHECK(e.res == (int32_t)(n - h), "good: SAVE of %u: %d (%s)", n - h, e.res,
 			      kvs_strerror(e.res));
 			sh->ops[ph]++;
@@ -262,7 +262,7 @@ static uint64_t save_and_lease(struct raw_sess *rs, uint64_t seed, unsigned n)
 	struct kvs_cqe e;
 
 	memset(&s, 0, sizeof(s));
-	dp_keys(rs->args, n, seed);
+	it_keys(rs->args, n, seed);
 	for (uint32_t i = 0; i < n; i++)
 		memcpy(rs->args + n * KVS_KEY_SIZE + 4 * i, &i, 4);
 	s.opcode = KVS_OP_SAVE;
@@ -447,7 +447,7 @@ static void flip(struct raw_sess *rs)
 	pthread_t t;
 
 	/* The QUERY's keys, saved once with valid ids. */
-	dp_keys(rs->args + 8192, 16, 31337);
+	it_keys(rs->args + 8192, 16, 31337);
 	for (uint32_t i = 0; i < 16; i++)
 		memcpy(rs->args + 8192 + 256 + 4 * i, &i, 4);
 	memset(s, 0, sizeof(s));
@@ -572,7 +572,7 @@ static void nspace(struct raw_sess *rs)
 
 	for (unsigned p = 0; p < GPROMPTS; p++) {
 		memset(&s, 0, sizeof(s));
-		dp_keys(rs->args, GMAXN, good_seed(p));
+		it_keys(rs->args, GMAXN, good_seed(p));
 		s.opcode = KVS_OP_QUERY;
 		s.count = GMAXN;
 		s.arg_len = GMAXN * KVS_KEY_SIZE;
@@ -586,7 +586,7 @@ static void nspace(struct raw_sess *rs)
 			memset(seg_at(l, b), 0x66, SEG);
 	for (unsigned p = 0; p < GPROMPTS; p++) {
 		memset(&s, 0, sizeof(s));
-		dp_keys(rs->args, GMAXN, good_seed(p));
+		it_keys(rs->args, GMAXN, good_seed(p));
 		for (uint32_t i = 0; i < GMAXN; i++)
 			memcpy(rs->args + GMAXN * KVS_KEY_SIZE + 4 * i, &i, 4);
 		s.opcode = KVS_OP_SAVE;
@@ -895,24 +895,24 @@ int main(void)
 	const char *names[3] = { "before", "during", "after" };
 	int maps;
 
-	dp_watchdog(900);
+	it_watchdog(900);
 	/*
 	 * An instance can pin max_leases x max_keys blocks until its leases
 	 * expire: kept well below the pool here, so the well-behaved engine's
 	 * SAVEs always find room (see docs/RELIABILITY.md).
 	 */
-	dp_start(&d, "[pool]\nsize = 32M\nextent_size = 1M\n[session]\nmax_keys = 32\n"
+	it_start(&d, "[pool]\nsize = 32M\nextent_size = 1M\n[session]\nmax_keys = 32\n"
 		     "[lease]\nmax_leases = 16\n");
-	sh = dp_shared(sizeof(*sh));
+	sh = it_shared(sizeof(*sh));
 	sh->d = &d;
 	mem_fd = soak_memfd("kvstash-hostile", MEM_BYTES, &mem);
 	memset(mem, GUARD_BYTE, MEM_BYTES);
 	for (unsigned l0 = 0; l0 < LAYERS; l0++)
 		for (unsigned b = 0; b < BLOCKS; b++)
 			memset(seg_at(l0, b), (int)(l0 * BLOCKS + b), SEG);
-	protocol_errors0 = dp_stats(&d).protocol_errors;
+	protocol_errors0 = it_stats(&d).protocol_errors;
 
-	dp_spawn(good, sh, 0);
+	it_spawn(good, sh, 0);
 	while (!__atomic_load_n(&sh->ops[PH_BASE], __ATOMIC_RELAXED))
 		usleep(1000);
 	t[0] = test_now_ns();
@@ -938,7 +938,7 @@ int main(void)
 	sleep(secs);
 	t[3] = test_now_ns();
 	__atomic_store_n(&sh->phase, PH_STOP, __ATOMIC_RELEASE);
-	dp_wait_all();
+	it_wait_all();
 
 	/* Only our two guarded sessions are left, and everything else is gone. */
 	/* (Leases: SQEs the flipper rewrote into QUERYs may hold some.) */
@@ -969,8 +969,8 @@ int main(void)
 		       (unsigned long long)sh->loads[p], (unsigned long long)sh->blocks[p]);
 		CHECK(ops > 0, "the well-behaved engine made no progress %s the attacks", names[p]);
 	}
-	dp_stop(&d);
-	dp_ok("a hostile engine's storm, flips, lease and namespace probes, broken indices, bad "
+	it_stop(&d);
+	it_ok("a hostile engine's storm, flips, lease and namespace probes, broken indices, bad "
 	      "registrations and %u sessions: every SQE answered with a documented result, no "
 	      "guard byte touched, the well-behaved engine exact and served throughout",
 	      soak_env("HOSTILE_SESSIONS", 5000));

@@ -129,7 +129,7 @@ static void check_untouched(struct eng *e, const uint32_t *dst, unsigned h, uint
 			      "engine %u: block %u, targeted by no LOAD, was written", e->who, b);
 	}
 	for (unsigned i = 0; i < src_n; i++)
-		CHECK(test_kv_check(&e->kv, SRC + i, dp_seed(src_seed, i)),
+		CHECK(test_kv_check(&e->kv, SRC + i, it_seed(src_seed, i)),
 		      "engine %u: source block %u of a SAVE changed", e->who, SRC + i);
 }
 
@@ -143,7 +143,7 @@ static int round_trip(struct eng *e, uint64_t *rs)
 	struct kvs_cqe out[2];
 	unsigned h;
 
-	dp_keys(keys, n, seed);
+	it_keys(keys, n, seed);
 	CHECK(kvs_prep_query(e->c, kvs_get_sqe(e->c), keys, n, p, 0, 1) == 0, "prep query");
 	CHECK(kvs_prep_nop(e->c, kvs_get_sqe(e->c), 2) == 0, "prep nop");
 	if (run(e, 2, out) < 0)
@@ -155,7 +155,7 @@ static int round_trip(struct eng *e, uint64_t *rs)
 	e->res->ops += 2;
 	e->res->gen_ops += 2;
 	if (h) {
-		dp_ids(ids, h, DST + (unsigned)(soak_rnd(rs) % (BLOCKS - DST - MAXN + 1)));
+		it_ids(ids, h, DST + (unsigned)(soak_rnd(rs) % (BLOCKS - DST - MAXN + 1)));
 		CHECK(kvs_prep_load(e->c, kvs_get_sqe(e->c), out[0].result0, ids, h, 0, 0, 1) == 0,
 		      "prep load");
 		if (run(e, 1, out) < 0) {
@@ -169,7 +169,7 @@ static int round_trip(struct eng *e, uint64_t *rs)
 		CHECK(out[0].res == (int32_t)h, "engine %u: LOAD of %u: %d (%s)", e->who, h,
 		      out[0].res, kvs_strerror(out[0].res));
 		for (unsigned i = 0; i < h; i++)
-			CHECK(test_kv_check(&e->kv, ids[i], dp_seed(seed, i)),
+			CHECK(test_kv_check(&e->kv, ids[i], it_seed(seed, i)),
 			      "engine %u: block %u reported loaded differs", e->who, ids[i]);
 		check_untouched(e, ids, h, 0, 0);
 		for (unsigned i = 0; i < h; i++)
@@ -180,9 +180,9 @@ static int round_trip(struct eng *e, uint64_t *rs)
 		e->res->gen_ops++;
 	}
 	if (h < n) {
-		dp_ids(ids, n - h, SRC);
+		it_ids(ids, n - h, SRC);
 		for (unsigned i = h; i < n; i++)
-			test_kv_fill(&e->kv, SRC + i - h, dp_seed(seed, i));
+			test_kv_fill(&e->kv, SRC + i - h, it_seed(seed, i));
 		CHECK(kvs_prep_save(e->c, kvs_get_sqe(e->c), keys + h * KVS_KEY_SIZE, ids, n - h,
 				    1) == 0,
 		      "prep save");
@@ -190,7 +190,7 @@ static int round_trip(struct eng *e, uint64_t *rs)
 		if (run(e, 2, out) < 0) {
 			/* A SAVE only reads: its sources are intact, reported or not. */
 			for (unsigned i = 0; i < n - h; i++)
-				CHECK(test_kv_check(&e->kv, SRC + i, dp_seed(seed, h + i)),
+				CHECK(test_kv_check(&e->kv, SRC + i, it_seed(seed, h + i)),
 				      "engine %u: source block %u changed", e->who, SRC + i);
 			return -ECONNRESET;
 		}
@@ -246,7 +246,7 @@ static int engine(void *arg, unsigned who)
 	e.res = &e.sh->res[who];
 	e.who = who;
 	snprintf(inst, sizeof(inst), "dd-%u", who);
-	e.c = dp_worker(e.sh->d, inst, "soak-dd", 0, 1, &e.kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+	e.c = it_worker(e.sh->d, inst, "soak-dd", 0, 1, &e.kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
 			SEG);
 	for (unsigned b = DST; b < BLOCKS; b++)
 		test_kv_poison(&e.kv, b, POISON);
@@ -283,17 +283,17 @@ static void wait_busy(struct shared *sh, uint32_t gen)
 int main(void)
 {
 	unsigned kills = soak_env("SOAK_DAEMON_KILLS", 50);
-	struct shared *sh = dp_shared(sizeof(*sh));
+	struct shared *sh = it_shared(sizeof(*sh));
 	struct client_res tot = { 0 };
 	uint64_t rs = 0x1d8e4e27c47d124full, t0;
 	struct kvsd d;
 
 	CHECK(kills <= MAX_KILLS, "at most %u kills", MAX_KILLS);
-	dp_watchdog(300 + 4 * kills);
-	dp_start(&d, NULL);
+	it_watchdog(300 + 4 * kills);
+	it_start(&d, NULL);
 	sh->d = &d;
 	for (unsigned i = 0; i < NCLIENTS; i++)
-		dp_spawn(engine, sh, i);
+		it_spawn(engine, sh, i);
 
 	t0 = test_now_ns();
 	for (unsigned k = 0; k < kills; k++) {
@@ -311,7 +311,7 @@ int main(void)
 	printf("# %u kvstashd SIGKILLs and restarts in %.1f s\n", kills,
 	       (test_now_ns() - t0) / 1e9);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
-	dp_wait_all();
+	it_wait_all();
 
 	for (unsigned i = 0; i < NCLIENTS; i++) {
 		const struct client_res *c = &sh->res[i];
@@ -334,8 +334,8 @@ int main(void)
 			tot.max_reset_ns = c->max_reset_ns;
 	}
 	CHECK(tot.loads > 0, "no LOAD ever completed");
-	dp_stop(&d);
-	dp_ok("%u kvstashd deaths under %u engines: every call -ECONNRESET within %.1f ms (bound "
+	it_stop(&d);
+	it_ok("%u kvstashd deaths under %u engines: every call -ECONNRESET within %.1f ms (bound "
 	      "1 s), %u reconnects each; %llu ops, %llu loads (%llu blocks) byte-exact, %llu "
 	      "loads reported failed, nothing else written",
 	      kills, NCLIENTS, tot.max_reset_ns / 1e6, kills, (unsigned long long)tot.ops,

@@ -64,7 +64,7 @@ static void check_dst(struct test_kv *kv, uint64_t seed, const uint32_t *dst, un
 		      unsigned who)
 {
 	for (unsigned i = 0; i < h; i++)
-		CHECK(test_kv_check(kv, dst[i], dp_seed(seed, i)),
+		CHECK(test_kv_check(kv, dst[i], it_seed(seed, i)),
 		      "survivor %u: block %u of prompt %llu loaded into %u differs", who, i,
 		      (unsigned long long)seed, dst[i]);
 	for (unsigned b = DST; b < BLOCKS; b++) {
@@ -89,19 +89,19 @@ static void survivor_round(struct kvs_client *c, struct test_kv *kv, struct surv
 	struct kvs_cqe e;
 	unsigned h;
 
-	dp_keys(keys, n, seed);
-	e = dp_query(c, keys, n, 0);
+	it_keys(keys, n, seed);
+	e = it_query(c, keys, n, 0);
 	CHECK(e.res >= 0 && e.res <= (int32_t)n, "survivor %u: QUERY: %s", who,
 	      kvs_strerror(e.res));
 	h = (unsigned)e.res;
 	res->ops++;
 	if (h) {
 		if (soak_rnd(rs) % 4 == 0) {
-			CHECK_RES(dp_release(c, e.result0).res, 0, "survivor RELEASE");
+			CHECK_RES(it_release(c, e.result0).res, 0, "survivor RELEASE");
 			res->releases++;
 		} else {
-			dp_ids(ids, h, DST + (unsigned)(soak_rnd(rs) % (BLOCKS - DST - MAXN + 1)));
-			e = dp_load(c, e.result0, ids, h, 0, 0);
+			it_ids(ids, h, DST + (unsigned)(soak_rnd(rs) % (BLOCKS - DST - MAXN + 1)));
+			e = it_load(c, e.result0, ids, h, 0, 0);
 			CHECK(e.res == (int32_t)h, "survivor %u: LOAD of %u: %d (%s)", who, h,
 			      e.res, kvs_strerror(e.res));
 			check_dst(kv, seed, ids, h, who);
@@ -113,12 +113,12 @@ static void survivor_round(struct kvs_client *c, struct test_kv *kv, struct surv
 		res->ops++;
 	}
 	if (h < n) {
-		dp_ids(ids, n - h, SRC);
+		it_ids(ids, n - h, SRC);
 		for (unsigned i = h; i < n; i++)
-			test_kv_fill(kv, SRC + i - h, dp_seed(seed, i));
-		e = dp_save(c, keys + h * KVS_KEY_SIZE, ids, n - h);
+			test_kv_fill(kv, SRC + i - h, it_seed(seed, i));
+		e = it_save(c, keys + h * KVS_KEY_SIZE, ids, n - h);
 		if (e.res == -ENOSPC) {
-			struct kvs_msg_stats_global g = dp_stats(sh_d);
+			struct kvs_msg_stats_global g = it_stats(sh_d);
 
 			CHECK(0,
 			      "survivor %u: SAVE of %u: -ENOSPC with %llu leases live, %llu "
@@ -151,7 +151,7 @@ static int survivor(void *arg, unsigned who)
 
 	sh_d = sh->d;
 	snprintf(inst, sizeof(inst), "survivor-%u", who);
-	c = dp_worker(sh->d, inst, NS, 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG);
+	c = it_worker(sh->d, inst, NS, 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS, SEG);
 	for (unsigned b = DST; b < BLOCKS; b++)
 		test_kv_poison(&kv, b, POISON);
 	soak_barrier_wait(sh->bar); /* connected and registered: the baseline */
@@ -160,27 +160,27 @@ static int survivor(void *arg, unsigned who)
 
 	/* Quiesce, then hold one lease each while the parent counts. */
 	soak_barrier_wait(sh->bar);
-	dp_keys(keys, MAXN, 90000 + who);
-	dp_ids(ids, MAXN, SRC);
+	it_keys(keys, MAXN, 90000 + who);
+	it_ids(ids, MAXN, SRC);
 	for (unsigned i = 0; i < MAXN; i++)
-		test_kv_fill(&kv, SRC + i, dp_seed(90000 + who, i));
-	CHECK_RES(dp_save(c, keys, ids, MAXN).res, MAXN, "SAVE of the held prompt");
-	dp_flush(c);
-	e = dp_query(c, keys, MAXN, 0);
+		test_kv_fill(&kv, SRC + i, it_seed(90000 + who, i));
+	CHECK_RES(it_save(c, keys, ids, MAXN).res, MAXN, "SAVE of the held prompt");
+	it_flush(c);
+	e = it_query(c, keys, MAXN, 0);
 	CHECK(e.res >= 0, "QUERY of the held prompt: %s", kvs_strerror(e.res));
 	lease = e.result0;
 	res->held = lease != 0;
 	soak_barrier_wait(sh->bar); /* the parent counts */
 	soak_barrier_wait(sh->bar);
 	if (lease)
-		CHECK_RES(dp_release(c, lease).res, 0, "RELEASE of the held lease");
+		CHECK_RES(it_release(c, lease).res, 0, "RELEASE of the held lease");
 	soak_barrier_wait(sh->bar); /* nothing pinned anywhere now */
 	if (who == 0) {
 		uint64_t leases[64];
 		unsigned nb = soak_pin_pool(c, &kv, SRC, FILL_BATCH, 100000, leases, 64);
 
 		for (unsigned i = 0; i < nb; i++)
-			CHECK_RES(dp_release(c, leases[i]).res, 0, "RELEASE after the fill");
+			CHECK_RES(it_release(c, leases[i]).res, 0, "RELEASE after the fill");
 		sh->fill_batches = nb;
 	}
 	soak_barrier_wait(sh->bar);
@@ -225,15 +225,15 @@ static void __attribute__((noreturn)) victim(const struct kvsd *d, unsigned iter
 
 			if (!sqe)
 				break;
-			dp_keys(keys, n, prompt_seed(p));
+			it_keys(keys, n, prompt_seed(p));
 			if (op == 1 && !saving) {
-				dp_ids(ids, n, SRC);
+				it_ids(ids, n, SRC);
 				for (unsigned i = 0; i < n; i++)
-					test_kv_fill(&kv, SRC + i, dp_seed(prompt_seed(p), i));
+					test_kv_fill(&kv, SRC + i, it_seed(prompt_seed(p), i));
 				kvs_prep_save(c, sqe, keys, ids, n, 1);
 				saving = true;
 			} else if (op == 2 && nleases) {
-				dp_ids(ids, 1, DST + (unsigned)(soak_rnd(&rs) % (BLOCKS - DST)));
+				it_ids(ids, 1, DST + (unsigned)(soak_rnd(&rs) % (BLOCKS - DST)));
 				kvs_prep_load(c, sqe, leases[--nleases], ids, 1, 0, 0, 2);
 			} else if (op == 3 && nleases && soak_rnd(&rs) % 2) {
 				kvs_prep_release(c, sqe, leases[--nleases], 3);
@@ -307,20 +307,20 @@ static void kill_one(const struct kvsd *d, unsigned iter, uint64_t *rs, unsigned
 int main(void)
 {
 	unsigned kills = soak_env("SOAK_ENGINE_KILLS", 200), early = 0;
-	struct shared *sh = dp_shared(sizeof(*sh));
+	struct shared *sh = it_shared(sizeof(*sh));
 	struct soak_res base, r;
 	struct surv_res tot = { 0 };
 	uint64_t rs = 0x853c49e6748fea9bull, held = 0, t0;
 	struct kvsd d;
 	char ini[128];
 
-	dp_watchdog(600 + kills);
+	it_watchdog(600 + kills);
 	snprintf(ini, sizeof(ini), "[pool]\nsize = %u\nextent_size = 256K\n", POOL);
-	dp_start(&d, ini);
+	it_start(&d, ini);
 	sh->d = &d;
 	sh->bar = soak_barrier_new(NSURV + 1);
 	for (unsigned i = 0; i < NSURV; i++)
-		dp_spawn(survivor, sh, i);
+		it_spawn(survivor, sh, i);
 	soak_barrier_wait(sh->bar);
 	base = soak_settle(&d, NSURV, 0, -1, NSURV, 5000);
 	usleep(100000);
@@ -372,7 +372,7 @@ int main(void)
 	CHECK(sh->fill_batches * FILL_BATCH * SLOT == POOL,
 	      "pinned %llu blocks of %u bytes in a pool of %u bytes: slots leaked",
 	      (unsigned long long)(sh->fill_batches * FILL_BATCH), SLOT, POOL);
-	dp_wait_all();
+	it_wait_all();
 	r = soak_settle(&d, 0, 0, -1, 0, 10000);
 	CHECK(r.g.sessions_live == 0 && r.g.leases_live == 0 && r.regions == 0 && r.maps == 0,
 	      "after the survivors left: %llu sessions, %llu leases, %d regions, %d mappings",
@@ -393,8 +393,8 @@ int main(void)
 		tot.blocks_checked += s->blocks_checked;
 		tot.errors += s->errors;
 	}
-	dp_stop(&d);
-	dp_ok("%u engines SIGKILLed during traffic: survivors %llu ops, %llu loads (%llu blocks) "
+	it_stop(&d);
+	it_ok("%u engines SIGKILLed during traffic: survivors %llu ops, %llu loads (%llu blocks) "
 	      "byte-exact, %llu errors; no fd, region, mapping, lease or pool slot leaked "
 	      "(the pool pinned whole again: %llu x %u blocks)",
 	      kills, (unsigned long long)tot.ops, (unsigned long long)tot.loads,

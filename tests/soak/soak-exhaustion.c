@@ -54,10 +54,10 @@ static void pool(void)
 	struct kvs_cqe e;
 	struct kvsd d;
 
-	dp_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
-	c = dp_worker(&d, "ex-pool", "ex-pool/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
+	it_start(&d, "[pool]\nsize = 4M\nextent_size = 256K\n");
+	c = it_worker(&d, "ex-pool", "ex-pool/pf", 0, 1, &kv, LAYOUT_PAGE_FIRST, LAYERS, BLOCKS,
 		      SEG);
-	g0 = dp_stats(&d);
+	g0 = it_stats(&d);
 	for (unsigned r = 0; r < rounds; r++) {
 		uint64_t seed0 = 1000 * (r + 1);
 		unsigned nb = soak_pin_pool(c, &kv, 0, BATCH, seed0, leases, 64);
@@ -67,11 +67,11 @@ static void pool(void)
 		      "round %u: %u blocks pinned, the pool has %u", r, nb * BATCH,
 		      (4u << 20) / SLOT);
 		/* The documented error, again, for a single block. */
-		dp_keys(keys, 1, seed0 + 999);
-		dp_ids(ids, 1, 0);
-		CHECK_RES(dp_save(c, keys, ids, 1).res, -ENOSPC, "SAVE into a pinned pool");
+		it_keys(keys, 1, seed0 + 999);
+		it_ids(ids, 1, 0);
+		CHECK_RES(it_save(c, keys, ids, 1).res, -ENOSPC, "SAVE into a pinned pool");
 		enospc++;
-		g = dp_stats(&d);
+		g = it_stats(&d);
 		CHECK(g.pool_used_bytes == g.pool_capacity_bytes && g.leases_live == nb,
 		      "round %u: %llu of %llu bytes used, %llu leases", r,
 		      (unsigned long long)g.pool_used_bytes,
@@ -79,37 +79,37 @@ static void pool(void)
 		/* Pinned blocks are intact: LOAD one batch (spending its lease). */
 		for (unsigned b = BATCH; b < 2 * BATCH; b++)
 			test_kv_poison(&kv, b, POISON);
-		dp_ids(ids, BATCH, BATCH);
-		CHECK_RES(dp_load(c, leases[0], ids, BATCH, 0, 0).res, BATCH,
+		it_ids(ids, BATCH, BATCH);
+		CHECK_RES(it_load(c, leases[0], ids, BATCH, 0, 0).res, BATCH,
 			  "LOAD of pinned blocks");
 		for (unsigned i = 0; i < BATCH; i++)
-			CHECK(test_kv_check(&kv, BATCH + i, dp_seed(seed0, i)),
+			CHECK(test_kv_check(&kv, BATCH + i, it_seed(seed0, i)),
 			      "pinned block %u differs", i);
 		/* A spent lease unpins: a batch fits again; pinned too, the pool is full again. */
-		dp_keys(keys, BATCH, seed0 + 500);
-		dp_ids(ids, BATCH, 0);
-		CHECK_RES(dp_save(c, keys, ids, BATCH).res, BATCH, "SAVE after a lease was spent");
-		dp_flush(c);
-		e = dp_query(c, keys, BATCH, 0);
+		it_keys(keys, BATCH, seed0 + 500);
+		it_ids(ids, BATCH, 0);
+		CHECK_RES(it_save(c, keys, ids, BATCH).res, BATCH, "SAVE after a lease was spent");
+		it_flush(c);
+		e = it_query(c, keys, BATCH, 0);
 		CHECK_RES(e.res, BATCH, "QUERY of it");
 		leases[0] = e.result0;
-		dp_keys(keys, 1, seed0 + 501);
-		CHECK_RES(dp_save(c, keys, ids, 1).res, -ENOSPC, "SAVE into the pinned pool again");
+		it_keys(keys, 1, seed0 + 501);
+		CHECK_RES(it_save(c, keys, ids, 1).res, -ENOSPC, "SAVE into the pinned pool again");
 		enospc++;
 		/* Released leases unpin too. */
 		for (unsigned i = 0; i < nb; i++)
-			CHECK_RES(dp_release(c, leases[i]).res, 0, "RELEASE");
-		CHECK_RES(dp_save(c, keys, ids, 1).res, 1, "SAVE after the RELEASEs");
-		g = dp_stats(&d);
+			CHECK_RES(it_release(c, leases[i]).res, 0, "RELEASE");
+		CHECK_RES(it_save(c, keys, ids, 1).res, 1, "SAVE after the RELEASEs");
+		g = it_stats(&d);
 		CHECK(g.leases_live == 0, "%llu leases live", (unsigned long long)g.leases_live);
 	}
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.errors - g0.errors == enospc, "%llu errors counted, %llu -ENOSPC expected",
 	      (unsigned long long)(g.errors - g0.errors), (unsigned long long)enospc);
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_stop(&d);
-	dp_ok("pool: %u rounds of every slot pinned: SAVE -ENOSPC (%llu times), pinned blocks "
+	it_stop(&d);
+	it_ok("pool: %u rounds of every slot pinned: SAVE -ENOSPC (%llu times), pinned blocks "
 	      "LOAD byte-exact, a spent or released lease lets SAVEs in again",
 	      rounds, (unsigned long long)enospc);
 }
@@ -129,75 +129,75 @@ static void leases(void)
 	struct kvs_cqe e;
 	struct kvsd d;
 
-	dp_start(&d, "[lease]\nmax_leases = 32\nttl = 5s\n");
-	a = dp_worker(&d, "ex-lease-a", "ex-lease/pf", 0, 1, &kva, LAYOUT_PAGE_FIRST, LAYERS,
+	it_start(&d, "[lease]\nmax_leases = 32\nttl = 5s\n");
+	a = it_worker(&d, "ex-lease-a", "ex-lease/pf", 0, 1, &kva, LAYOUT_PAGE_FIRST, LAYERS,
 		      BLOCKS, SEG);
-	b = dp_worker(&d, "ex-lease-b", "ex-lease/pf", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS,
+	b = it_worker(&d, "ex-lease-b", "ex-lease/pf", 0, 1, &kvb, LAYOUT_PAGE_FIRST, LAYERS,
 		      BLOCKS, SEG);
-	dp_keys(keys, MAX_LEASES, 42);
-	dp_ids(ids, MAX_LEASES, 0);
+	it_keys(keys, MAX_LEASES, 42);
+	it_ids(ids, MAX_LEASES, 0);
 	for (unsigned i = 0; i < MAX_LEASES; i++)
-		test_kv_fill(&kva, i, dp_seed(42, i));
-	CHECK_RES(dp_save(a, keys, ids, MAX_LEASES).res, MAX_LEASES, "SAVE");
-	dp_flush(a);
-	g0 = dp_stats(&d);
+		test_kv_fill(&kva, i, it_seed(42, i));
+	CHECK_RES(it_save(a, keys, ids, MAX_LEASES).res, MAX_LEASES, "SAVE");
+	it_flush(a);
+	g0 = it_stats(&d);
 	for (unsigned r = 0; r < rounds; r++) {
 		for (unsigned i = 0; i < MAX_LEASES; i++) {
-			e = dp_query(a, keys, 1 + i, 0);
+			e = it_query(a, keys, 1 + i, 0);
 			CHECK_RES(e.res, 1 + i, "a leased QUERY within max_leases");
 			held[i] = e.result0;
 		}
-		CHECK_RES(dp_query(a, keys, 4, 0).res, -EBUSY, "a leased QUERY past max_leases");
+		CHECK_RES(it_query(a, keys, 4, 0).res, -EBUSY, "a leased QUERY past max_leases");
 		busy++;
-		CHECK_RES(dp_query(a, keys, 4, KVS_QUERY_NOLEASE).res, 4, "a NOLEASE QUERY");
-		e = dp_query(b, keys, 4, 0);
+		CHECK_RES(it_query(a, keys, 4, KVS_QUERY_NOLEASE).res, 4, "a NOLEASE QUERY");
+		e = it_query(b, keys, 4, 0);
 		CHECK_RES(e.res, 4, "another instance's leased QUERY");
-		CHECK_RES(dp_release(b, e.result0).res, 0, "its RELEASE");
+		CHECK_RES(it_release(b, e.result0).res, 0, "its RELEASE");
 		/* RELEASE frees one. */
-		CHECK_RES(dp_release(a, held[0]).res, 0, "RELEASE");
-		e = dp_query(a, keys, 2, 0);
+		CHECK_RES(it_release(a, held[0]).res, 0, "RELEASE");
+		e = it_query(a, keys, 2, 0);
 		CHECK_RES(e.res, 2, "a leased QUERY after a RELEASE");
 		held[0] = e.result0;
-		CHECK_RES(dp_query(a, keys, 2, 0).res, -EBUSY, "full again");
+		CHECK_RES(it_query(a, keys, 2, 0).res, -EBUSY, "full again");
 		busy++;
 		/* A LOAD spends one (one rank: one consumer). */
-		dp_ids(ids, 2, MAX_LEASES);
-		CHECK_RES(dp_load(a, held[0], ids, 2, 0, 0).res, 2, "LOAD spends the lease");
+		it_ids(ids, 2, MAX_LEASES);
+		CHECK_RES(it_load(a, held[0], ids, 2, 0, 0).res, 2, "LOAD spends the lease");
 		for (unsigned i = 0; i < 2; i++)
-			CHECK(test_kv_check(&kva, MAX_LEASES + i, dp_seed(42, i)),
+			CHECK(test_kv_check(&kva, MAX_LEASES + i, it_seed(42, i)),
 			      "loaded block differs");
-		e = dp_query(a, keys, 3, 0);
+		e = it_query(a, keys, 3, 0);
 		CHECK_RES(e.res, 3, "a leased QUERY after a LOAD spent one");
 		held[0] = e.result0;
-		CHECK_RES(dp_query(a, keys, 3, 0).res, -EBUSY, "full again");
+		CHECK_RES(it_query(a, keys, 3, 0).res, -EBUSY, "full again");
 		busy++;
 		if (r + 1 < rounds) {
 			for (unsigned i = 0; i < MAX_LEASES; i++)
-				CHECK_RES(dp_release(a, held[i]).res, 0, "RELEASE of all");
+				CHECK_RES(it_release(a, held[i]).res, 0, "RELEASE of all");
 			continue;
 		}
 		/* Last round: let the TTL free them all. */
 		t0 = test_now_ns();
 		do {
 			usleep(100000);
-			g = dp_stats(&d);
+			g = it_stats(&d);
 			CHECK(test_now_ns() - t0 < 30000000000ull, "leases never expired");
 		} while (g.leases_live);
 		CHECK(g.leases_expired - g0.leases_expired == MAX_LEASES, "%llu leases expired",
 		      (unsigned long long)(g.leases_expired - g0.leases_expired));
-		e = dp_query(a, keys, 1, 0);
+		e = it_query(a, keys, 1, 0);
 		CHECK_RES(e.res, 1, "a leased QUERY after the TTL");
-		CHECK_RES(dp_release(a, e.result0).res, 0, "RELEASE");
+		CHECK_RES(it_release(a, e.result0).res, 0, "RELEASE");
 	}
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.errors - g0.errors == busy, "%llu errors, %llu -EBUSY expected",
 	      (unsigned long long)(g.errors - g0.errors), (unsigned long long)busy);
 	kvs_close(a);
 	kvs_close(b);
 	test_kv_free(&kva);
 	test_kv_free(&kvb);
-	dp_stop(&d);
-	dp_ok("leases: %u rounds at max_leases = %u: -EBUSY (%llu times) until a RELEASE, a LOAD "
+	it_stop(&d);
+	it_ok("leases: %u rounds at max_leases = %u: -EBUSY (%llu times) until a RELEASE, a LOAD "
 	      "or the TTL frees one; other instances and NOLEASE QUERYs unaffected",
 	      rounds, MAX_LEASES, (unsigned long long)busy);
 }
@@ -235,8 +235,8 @@ static void sessions(void)
 	uint64_t refused = 0;
 	struct kvsd d;
 
-	dp_start(&d, "[server]\nmax_sessions = 16\n");
-	g0 = dp_stats(&d);
+	it_start(&d, "[server]\nmax_sessions = 16\n");
+	g0 = it_stats(&d);
 	for (unsigned i = 0; i < MAX_SESSIONS; i++)
 		c[i] = conn_retry(&d, i);
 	for (unsigned r = 0; r < rounds; r++) {
@@ -268,8 +268,8 @@ static void sessions(void)
 	      "%llu sessions refused, %llu expected at least",
 	      (unsigned long long)(g.sessions_refused - g0.sessions_refused),
 	      (unsigned long long)refused);
-	dp_stop(&d);
-	dp_ok("sessions: %u rounds at max_sessions = %u: HELLO -EUSERS (%llu times), admin still "
+	it_stop(&d);
+	it_ok("sessions: %u rounds at max_sessions = %u: HELLO -EUSERS (%llu times), admin still "
 	      "served, sessions that close make room",
 	      rounds, MAX_SESSIONS, (unsigned long long)refused);
 }
@@ -295,7 +295,7 @@ static int prep_job(struct kvs_client *c, struct job *j, unsigned slot)
 	int r;
 
 	CHECK(sqe, "no SQE");
-	dp_keys(keys, j->n, j->seed);
+	it_keys(keys, j->n, j->seed);
 	if (j->state == 0) {
 		for (unsigned i = 0; i < j->n; i++)
 			ids[i] = (uint32_t)((j->seed * 7 + i) % ARG_BLOCKS);
@@ -323,7 +323,7 @@ static void args(void)
 	int r;
 
 	/* 256-byte blocks (512-byte slots): 64 MiB hold every block the jobs save. */
-	dp_start(&d, "[pool]\nsize = 64M\nextent_size = 1M\n");
+	it_start(&d, "[pool]\nsize = 64M\nextent_size = 1M\n");
 	CHECK(test_kv_alloc(&kv, LAYOUT_PAGE_FIRST, 1, ARG_BLOCKS, 256) == 0, "alloc");
 	kvs_connect_opts_init(&o);
 	o.instance = "ex-args";
@@ -368,7 +368,7 @@ static void args(void)
 		CHECK_RES(cqe->res, 16, "SAVE queued while kvstashd was stopped");
 		kvs_cqe_seen(c, cqe);
 	}
-	CHECK_RES(dp_query(c, (uint8_t[16]){ 0 }, 1, KVS_QUERY_NOLEASE).res, 0,
+	CHECK_RES(it_query(c, (uint8_t[16]){ 0 }, 1, KVS_QUERY_NOLEASE).res, 0,
 		  "a QUERY once kvstashd consumed the SQEs");
 
 	/*
@@ -438,15 +438,15 @@ static void args(void)
 			}
 		}
 	}
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.errors == 0 && g.protocol_errors == 0, "%llu error CQEs, %llu protocol errors",
 	      (unsigned long long)g.errors, (unsigned long long)g.protocol_errors);
 	CHECK(g.evictions == 0, "%llu evictions: the QUERYs prove nothing",
 	      (unsigned long long)g.evictions);
 	kvs_close(c);
 	test_kv_free(&kv);
-	dp_stop(&d);
-	dp_ok("arguments: a 4 KiB area: kvs_prep_*() -ENOSPC until kvstashd consumed (%llu times "
+	it_stop(&d);
+	it_ok("arguments: a 4 KiB area: kvs_prep_*() -ENOSPC until kvstashd consumed (%llu times "
 	      "in all); %u SAVE+QUERY jobs (%llu ops) wrapped it, every CQE exact, no error",
 	      (unsigned long long)enospc, jobs, (unsigned long long)ops);
 }
@@ -527,7 +527,7 @@ static void inflight(void)
 	struct kvsd d;
 	uint32_t cqn, head0;
 
-	dp_start(&d, "[session]\nmax_inflight = 4\n[pool]\nsize = 64M\nextent_size = 4M\n");
+	it_start(&d, "[session]\nmax_inflight = 4\n[pool]\nsize = 64M\nextent_size = 4M\n");
 	raw_sess_open(&rs, &d, KVS_ROLE_WORKER, "ex-inflight", "ex-inflight/pf", 0, 1, 64);
 	CHECK(rs.rep.sq_entries == 64 && rs.rep.cq_entries == 128 &&
 		      rs.rep.max_inflight == MAX_INFLIGHT,
@@ -595,7 +595,7 @@ static void inflight(void)
 		for (unsigned i = 0; i < 48; i++) {
 			uint8_t *a = rs.args + i * nb * 20;
 
-			dp_keys(a, nb, 77000 + i); /* fresh keys: every SAVE copies */
+			it_keys(a, nb, 77000 + i); /* fresh keys: every SAVE copies */
 			for (uint32_t k = 0; k < nb; k++)
 				memcpy(a + nb * 16 + 4 * k, &k, 4);
 			s[i].opcode = KVS_OP_SAVE;
@@ -621,12 +621,12 @@ static void inflight(void)
 		       "most %u (max_inflight %u; the bound is twice that)\n",
 		       (unsigned long long)sm.samples, sm.max, MAX_INFLIGHT);
 	}
-	g = dp_stats(&d);
+	g = it_stats(&d);
 	CHECK(g.errors == 0 && g.protocol_errors == 0, "%llu errors, %llu protocol errors",
 	      (unsigned long long)g.errors, (unsigned long long)g.protocol_errors);
 	raw_sess_close(&rs);
-	dp_stop(&d);
-	dp_ok("in flight: %u rounds: with its CQ full kvstashd took exactly max_inflight = %u more "
+	it_stop(&d);
+	it_ok("in flight: %u rounds: with its CQ full kvstashd took exactly max_inflight = %u more "
 	      "SQEs and stopped, then resumed as CQEs were reaped (%llu CQEs in order); SQ head - "
 	      "CQ tail never above 2 x max_inflight under slow copies",
 	      rounds, MAX_INFLIGHT, (unsigned long long)(expect - 1));
@@ -640,7 +640,7 @@ int main(int argc, char **argv)
 	rounds = soak_env("SOAK_EXHAUST_ROUNDS", 5);
 	if (rounds == 0)
 		rounds = 1;
-	dp_watchdog(300 + 30 * rounds);
+	it_watchdog(300 + 30 * rounds);
 	if (!only || !strcmp(only, "pool"))
 		pool();
 	if (!only || !strcmp(only, "leases"))

@@ -25,7 +25,7 @@ struct soak_res soak_res(const struct kvsd *d)
 {
 	struct soak_res r;
 
-	r.g = dp_stats(d); /* first: the admin session is gone again when we count */
+	r.g = it_stats(d); /* first: the admin session is gone again when we count */
 	r.fds = proc_fd_count(d->pid);
 	r.regions = proc_memfd_count(d->pid, "kvstash-session");
 	r.maps = proc_map_count(d->pid, "kvstash-kv");
@@ -58,18 +58,18 @@ unsigned soak_pin_pool(struct kvs_client *c, struct test_kv *kv, uint32_t src, u
 	struct kvs_cqe e;
 
 	CHECK(keys && ids, "out of memory");
-	dp_ids(ids, batch, src);
+	it_ids(ids, batch, src);
 	for (;; nb++) {
 		CHECK(nb < max, "the pool took more than %u batches of %u blocks", max, batch);
-		dp_keys(keys, batch, seed0 + nb);
+		it_keys(keys, batch, seed0 + nb);
 		for (unsigned i = 0; i < batch; i++)
-			test_kv_fill(kv, src + i, dp_seed(seed0 + nb, i));
-		e = dp_save(c, keys, ids, batch);
+			test_kv_fill(kv, src + i, it_seed(seed0 + nb, i));
+		e = it_save(c, keys, ids, batch);
 		if (e.res == -ENOSPC)
 			break;
 		CHECK_RES(e.res, batch, "SAVE while filling the pool");
-		dp_flush(c);
-		e = dp_query(c, keys, batch, 0);
+		it_flush(c);
+		e = it_query(c, keys, batch, 0);
 		CHECK_RES(e.res, batch, "QUERY of the batch just saved");
 		leases[nb] = e.result0;
 	}
@@ -85,7 +85,7 @@ struct soak_barrier {
 
 struct soak_barrier *soak_barrier_new(unsigned parties)
 {
-	struct soak_barrier *b = dp_shared(sizeof(*b));
+	struct soak_barrier *b = it_shared(sizeof(*b));
 
 	b->parties = parties;
 	b->owner = getpid();

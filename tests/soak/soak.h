@@ -4,8 +4,8 @@
  * from the environment, a random source, the daemon's resources as /proc
  * and STATS see them, and a raw session that speaks wire.h and writes its
  * rings and arguments by hand, as an engine that does not use libkvstash
- * (or lies) would.  The data-path helpers (dp.h) and the raw socket
- * helpers (ctltest.h) come along.
+ * (or lies) would.  The integration tests' harness (itest.h: checks,
+ * engine processes, raw socket helpers) comes along.
  */
 #ifndef KVS_TEST_SOAK_H
 #define KVS_TEST_SOAK_H
@@ -15,8 +15,7 @@
 
 #include <shmq/shmq.h>
 
-#include "../integration/ctltest.h"
-#include "../integration/dp.h"
+#include "../integration/itest.h"
 
 /* $name as an unsigned count, else @def. */
 unsigned soak_env(const char *name, unsigned def);
@@ -61,7 +60,7 @@ void soak_barrier_wait(struct soak_barrier *b);
 
 /*
  * With nothing else pinned, SAVE fresh blocks @batch at a time (sources
- * blocks [@src, @src + batch) of @kv, filled with dp_seed(@seed0 + i, j)
+ * blocks [@src, @src + batch) of @kv, filled with it_seed(@seed0 + i, j)
  * for batch i) and pin each batch with a lease, until a SAVE is refused
  * with -ENOSPC.  The leases go to @leases (at most @max); returns how many.
  * A pool that leaked no slot takes exactly capacity / slot blocks.

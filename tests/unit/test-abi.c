@@ -10,7 +10,6 @@
  * renumbering an opcode fails here, and an engine built against an older
  * header keeps working only as long as this test passes unchanged.
  */
-#include <check.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +18,8 @@
 
 #include <kvstash/abi.h>
 #include <kvstash/wire.h>
+
+#include "unit.h"
 
 #define OFF(type, field, off) ck_assert_uint_eq(offsetof(type, field), off)
 #define FSIZE(type, field, n) ck_assert_uint_eq(sizeof(((type *)0)->field), n)
@@ -380,29 +381,11 @@ START_TEST(test_wire_constants)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("abi");
-	TCase *tc = tcase_create("abi");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_host_is_little_endian, test_sqe_layout, test_sqe_encoding, test_cqe_layout,
+	   test_abi_constants, test_wire_header, test_wire_frozen_prefix, test_wire_hello,
+	   test_wire_register, test_wire_admin, test_wire_constants)
 
-	tcase_add_test(tc, test_host_is_little_endian);
-	tcase_add_test(tc, test_sqe_layout);
-	tcase_add_test(tc, test_sqe_encoding);
-	tcase_add_test(tc, test_cqe_layout);
-	tcase_add_test(tc, test_abi_constants);
-	tcase_add_test(tc, test_wire_header);
-	tcase_add_test(tc, test_wire_frozen_prefix);
-	tcase_add_test(tc, test_wire_hello);
-	tcase_add_test(tc, test_wire_register);
-	tcase_add_test(tc, test_wire_admin);
-	tcase_add_test(tc, test_wire_constants);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "abi",
+	.add_tests = add_tests,
+};

@@ -9,11 +9,12 @@
  * Each rejected value is also checked to leave the field as it was: a
  * half-applied override would be worse than a refused one.
  */
-#include <check.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/conf.h"
+#include "unit.h"
 
 static char err[512];
 
@@ -75,40 +77,120 @@ static int load_text(struct kvs_config *c, const char *text, char *path, size_t 
 	return r;
 }
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A numeric field of struct kvs_config by place and width (bool, int, u32, u64). */
+struct field {
+	const char *name;
+	size_t off, size;
+};
+/* clang-format off */
+#define FIELD(f) { #f, offsetof(struct kvs_config, f), sizeof(((struct kvs_config *)0)->f) }
+/* clang-format on */
+
+/* Its value: the low bytes of a u64 (the daemon, like this test, runs little-endian). */
+static uint64_t field_get(const struct kvs_config *c, struct field f)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, (const uint8_t *)c + f.off, f.size);
+	return v;
+}
+
+/*
+ * One config_set() of section.key = @value on the configuration the
+ * previous steps left: accepted, the field then @expect; or refused
+ * (-EINVAL), the field unchanged and the error naming the key and
+ * holding @err_has.
+ */
+struct set_step {
+	const char *section, *key, *value;
+	struct field field;
+	int want;
+	uint64_t expect;
+	const char *err_has;
+};
+/* clang-format off */
+#define OK(sec, key, val, f, v) { sec, key, val, FIELD(f), 0, (v), NULL }
+#define NO(sec, key, val, f, has) { sec, key, val, FIELD(f), -EINVAL, 0, has }
+/* clang-format on */
+
+static void run_steps(const struct set_step *steps, size_t nr)
+{
+	struct kvs_config c = fresh();
+
+	for (size_t i = 0; i < nr; i++) {
+		const struct set_step *st = &steps[i];
+		uint64_t before = field_get(&c, st->field);
+		char named[128];
+		int r = set(&c, st->section, st->key, st->value);
+
+		ck_assert_msg(r == st->want, "%s.%s = '%s': %d, want %d (%s)", st->section, st->key,
+			      st->value, r, st->want, err);
+		if (st->want == 0) {
+			ck_assert_msg(field_get(&c, st->field) == st->expect,
+				      "%s.%s = '%s': %s is %llu, want %llu", st->section, st->key,
+				      st->value, st->field.name,
+				      (unsigned long long)field_get(&c, st->field),
+				      (unsigned long long)st->expect);
+			continue;
+		}
+		ck_assert_msg(field_get(&c, st->field) == before, "%s.%s = '%s' changed the field",
+			      st->section, st->key, st->value);
+		snprintf(named, sizeof(named), "[%s] %s:", st->section, st->key);
+		ck_assert_msg(strstr(err, named) != NULL, "error '%s' does not name [%s] %s", err,
+			      st->section, st->key);
+		ck_assert_msg(!st->err_has || strstr(err, st->err_has), "error '%s' lacks '%s'",
+			      err, st->err_has);
+	}
+	config_free(&c);
+}
+
 /* ---- defaults --------------------------------------------------- */
 
 START_TEST(test_defaults)
 {
+	static const struct {
+		struct field f;
+		uint64_t v;
+	} numbers[] = {
+		/* clang-format off */
+		{ FIELD(socket_mode), 0660 },
+		{ FIELD(dir_mode), 0750 },
+		{ FIELD(allow_uids.n), 0 },
+		{ FIELD(allow_gids.n), 0 },
+		{ FIELD(max_sessions), 256 },
+		{ FIELD(max_sessions_per_uid), 128 },
+		{ FIELD(sq_entries), 256 },
+		{ FIELD(sq_entries_max), 4096 },
+		{ FIELD(arg_bytes), 4u << 20 },
+		{ FIELD(arg_bytes_max), 64u << 20 },
+		{ FIELD(max_keys), 65536 },
+		{ FIELD(max_inflight), 1024 },
+		{ FIELD(max_layers), 256 },
+		{ FIELD(max_namespaces), 1024 },
+		{ FIELD(pool_size), 1ull << 30 },
+		{ FIELD(hugepages), false },
+		{ FIELD(prefault_threads), 0 },
+		{ FIELD(extent_size), 0 },
+		{ FIELD(partial_timeout_ms), 60000 },
+		{ FIELD(lease_ttl_ms), 600000 },
+		{ FIELD(max_leases), 4096 },
+		{ FIELD(spin_us), 50 },
+		{ FIELD(copy_threads), 0 },
+		{ FIELD(inline_copy_bytes), 256u << 10 },
+		{ FIELD(log_level), LOG_INFO },
+		/* clang-format on */
+	};
 	struct kvs_config c = fresh();
 
+	for (unsigned i = 0; i < ARRAY_SIZE(numbers); i++)
+		ck_assert_msg(field_get(&c, numbers[i].f) == numbers[i].v, "%s is %llu, want %llu",
+			      numbers[i].f.name, (unsigned long long)field_get(&c, numbers[i].f),
+			      (unsigned long long)numbers[i].v);
 	ck_assert_str_eq(c.socket_path, "/run/kvstash/kvstash.sock");
 	ck_assert_str_eq(c.socket_group, "");
-	ck_assert_uint_eq(c.socket_mode, 0660);
-	ck_assert_uint_eq(c.dir_mode, 0750);
-	ck_assert_uint_eq(c.allow_uids.n, 0);
-	ck_assert_uint_eq(c.allow_gids.n, 0);
-	ck_assert_uint_eq(c.max_sessions, 256);
-	ck_assert_uint_eq(c.max_sessions_per_uid, 128);
-	ck_assert_uint_eq(c.sq_entries, 256);
-	ck_assert_uint_eq(c.sq_entries_max, 4096);
-	ck_assert_uint_eq(c.arg_bytes, 4u << 20);
-	ck_assert_uint_eq(c.arg_bytes_max, 64u << 20);
-	ck_assert_uint_eq(c.max_keys, 65536);
-	ck_assert_uint_eq(c.max_inflight, 1024);
-	ck_assert_uint_eq(c.max_layers, 256);
-	ck_assert_uint_eq(c.max_namespaces, 1024);
-	ck_assert_uint_eq(c.pool_size, 1ull << 30);
-	ck_assert(!c.hugepages);
 	ck_assert_str_eq(c.numa, "auto");
-	ck_assert_uint_eq(c.prefault_threads, 0);
-	ck_assert_uint_eq(c.extent_size, 0);
-	ck_assert_uint_eq(c.partial_timeout_ms, 60000);
-	ck_assert_uint_eq(c.lease_ttl_ms, 600000);
-	ck_assert_uint_eq(c.max_leases, 4096);
-	ck_assert_uint_eq(c.spin_us, 50);
-	ck_assert_uint_eq(c.copy_threads, 0);
-	ck_assert_uint_eq(c.inline_copy_bytes, 256u << 10);
-	ck_assert_int_eq(c.log_level, LOG_INFO);
 	ck_assert_str_eq(c.log_target, "stderr");
 	ck_assert_str_eq(c.log_file, "");
 	/* The defaults must pass their own cross checks. */
@@ -142,124 +224,142 @@ END_TEST
 
 /* ---- sizes and durations ---------------------------------------- */
 
-static uint64_t size_ok(const char *s)
-{
-	uint64_t v = 0xdead;
-
-	ck_assert_msg(parse_size(s, &v) == 0, "parse_size('%s') refused", s);
-	return v;
-}
-
-static int size_err(const char *s)
-{
-	uint64_t v = 0xdead;
-	int r = parse_size(s, &v);
-
-	ck_assert_msg(v == 0xdead, "parse_size('%s') wrote a value on error", s ? s : "");
-	return r;
-}
+/* A parser's result for a string: its value, or the errno (and nothing written). */
+struct parse_case {
+	const char *s;
+	uint64_t v;
+	int err;
+};
 
 START_TEST(test_parse_size)
 {
-	ck_assert_uint_eq(size_ok("0"), 0);
-	ck_assert_uint_eq(size_ok("123"), 123);
-	ck_assert_uint_eq(size_ok("1K"), 1024);
-	ck_assert_uint_eq(size_ok("1k"), 1024);
-	ck_assert_uint_eq(size_ok("3M"), 3ull << 20);
-	ck_assert_uint_eq(size_ok("3m"), 3ull << 20);
-	ck_assert_uint_eq(size_ok("5G"), 5ull << 30);
-	ck_assert_uint_eq(size_ok("7T"), 7ull << 40);
-	ck_assert_uint_eq(size_ok("2KiB"), 2048);
-	ck_assert_uint_eq(size_ok("2MiB"), 2ull << 20);
-	ck_assert_uint_eq(size_ok("2GiB"), 2ull << 30);
-	ck_assert_uint_eq(size_ok("2KB"), 2048);
-	ck_assert_uint_eq(size_ok("2Ki"), 2048);
-	ck_assert_uint_eq(size_ok("0x10"), 16);
-	ck_assert_uint_eq(size_ok("0x10K"), 16 << 10);
-	ck_assert_uint_eq(size_ok("0XfF"), 255);
-	ck_assert_uint_eq(size_ok("18446744073709551615"), UINT64_MAX);
-	/* Leading zeros are decimal ("010G" is not 8 GiB, "08G" not garbage). */
-	ck_assert_uint_eq(size_ok("010"), 10);
-	ck_assert_uint_eq(size_ok("08G"), 8ull << 30);
-	ck_assert_uint_eq(size_ok("0"), 0);
-	ck_assert_uint_eq(size_ok("00"), 0);
-	/* The largest value each suffix can carry, and one more. */
-	ck_assert_uint_eq(size_ok("16777215T"), 16777215ull << 40);
-	ck_assert_int_eq(size_err("16777216T"), -ERANGE);
-	ck_assert_uint_eq(size_ok("17179869183G"), 17179869183ull << 30);
-	ck_assert_int_eq(size_err("17179869184G"), -ERANGE);
-	ck_assert_int_eq(size_err("18014398509481984K"), -ERANGE);
-	/* Too big before any suffix: still a range error, not garbage. */
-	ck_assert_int_eq(size_err("18446744073709551616"), -ERANGE);
-	ck_assert_int_eq(size_err("99999999999999999999999G"), -ERANGE);
-	ck_assert_int_eq(size_err("0x10000000000000000"), -ERANGE);
-	/* ... unless garbage follows: that is what the user must fix first. */
-	ck_assert_int_eq(size_err("99999999999999999999999X"), -EINVAL);
-
-	static const char *const garbage[] = {
-		"", " 1", "1 ", "1 K", "K", "abc", "1X", "1KX", "1KiBB", "1KBi", "1iB", "1B",
-		"1.5G", "0x", "-1", "-0", "1K-", "4G4", "1e3", "\t1",
+	static const struct parse_case cases[] = {
+		{ "0", 0 },
+		{ "123", 123 },
+		{ "1K", 1024 },
+		{ "1k", 1024 },
+		{ "3M", 3ull << 20 },
+		{ "3m", 3ull << 20 },
+		{ "5G", 5ull << 30 },
+		{ "7T", 7ull << 40 },
+		{ "2KiB", 2048 },
+		{ "2MiB", 2ull << 20 },
+		{ "2GiB", 2ull << 30 },
+		{ "2KB", 2048 },
+		{ "2Ki", 2048 },
+		{ "0x10", 16 },
+		{ "0x10K", 16 << 10 },
+		{ "0XfF", 255 },
+		{ "18446744073709551615", UINT64_MAX },
+		/* Leading zeros are decimal ("010G" is not 8 GiB, "08G" not garbage). */
+		{ "010", 10 },
+		{ "08G", 8ull << 30 },
+		{ "00", 0 },
+		/* The largest value each suffix can carry, and one more. */
+		{ "16777215T", 16777215ull << 40 },
+		{ "16777216T", .err = -ERANGE },
+		{ "17179869183G", 17179869183ull << 30 },
+		{ "17179869184G", .err = -ERANGE },
+		{ "18014398509481984K", .err = -ERANGE },
+		/* Too big before any suffix: still a range error, not garbage. */
+		{ "18446744073709551616", .err = -ERANGE },
+		{ "99999999999999999999999G", .err = -ERANGE },
+		{ "0x10000000000000000", .err = -ERANGE },
+		/* ... unless garbage follows: that is what the user must fix first. */
+		{ "99999999999999999999999X", .err = -EINVAL },
+		{ "", .err = -EINVAL },
+		{ " 1", .err = -EINVAL },
+		{ "1 ", .err = -EINVAL },
+		{ "1 K", .err = -EINVAL },
+		{ "K", .err = -EINVAL },
+		{ "abc", .err = -EINVAL },
+		{ "1X", .err = -EINVAL },
+		{ "1KX", .err = -EINVAL },
+		{ "1KiBB", .err = -EINVAL },
+		{ "1KBi", .err = -EINVAL },
+		{ "1iB", .err = -EINVAL },
+		{ "1B", .err = -EINVAL },
+		{ "1.5G", .err = -EINVAL },
+		{ "0x", .err = -EINVAL },
+		{ "-1", .err = -EINVAL },
+		{ "-0", .err = -EINVAL },
+		{ "1K-", .err = -EINVAL },
+		{ "4G4", .err = -EINVAL },
+		{ "1e3", .err = -EINVAL },
+		{ "\t1", .err = -EINVAL },
+		{ NULL, .err = -EINVAL },
 	};
-	for (unsigned i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
-		ck_assert_msg(size_err(garbage[i]) == -EINVAL, "parse_size('%s') not -EINVAL",
-			      garbage[i]);
-	ck_assert_int_eq(size_err(NULL), -EINVAL);
+
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct parse_case *t = &cases[i];
+		uint64_t v = 0xdead;
+		int r = parse_size(t->s, &v);
+
+		ck_assert_msg(r == t->err, "parse_size('%s'): %d, want %d", t->s ? t->s : "(null)",
+			      r, t->err);
+		ck_assert_msg(v == (t->err ? 0xdead : t->v), "parse_size('%s') gave %llu",
+			      t->s ? t->s : "(null)", (unsigned long long)v);
+	}
 }
 END_TEST
 
-static uint32_t ms_ok(const char *s)
-{
-	uint32_t v = 0xdead;
-
-	ck_assert_msg(parse_duration_ms(s, &v) == 0, "parse_duration_ms('%s') refused", s);
-	return v;
-}
-
-static int ms_err(const char *s)
-{
-	uint32_t v = 0xdead;
-	int r = parse_duration_ms(s, &v);
-
-	ck_assert_msg(v == 0xdead, "parse_duration_ms('%s') wrote a value on error", s ? s : "");
-	return r;
-}
-
 START_TEST(test_parse_duration)
 {
-	ck_assert_uint_eq(ms_ok("250ms"), 250);
-	ck_assert_uint_eq(ms_ok("0ms"), 0);
-	ck_assert_uint_eq(ms_ok("600s"), 600000);
-	ck_assert_uint_eq(ms_ok("10m"), 600000);
-	ck_assert_uint_eq(ms_ok("10min"), 600000);
-	ck_assert_uint_eq(ms_ok("2h"), 7200000);
-	/* A bare number is seconds, as in the man page's "ttl = 600". */
-	ck_assert_uint_eq(ms_ok("5"), 5000);
-	ck_assert_uint_eq(ms_ok("0"), 0);
-	/* Leading zeros are decimal: a duration is never octal. */
-	ck_assert_uint_eq(ms_ok("010s"), 10000);
-	/* The largest of each unit that fits 32 bits of ms, and one more. */
-	ck_assert_uint_eq(ms_ok("4294967295ms"), UINT32_MAX);
-	ck_assert_int_eq(ms_err("4294967296ms"), -ERANGE);
-	ck_assert_uint_eq(ms_ok("4294967s"), 4294967000u);
-	ck_assert_int_eq(ms_err("4294968s"), -ERANGE);
-	ck_assert_int_eq(ms_err("4294968"), -ERANGE);
-	ck_assert_uint_eq(ms_ok("71582m"), 71582u * 60000u);
-	ck_assert_int_eq(ms_err("71583m"), -ERANGE);
-	ck_assert_uint_eq(ms_ok("1193h"), 1193u * 3600000u);
-	ck_assert_int_eq(ms_err("1194h"), -ERANGE);
-	/* Too big for 64 bits, before any unit: a range error too. */
-	ck_assert_int_eq(ms_err("99999999999999999999999ms"), -ERANGE);
-	ck_assert_int_eq(ms_err("99999999999999999999999"), -ERANGE);
-	ck_assert_int_eq(ms_err("99999999999999999999999d"), -EINVAL);
-
-	static const char *const garbage[] = {
-		"", "s", "ms", "1d", "1 s", " 1s", "1s ", "-1", "-1s", "1.5s", "1S", "1MS",
-		"1sec", "1hh", "0x10s", "1ms1",
+	static const struct parse_case cases[] = {
+		{ "250ms", 250 },
+		{ "0ms", 0 },
+		{ "600s", 600000 },
+		{ "10m", 600000 },
+		{ "10min", 600000 },
+		{ "2h", 7200000 },
+		/* A bare number is seconds, as in the man page's "ttl = 600". */
+		{ "5", 5000 },
+		{ "0", 0 },
+		/* Leading zeros are decimal: a duration is never octal. */
+		{ "010s", 10000 },
+		/* The largest of each unit that fits 32 bits of ms, and one more. */
+		{ "4294967295ms", UINT32_MAX },
+		{ "4294967296ms", .err = -ERANGE },
+		{ "4294967s", 4294967000u },
+		{ "4294968s", .err = -ERANGE },
+		{ "4294968", .err = -ERANGE },
+		{ "71582m", 71582u * 60000u },
+		{ "71583m", .err = -ERANGE },
+		{ "1193h", 1193u * 3600000u },
+		{ "1194h", .err = -ERANGE },
+		/* Too big for 64 bits, before any unit: a range error too. */
+		{ "99999999999999999999999ms", .err = -ERANGE },
+		{ "99999999999999999999999", .err = -ERANGE },
+		{ "99999999999999999999999d", .err = -EINVAL },
+		{ "", .err = -EINVAL },
+		{ "s", .err = -EINVAL },
+		{ "ms", .err = -EINVAL },
+		{ "1d", .err = -EINVAL },
+		{ "1 s", .err = -EINVAL },
+		{ " 1s", .err = -EINVAL },
+		{ "1s ", .err = -EINVAL },
+		{ "-1", .err = -EINVAL },
+		{ "-1s", .err = -EINVAL },
+		{ "1.5s", .err = -EINVAL },
+		{ "1S", .err = -EINVAL },
+		{ "1MS", .err = -EINVAL },
+		{ "1sec", .err = -EINVAL },
+		{ "1hh", .err = -EINVAL },
+		{ "0x10s", .err = -EINVAL },
+		{ "1ms1", .err = -EINVAL },
+		{ NULL, .err = -EINVAL },
 	};
-	for (unsigned i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
-		ck_assert_msg(ms_err(garbage[i]) == -EINVAL, "parse_duration_ms('%s') not -EINVAL",
-			      garbage[i]);
-	ck_assert_int_eq(ms_err(NULL), -EINVAL);
+
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct parse_case *t = &cases[i];
+		uint32_t v = 0xdead;
+		int r = parse_duration_ms(t->s, &v);
+
+		ck_assert_msg(r == t->err, "parse_duration_ms('%s'): %d, want %d",
+			      t->s ? t->s : "(null)", r, t->err);
+		ck_assert_msg(v == (t->err ? 0xdead : t->v), "parse_duration_ms('%s') gave %u",
+			      t->s ? t->s : "(null)", v);
+	}
 }
 END_TEST
 
@@ -267,129 +367,107 @@ END_TEST
 
 START_TEST(test_set_u32)
 {
-	struct kvs_config c = fresh();
+	static const struct set_step steps[] = {
+		OK("server", "max_sessions", "1", max_sessions, 1),
+		OK("server", "max_sessions", "65536", max_sessions, 65536),
+		NO("server", "max_sessions", "0", max_sessions, "outside [1, 65536]"),
+		NO("server", "max_sessions", "65537", max_sessions, NULL),
+		NO("server", "max_sessions", "4294967296", max_sessions, NULL),
+		NO("server", "max_sessions", "4294967297", max_sessions, NULL), /* 1 after a wrap */
+		NO("server", "max_sessions", "", max_sessions, NULL),
+		NO("server", "max_sessions", "12x", max_sessions, "not a number"),
+		NO("server", "max_sessions", "-1", max_sessions, NULL),
+		NO("server", "max_sessions", "1K", max_sessions, NULL), /* a count, not a size */
+		/* Decimal even with a leading zero; hex when it says so. */
+		OK("server", "max_sessions", "010", max_sessions, 10),
+		OK("server", "max_sessions", "09", max_sessions, 9),
+		OK("server", "max_sessions", "0x10", max_sessions, 16),
+		/* A lower bound of 0 is a bound too: prefault_threads is [0, 1024]. */
+		OK("pool", "prefault_threads", "0", prefault_threads, 0),
+		OK("pool", "prefault_threads", "1024", prefault_threads, 1024),
+		NO("pool", "prefault_threads", "1025", prefault_threads, NULL),
+		/* Every session key's bounds, at the edges. */
+		OK("session", "sq_entries", "2", sq_entries, 2),
+		NO("session", "sq_entries", "1", sq_entries, NULL),
+		OK("session", "sq_entries_max", "65536", sq_entries_max, 65536),
+		NO("session", "sq_entries_max", "131072", sq_entries_max, NULL),
+		OK("session", "max_layers", "512", max_layers, 512),
+		NO("session", "max_layers", "513", max_layers, NULL),
+		OK("session", "max_keys", "1048576", max_keys, 1048576),
+		NO("session", "max_keys", "1048577", max_keys, NULL),
+		OK("worker", "spin_us", "1000000", spin_us, 1000000),
+		NO("worker", "spin_us", "1000001", spin_us, NULL),
+	};
 
-	ck_assert_int_eq(set(&c, "server", "max_sessions", "1"), 0);
-	ck_assert_uint_eq(c.max_sessions, 1);
-	ck_assert_int_eq(set(&c, "server", "max_sessions", "65536"), 0);
-	ck_assert_uint_eq(c.max_sessions, 65536);
-	REFUSE(&c, "server", "max_sessions", "0", max_sessions);
-	ck_assert_ptr_nonnull(strstr(err, "outside [1, 65536]"));
-	REFUSE(&c, "server", "max_sessions", "65537", max_sessions);
-	REFUSE(&c, "server", "max_sessions", "4294967296", max_sessions);
-	REFUSE(&c, "server", "max_sessions", "4294967297", max_sessions); /* 1 after a u32 wrap */
-	REFUSE(&c, "server", "max_sessions", "", max_sessions);
-	REFUSE(&c, "server", "max_sessions", "12x", max_sessions);
-	ck_assert_ptr_nonnull(strstr(err, "not a number"));
-	REFUSE(&c, "server", "max_sessions", "-1", max_sessions);
-	REFUSE(&c, "server", "max_sessions", "1K", max_sessions); /* a count, not a size */
-	/* Decimal even with a leading zero; hex when it says so. */
-	ck_assert_int_eq(set(&c, "server", "max_sessions", "010"), 0);
-	ck_assert_uint_eq(c.max_sessions, 10);
-	ck_assert_int_eq(set(&c, "server", "max_sessions", "09"), 0);
-	ck_assert_uint_eq(c.max_sessions, 9);
-	ck_assert_int_eq(set(&c, "server", "max_sessions", "0x10"), 0);
-	ck_assert_uint_eq(c.max_sessions, 16);
-	/* A lower bound of 0 is a bound too: prefault_threads is [0, 1024]. */
-	ck_assert_int_eq(set(&c, "pool", "prefault_threads", "0"), 0);
-	ck_assert_uint_eq(c.prefault_threads, 0);
-	ck_assert_int_eq(set(&c, "pool", "prefault_threads", "1024"), 0);
-	REFUSE(&c, "pool", "prefault_threads", "1025", prefault_threads);
-	/* Every session key's bounds, at the edges. */
-	ck_assert_int_eq(set(&c, "session", "sq_entries", "2"), 0);
-	REFUSE(&c, "session", "sq_entries", "1", sq_entries);
-	ck_assert_int_eq(set(&c, "session", "sq_entries_max", "65536"), 0);
-	REFUSE(&c, "session", "sq_entries_max", "131072", sq_entries_max);
-	ck_assert_int_eq(set(&c, "session", "max_layers", "512"), 0);
-	REFUSE(&c, "session", "max_layers", "513", max_layers);
-	ck_assert_int_eq(set(&c, "session", "max_keys", "1048576"), 0);
-	REFUSE(&c, "session", "max_keys", "1048577", max_keys);
-	ck_assert_int_eq(set(&c, "worker", "spin_us", "1000000"), 0);
-	REFUSE(&c, "worker", "spin_us", "1000001", spin_us);
-	config_free(&c);
+	run_steps(steps, ARRAY_SIZE(steps));
 }
 END_TEST
 
 START_TEST(test_set_size)
 {
-	struct kvs_config c = fresh();
+	static const struct set_step steps[] = {
+		OK("pool", "size", "8M", pool_size, 8ull << 20),
+		OK("pool", "size", "1M", pool_size, 1ull << 20),
+		NO("pool", "size", "1048575", pool_size, NULL),
+		OK("pool", "size", "1024T", pool_size, 1ull << 50),
+		NO("pool", "size", "1025T", pool_size, NULL),
+		NO("pool", "size", "lots", pool_size, "not a size"),
+		NO("pool", "size", "99999999T", pool_size, "too large"), /* past 64 bits */
+		OK("session", "arg_bytes", "4096", arg_bytes, 4096),
+		NO("session", "arg_bytes", "4095", arg_bytes, NULL),
+		OK("session", "arg_bytes", "1G", arg_bytes, 1ull << 30),
+		NO("session", "arg_bytes", "1073741825", arg_bytes, NULL),
+		OK("pool", "extent_size", "0", extent_size, 0),
+		OK("pool", "extent_size", "16G", extent_size, 16ull << 30),
+		NO("pool", "extent_size", "17179869185", extent_size, NULL),
+		OK("worker", "inline_copy_bytes", "0", inline_copy_bytes, 0),
+	};
 
-	ck_assert_int_eq(set(&c, "pool", "size", "8M"), 0);
-	ck_assert_uint_eq(c.pool_size, 8ull << 20);
-	ck_assert_int_eq(set(&c, "pool", "size", "1M"), 0);
-	REFUSE(&c, "pool", "size", "1048575", pool_size);
-	ck_assert_int_eq(set(&c, "pool", "size", "1024T"), 0);
-	ck_assert_uint_eq(c.pool_size, 1ull << 50);
-	REFUSE(&c, "pool", "size", "1025T", pool_size);
-	REFUSE(&c, "pool", "size", "lots", pool_size);
-	ck_assert_ptr_nonnull(strstr(err, "not a size"));
-	REFUSE(&c, "pool", "size", "99999999T", pool_size); /* past 64 bits */
-	ck_assert_ptr_nonnull(strstr(err, "too large"));
-	ck_assert_int_eq(set(&c, "session", "arg_bytes", "4096"), 0);
-	ck_assert_uint_eq(c.arg_bytes, 4096);
-	REFUSE(&c, "session", "arg_bytes", "4095", arg_bytes);
-	ck_assert_int_eq(set(&c, "session", "arg_bytes", "1G"), 0);
-	REFUSE(&c, "session", "arg_bytes", "1073741825", arg_bytes);
-	ck_assert_int_eq(set(&c, "pool", "extent_size", "0"), 0);
-	ck_assert_int_eq(set(&c, "pool", "extent_size", "16G"), 0);
-	REFUSE(&c, "pool", "extent_size", "17179869185", extent_size);
-	ck_assert_int_eq(set(&c, "worker", "inline_copy_bytes", "0"), 0);
-	ck_assert_uint_eq(c.inline_copy_bytes, 0);
-	config_free(&c);
+	run_steps(steps, ARRAY_SIZE(steps));
 }
 END_TEST
 
 START_TEST(test_set_duration)
 {
-	struct kvs_config c = fresh();
+	static const struct set_step steps[] = {
+		OK("lease", "ttl", "30s", lease_ttl_ms, 30000),
+		OK("lease", "ttl", "10ms", lease_ttl_ms, 10),
+		NO("lease", "ttl", "9ms", lease_ttl_ms, "outside"),
+		NO("lease", "ttl", "0", lease_ttl_ms, NULL),
+		OK("lease", "ttl", "24h", lease_ttl_ms, 86400000),
+		NO("lease", "ttl", "86400001ms", lease_ttl_ms, NULL),
+		NO("lease", "ttl", "1d", lease_ttl_ms, "not a duration"),
+		NO("lease", "ttl", "9999999999h", lease_ttl_ms, NULL),
+		OK("pool", "partial_timeout", "2m", partial_timeout_ms, 120000),
+	};
 
-	ck_assert_int_eq(set(&c, "lease", "ttl", "30s"), 0);
-	ck_assert_uint_eq(c.lease_ttl_ms, 30000);
-	ck_assert_int_eq(set(&c, "lease", "ttl", "10ms"), 0);
-	ck_assert_uint_eq(c.lease_ttl_ms, 10);
-	REFUSE(&c, "lease", "ttl", "9ms", lease_ttl_ms);
-	ck_assert_ptr_nonnull(strstr(err, "outside"));
-	REFUSE(&c, "lease", "ttl", "0", lease_ttl_ms);
-	ck_assert_int_eq(set(&c, "lease", "ttl", "24h"), 0);
-	ck_assert_uint_eq(c.lease_ttl_ms, 86400000);
-	REFUSE(&c, "lease", "ttl", "86400001ms", lease_ttl_ms);
-	REFUSE(&c, "lease", "ttl", "1d", lease_ttl_ms);
-	ck_assert_ptr_nonnull(strstr(err, "not a duration"));
-	REFUSE(&c, "lease", "ttl", "9999999999h", lease_ttl_ms);
-	ck_assert_int_eq(set(&c, "pool", "partial_timeout", "2m"), 0);
-	ck_assert_uint_eq(c.partial_timeout_ms, 120000);
-	config_free(&c);
+	run_steps(steps, ARRAY_SIZE(steps));
 }
 END_TEST
 
 START_TEST(test_set_mode)
 {
-	struct kvs_config c = fresh();
+	static const struct set_step steps[] = {
+		/* Modes are octal with or without the leading zero, as chmod(1) reads them. */
+		OK("server", "socket_mode", "0600", socket_mode, 0600),
+		OK("server", "socket_mode", "640", socket_mode, 0640),
+		OK("server", "socket_mode", "0", socket_mode, 0),
+		OK("server", "socket_mode", "0777", socket_mode, 0777),
+		/* No setuid/sticky bits on a socket; they are fine on its directory. */
+		NO("server", "socket_mode", "01777", socket_mode, NULL),
+		NO("server", "socket_mode", "1000", socket_mode, NULL),
+		NO("server", "socket_mode", "0800", socket_mode, NULL),
+		NO("server", "socket_mode", "8", socket_mode, NULL),
+		NO("server", "socket_mode", "rw-rw----", socket_mode, NULL),
+		NO("server", "socket_mode", "", socket_mode, NULL),
+		NO("server", "socket_mode", "-1", socket_mode, NULL),
+		NO("server", "socket_mode", "0x1ff", socket_mode, NULL),
+		OK("server", "dir_mode", "01750", dir_mode, 01750),
+		OK("server", "dir_mode", "7777", dir_mode, 07777),
+		NO("server", "dir_mode", "10000", dir_mode, NULL),
+	};
 
-	/* Modes are octal with or without the leading zero, as chmod(1) reads them. */
-	ck_assert_int_eq(set(&c, "server", "socket_mode", "0600"), 0);
-	ck_assert_uint_eq(c.socket_mode, 0600);
-	ck_assert_int_eq(set(&c, "server", "socket_mode", "640"), 0);
-	ck_assert_uint_eq(c.socket_mode, 0640);
-	ck_assert_int_eq(set(&c, "server", "socket_mode", "0"), 0);
-	ck_assert_uint_eq(c.socket_mode, 0);
-	ck_assert_int_eq(set(&c, "server", "socket_mode", "0777"), 0);
-	ck_assert_uint_eq(c.socket_mode, 0777);
-	/* No setuid/sticky bits on a socket; they are fine on its directory. */
-	REFUSE(&c, "server", "socket_mode", "01777", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "1000", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "0800", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "8", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "rw-rw----", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "-1", socket_mode);
-	REFUSE(&c, "server", "socket_mode", "0x1ff", socket_mode);
-	ck_assert_int_eq(set(&c, "server", "dir_mode", "01750"), 0);
-	ck_assert_uint_eq(c.dir_mode, 01750);
-	ck_assert_int_eq(set(&c, "server", "dir_mode", "7777"), 0);
-	ck_assert_uint_eq(c.dir_mode, 07777);
-	REFUSE(&c, "server", "dir_mode", "10000", dir_mode);
-	config_free(&c);
+	run_steps(steps, ARRAY_SIZE(steps));
 }
 END_TEST
 
@@ -670,51 +748,37 @@ static void assert_err_at(const char *path, unsigned line, const char *what)
 
 START_TEST(test_load_errors)
 {
+	/* A file, and the first error config_load() must report: its line and text. */
+	static const struct {
+		const char *text;
+		unsigned line;
+		const char *what, *absent;
+	} cases[] = {
+		{ "[server]\nsocket = /a\n[bogus]\nkey = 1\n", 4, "[bogus] key: unknown section" },
+		{ "[pool]\nsize = 8M\n\nhugepage = yes\n", 4, "[pool] hugepage: unknown key" },
+		{ "[session]\nmax_keys = 1\n[pool]\nsize = lots\n", 4,
+		  "[pool] size: 'lots' is not a size" },
+		/* A key before any section. */
+		{ "size = 8M\n", 1, "size" },
+		{ "[pool\nsize = 8M\n", 1, "syntax error" },
+		{ "[pool]\nsize 8M\n", 2, "syntax error" },
+		/*
+		 * The first error is reported at its own line: a syntax error on
+		 * line 2 before a bad value on line 4 is not given the bad value's
+		 * text, nor the bad value the syntax error's line.
+		 */
+		{ "[pool]\nbroken\nnuma = off\nsize = lots\n", 2, "syntax error", "lots" },
+	};
 	struct kvs_config c = fresh();
 	char path[4096];
 
-	ck_assert_int_eq(load_text(&c, "[server]\nsocket = /a\n[bogus]\nkey = 1\n", path,
-				   sizeof(path)),
-			 -EINVAL);
-	assert_err_at(path, 4, "[bogus] key: unknown section");
-	unlink(path);
-
-	ck_assert_int_eq(load_text(&c, "[pool]\nsize = 8M\n\nhugepage = yes\n", path,
-				   sizeof(path)),
-			 -EINVAL);
-	assert_err_at(path, 4, "[pool] hugepage: unknown key");
-	unlink(path);
-
-	ck_assert_int_eq(load_text(&c, "[session]\nmax_keys = 1\n[pool]\nsize = lots\n", path,
-				   sizeof(path)),
-			 -EINVAL);
-	assert_err_at(path, 4, "[pool] size: 'lots' is not a size");
-	unlink(path);
-
-	/* A key before any section. */
-	ck_assert_int_eq(load_text(&c, "size = 8M\n", path, sizeof(path)), -EINVAL);
-	assert_err_at(path, 1, "size");
-	unlink(path);
-
-	ck_assert_int_eq(load_text(&c, "[pool\nsize = 8M\n", path, sizeof(path)), -EINVAL);
-	assert_err_at(path, 1, "syntax error");
-	unlink(path);
-
-	ck_assert_int_eq(load_text(&c, "[pool]\nsize 8M\n", path, sizeof(path)), -EINVAL);
-	assert_err_at(path, 2, "syntax error");
-	unlink(path);
-
-	/*
-	 * The first error is reported at its own line: a syntax error on
-	 * line 2 before a bad value on line 4 is not given the bad value's
-	 * text, nor the bad value the syntax error's line.
-	 */
-	ck_assert_int_eq(load_text(&c, "[pool]\nbroken\nnuma = off\nsize = lots\n", path,
-				   sizeof(path)),
-			 -EINVAL);
-	assert_err_at(path, 2, "syntax error");
-	ck_assert_ptr_null(strstr(err, "lots"));
-	unlink(path);
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
+		ck_assert_int_eq(load_text(&c, cases[i].text, path, sizeof(path)), -EINVAL);
+		assert_err_at(path, cases[i].line, cases[i].what);
+		ck_assert_msg(!cases[i].absent || !strstr(err, cases[i].absent),
+			      "error '%s' holds '%s'", err, cases[i].absent);
+		unlink(path);
+	}
 
 	/* The file's first error wins; later lines are not applied after it. */
 	ck_assert_int_eq(set(&c, "pool", "size", "4M"), 0);
@@ -938,6 +1002,26 @@ START_TEST(test_print_round_trip)
 		"cuda.mover=kernel",
 		"cuda.kernel_below=64K",
 		"cuda.kernel_ctas=33",
+		"cluster.redis=unix:/run/redis/redis.sock",
+		"cluster.user=kvstash",
+		"cluster.password_file=/etc/kvstash/redis.pw",
+		"cluster.name=prod-eu",
+		"cluster.node=gpu-07",
+		"cluster.peer_address=10.2.0.7:7400",
+		"cluster.lease_ttl=15s",
+		"cluster.connect_timeout=700ms",
+		"cluster.command_timeout=3s",
+		"cluster.flush_timeout=9s",
+		"cluster.query_timeout=40ms",
+		"cluster.queue_entries=4096",
+		"cluster.entry_ttl=2h",
+		"ssd.path=/var/cache/kvstash/ssd0,/dev/nvme1n1",
+		"ssd.size=100G",
+		"ssd.region_size=128M",
+		"ssd.queue_depth=64",
+		"ssd.write_queue=500",
+		"ssd.write_policy=filter",
+		"ssd.write_rate=1G",
 		"metrics.listen=127.0.0.1:9464",
 		"log.level=debug",
 		"log.target=file",
@@ -972,37 +1056,13 @@ START_TEST(test_print_round_trip)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("config");
-	TCase *tc = tcase_create("config");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_defaults, test_key_table, test_parse_size, test_parse_duration, test_set_u32,
+	   test_set_size, test_set_duration, test_set_mode, test_set_bool, test_set_ids,
+	   test_set_level_target_numa, test_set_strings, test_set_unknown, test_set_assignment,
+	   test_load_valid, test_load_missing, test_load_errors, test_validate,
+	   test_print_round_trip)
 
-	tcase_add_test(tc, test_defaults);
-	tcase_add_test(tc, test_key_table);
-	tcase_add_test(tc, test_parse_size);
-	tcase_add_test(tc, test_parse_duration);
-	tcase_add_test(tc, test_set_u32);
-	tcase_add_test(tc, test_set_size);
-	tcase_add_test(tc, test_set_duration);
-	tcase_add_test(tc, test_set_mode);
-	tcase_add_test(tc, test_set_bool);
-	tcase_add_test(tc, test_set_ids);
-	tcase_add_test(tc, test_set_level_target_numa);
-	tcase_add_test(tc, test_set_strings);
-	tcase_add_test(tc, test_set_unknown);
-	tcase_add_test(tc, test_set_assignment);
-	tcase_add_test(tc, test_load_valid);
-	tcase_add_test(tc, test_load_missing);
-	tcase_add_test(tc, test_load_errors);
-	tcase_add_test(tc, test_validate);
-	tcase_add_test(tc, test_print_round_trip);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "config",
+	.add_tests = add_tests,
+};

@@ -21,7 +21,6 @@
  *     through growth, ring wraparound and 32-bit number wraparound;
  *   - s3fifo_fini() frees the ghost (allocator byte counts).
  */
-#include <check.h>
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,6 +41,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 #include "store/evict.h"
+#include "unit.h"
 
 #define N 128
 
@@ -873,38 +873,14 @@ START_TEST(test_fini)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("evict");
-	TCase *tc = tcase_create("s3fifo");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_empty, test_insert_small, test_unused_evicted_in_order, test_promote_at_old_end,
+	   test_ghost_readmit, test_main_counts, test_saturation, test_small_share,
+	   test_refused_small, test_refused_main, test_all_refused, test_refused_promotions,
+	   test_max_scan, test_remove, test_ghost_bound, test_ghost_max, test_ghost_stale,
+	   test_ghost_model, test_fini)
 
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_add_test(tc, test_empty);
-	tcase_add_test(tc, test_insert_small);
-	tcase_add_test(tc, test_unused_evicted_in_order);
-	tcase_add_test(tc, test_promote_at_old_end);
-	tcase_add_test(tc, test_ghost_readmit);
-	tcase_add_test(tc, test_main_counts);
-	tcase_add_test(tc, test_saturation);
-	tcase_add_test(tc, test_small_share);
-	tcase_add_test(tc, test_refused_small);
-	tcase_add_test(tc, test_refused_main);
-	tcase_add_test(tc, test_all_refused);
-	tcase_add_test(tc, test_refused_promotions);
-	tcase_add_test(tc, test_max_scan);
-	tcase_add_test(tc, test_remove);
-	tcase_add_test(tc, test_ghost_bound);
-	tcase_add_test(tc, test_ghost_max);
-	tcase_add_test(tc, test_ghost_stale);
-	tcase_add_test(tc, test_ghost_model);
-	tcase_add_test(tc, test_fini);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "evict",
+	.teardown = teardown,
+	.add_tests = add_tests,
+};

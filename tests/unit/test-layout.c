@@ -9,13 +9,13 @@
  * Bounds are probed at the exact edge: a view ending on the allocation's
  * last byte is fine, one byte further is not.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "wire/layout.h"
+#include "unit.h"
 
 #define MAX_L 8
 
@@ -184,123 +184,149 @@ START_TEST(test_layer_first_blockwise)
 }
 END_TEST
 
+/* ---- the cases, as tables ------------------------------------------- */
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MB	      (1ull << 20)
+#define U64	      UINT64_MAX
+
+/* One layer's view: mem, offset, num_blocks, segments, segment_bytes, kv_stride, block_stride. */
+struct view_spec {
+	uint32_t mem;
+	uint64_t offset;
+	uint32_t num_blocks, segments;
+	uint64_t segment_bytes, kv_stride, block_stride;
+};
+
+/* A registration (allocation sizes, views), what building it gives, and what the reason names. */
+struct layout_case {
+	const char *what;
+	uint32_t nr_mems, nr_layers;
+	uint64_t sizes[MAX_L];
+	struct view_spec v[MAX_L];
+	int want;
+	const char *why[2];
+};
+
+static void check_cases(const struct layout_case *cases, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		const struct layout_case *c = &cases[i];
+		struct geo g;
+		int r;
+
+		init_geo(&g, c->nr_mems, c->nr_layers);
+		for (uint32_t l = 0; l < c->nr_layers; l++) {
+			const struct view_spec *v = &c->v[l];
+
+			view(&g, l, v->mem, v->offset, v->num_blocks, v->segments, v->segment_bytes,
+			     v->kv_stride, v->block_stride);
+		}
+		memcpy(g.sizes, c->sizes, sizeof(g.sizes));
+		r = build(&g, NULL);
+		ck_assert_msg(r == c->want, "%s: %d, want %d (%s)", c->what, r, c->want, why);
+		for (unsigned w = 0; w < ARRAY_SIZE(c->why) && c->why[w]; w++)
+			ck_assert_msg(strstr(why, c->why[w]), "%s: reason '%s' does not name '%s'",
+				      c->what, why, c->why[w]);
+	}
+}
+
 /* ---- bounds --------------------------------------------------------- */
 
 START_TEST(test_past_allocation)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		/* One view; its end = offset + 3*bs + kv + seg = 100 + 3000 + 300 + 200 = 3600. */
+		{ "ends on the last byte", 1, 1, { 3600 },
+		  { { 0, 100, 4, 2, 200, 300, 1000 } }, 0 },
+		{ "one byte past", 1, 1, { 3599 }, { { 0, 100, 4, 2, 200, 300, 1000 } }, -ERANGE,
+		  { "model.layers.0" } },
+		/* Each term of the end counts: one more of any of them is one byte too many. */
+		{ "offset + 1", 1, 1, { 3600 }, { { 0, 101, 4, 2, 200, 300, 1000 } }, -ERANGE },
+		{ "segment + 1", 1, 1, { 3600 }, { { 0, 100, 4, 2, 201, 300, 1000 } }, -ERANGE },
+		{ "kv_stride + 1", 1, 1, { 3600 }, { { 0, 100, 4, 2, 200, 301, 1000 } }, -ERANGE },
+		{ "a block more", 1, 1, { 3600 }, { { 0, 100, 5, 2, 200, 300, 1000 } }, -ERANGE },
+		{ "block_stride + 1", /* 3 more bytes */
+		  1, 1, { 3600 }, { { 0, 100, 4, 2, 200, 300, 1001 } }, -ERANGE },
+		{ "ends on the last byte, again", 1, 1, { 3600 },
+		  { { 0, 100, 4, 2, 200, 300, 1000 } }, 0 },
+		/* Each view against its own allocation's size. */
+		{ "second allocation a byte short", 2, 2, { 200, 199 },
+		  { { 0, 0, 2, 1, 100, 0, 100 }, { 1, 0, 2, 1, 100, 0, 100 } }, -ERANGE,
+		  { "model.layers.1" } },
+		{ "both allocations fit", 2, 2, { 200, 200 },
+		  { { 0, 0, 2, 1, 100, 0, 100 }, { 1, 0, 2, 1, 100, 0, 100 } }, 0 },
+		/* An allocation of size 0 holds nothing. */
+		{ "allocation of 0 bytes", 2, 2, { 0, 200 },
+		  { { 0, 0, 2, 1, 100, 0, 100 }, { 1, 0, 2, 1, 100, 0, 100 } }, -ERANGE },
+	};
+	/* clang-format on */
 
-	/* One view; its end = offset + 3*bs + kv + seg = 100 + 3*1000 + 300 + 200 = 3600. */
-	init_geo(&g, 1, 1);
-	view(&g, 0, 0, 100, 4, 2, 200, 300, 1000);
-	g.sizes[0] = 3600;
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.sizes[0] = 3599;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.0"));
-	/* Each term of the end counts: one more of any of them is one byte too many. */
-	g.sizes[0] = 3600;
-	g.layers[0].offset = 101;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	g.layers[0].offset = 100;
-	g.layers[0].segment_bytes = 201;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	g.layers[0].segment_bytes = 200;
-	g.layers[0].kv_stride = 301;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	g.layers[0].kv_stride = 300;
-	g.layers[0].num_blocks = 5;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	g.layers[0].num_blocks = 4;
-	g.layers[0].block_stride = 1001; /* 3 more bytes */
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	g.layers[0].block_stride = 1000;
-	ck_assert_int_eq(build(&g, NULL), 0);
-
-	/* Each view against its own allocation's size. */
-	init_geo(&g, 2, 2);
-	view(&g, 0, 0, 0, 2, 1, 100, 0, 100);
-	view(&g, 1, 1, 0, 2, 1, 100, 0, 100);
-	g.sizes[0] = 200;
-	g.sizes[1] = 199;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.1"));
-	g.sizes[1] = 200;
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* An allocation of size 0 holds nothing. */
-	g.sizes[0] = 0;
-	ck_assert_int_eq(build(&g, NULL), -ERANGE);
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_overflow)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		{ "(num_blocks - 1) * block_stride", 1, 1, { U64 },
+		  { { 0, 0, 3, 1, 1, 0, 1ull << 63 } }, -EOVERFLOW },
+		/* (segments - 1) * kv_stride is fine, the sum is not. */
+		{ "offset + kv_stride", 1, 1, { U64 }, { { 0, 1, 1, 2, 1, U64, 0 } }, -EOVERFLOW },
+		{ "offset + segment_bytes", 1, 1, { U64 },
+		  { { 0, U64, 1, 1, 1, 0, 0 } }, -EOVERFLOW },
+		/* The last byte of a 2^64-1 allocation. */
+		{ "the last byte of 2^64 - 1", 1, 1, { U64 },
+		  { { 0, U64 - 1, 1, 1, 1, 0, 0 } }, 0 },
+		{ "offset + blocks, then + segment", 1, 1, { U64 },
+		  { { 0, 1ull << 62, 3, 1, 1ull << 62, 0, 1ull << 62 } }, -EOVERFLOW },
+		/* segments * segment_bytes (the slot piece) */
+		{ "segments * segment_bytes", 1, 1, { U64 },
+		  { { 0, 0, 1, 2, 1ull << 63, 1ull << 62, 0 } }, -EOVERFLOW },
+		/* The slot, summed over layers in different allocations. */
+		{ "the slot's sum", 2, 2, { U64, U64 },
+		  { { 0, 0, 1, 1, 1ull << 63, 0, 0 }, { 1, 0, 1, 1, 1ull << 63, 0, 0 } },
+		  -EOVERFLOW },
+		/* A sum that fits 64 bits but not once rounded up to SLOT_ALIGN. */
+		{ "the slot rounded up", 2, 2, { U64, U64 },
+		  { { 0, 0, 1, 1, 1ull << 63, 0, 0 }, { 1, 0, 1, 1, (1ull << 63) - 100, 0, 0 } },
+		  -EOVERFLOW },
+		{ "the largest slot", 2, 2, { U64, U64 },
+		  { { 0, 0, 1, 1, 1ull << 63, 0, 0 }, { 1, 0, 1, 1, (1ull << 63) - 512, 0, 0 } },
+		  0 },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 1, 1);
-	g.sizes[0] = UINT64_MAX;
-	/* (num_blocks - 1) * block_stride */
-	view(&g, 0, 0, 0, 3, 1, 1, 0, 1ull << 63);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-	/* (segments - 1) * kv_stride is fine, the sum is not. */
-	view(&g, 0, 0, 1, 1, 2, 1, UINT64_MAX, 0);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-	/* offset + segment_bytes */
-	view(&g, 0, 0, UINT64_MAX, 1, 1, 1, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-	view(&g, 0, 0, UINT64_MAX - 1, 1, 1, 1, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), 0); /* the last byte of a 2^64-1 allocation */
-	/* offset + blocks, then + segment */
-	view(&g, 0, 0, 1ull << 62, 3, 1, 1ull << 62, 0, 1ull << 62);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-	/* segments * segment_bytes (the slot piece) */
-	view(&g, 0, 0, 0, 1, 2, 1ull << 63, 1ull << 62, 0);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-
-	/* The slot, summed over layers in different allocations. */
-	init_geo(&g, 2, 2);
-	g.sizes[0] = g.sizes[1] = UINT64_MAX;
-	view(&g, 0, 0, 0, 1, 1, 1ull << 63, 0, 0);
-	view(&g, 1, 1, 0, 1, 1, 1ull << 63, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-	/* A sum that fits 64 bits but not once rounded up to SLOT_ALIGN. */
-	view(&g, 1, 1, 0, 1, 1, (1ull << 63) - 100, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), -EOVERFLOW);
-	view(&g, 1, 1, 0, 1, 1, (1ull << 63) - 512, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), 0);
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_bad_counts)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		{ "no blocks", 1, 1, { MB }, { { 0, 0, 0, 1, 100, 0, 100 } }, -EINVAL },
+		{ "no segments", 1, 1, { MB }, { { 0, 0, 4, 0, 100, 0, 100 } }, -EINVAL },
+		{ "empty segments", 1, 1, { MB }, { { 0, 0, 4, 1, 0, 0, 100 } }, -EINVAL },
+		{ "3 segments", 1, 1, { MB }, { { 0, 0, 4, 3, 100, 100, 300 } }, -EINVAL,
+		  { "segments" } },
+		{ "2^32 - 1 segments", 1, 1, { MB }, { { 0, 0, 4, UINT32_MAX, 100, 100, 300 } },
+		  -EINVAL },
+		{ "kv_stride with one segment", 1, 1, { MB }, { { 0, 0, 4, 1, 100, 100, 100 } },
+		  -EINVAL, { "kv_stride" } },
+		{ "one segment", 1, 1, { MB }, { { 0, 0, 4, 1, 100, 0, 100 } }, 0 },
+		/* A bad layer after good ones is found too. */
+		{ "the third layer bad", 1, 3, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 300 },
+		    { 0, 100, 4, 1, 100, 0, 300 },
+		    { 0, 200, 4, 3, 100, 0, 300 } },
+		  -EINVAL, { "model.layers.2" } },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 1, 1);
-	g.sizes[0] = 1 << 20;
-	view(&g, 0, 0, 0, 0, 1, 100, 0, 100);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	view(&g, 0, 0, 0, 4, 0, 100, 0, 100);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	view(&g, 0, 0, 0, 4, 1, 0, 0, 100);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	view(&g, 0, 0, 0, 4, 3, 100, 100, 300);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(why, "segments"));
-	view(&g, 0, 0, 0, 4, UINT32_MAX, 100, 100, 300);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	view(&g, 0, 0, 0, 4, 1, 100, 100, 100);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(why, "kv_stride"));
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 100);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* A bad layer after good ones is found too. */
-	init_geo(&g, 1, 3);
-	g.sizes[0] = 1 << 20;
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 300);
-	view(&g, 1, 0, 100, 4, 1, 100, 0, 300);
-	view(&g, 2, 0, 200, 4, 3, 100, 0, 300);
-	ck_assert_int_eq(build(&g, NULL), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.2"));
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
@@ -308,43 +334,38 @@ END_TEST
 
 START_TEST(test_overlap_same_offset)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		{ "the same offset", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 0, 4, 1, 100, 0, 200 } }, -ENOTUNIQ,
+		  { "model.layers.0", "model.layers.1" } },
+		/* Side by side in each block: fine. */
+		{ "side by side", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 100, 4, 1, 100, 0, 200 } }, 0 },
+		/* One byte into the neighbour's segment. */
+		{ "a byte into the first", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 99, 4, 1, 100, 0, 200 } }, -ENOTUNIQ },
+		{ "the first a byte into the second", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 101, 0, 200 }, { 0, 100, 4, 1, 100, 0, 200 } }, -ENOTUNIQ },
+		/*
+		 * Single blocks (no stride), one between the other's K and V: touching
+		 * both is fine, one byte more on either side is not.
+		 */
+		{ "between K and V", 1, 2, { MB },
+		  { { 0, 0, 1, 2, 100, 200, 0 }, /* [0,100) [200,300) */
+		    { 0, 100, 1, 1, 100, 0, 0 } }, /* [100,200) */
+		  0 },
+		{ "between K and V, a byte into V", 1, 2, { MB },
+		  { { 0, 0, 1, 2, 100, 200, 0 }, { 0, 100, 1, 1, 101, 0, 0 } }, -ENOTUNIQ },
+		{ "between K and V, a byte into K", 1, 2, { MB },
+		  { { 0, 0, 1, 2, 100, 200, 0 }, { 0, 99, 1, 1, 100, 0, 0 } }, -ENOTUNIQ },
+		/* Different allocations never share a byte. */
+		{ "different allocations", 2, 2, { MB, MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 1, 0, 4, 1, 100, 0, 200 } }, 0 },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 1, 2);
-	g.sizes[0] = 1 << 20;
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 200);
-	view(&g, 1, 0, 0, 4, 1, 100, 0, 200);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.0"));
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.1"));
-	/* Side by side in each block: fine. */
-	g.layers[1].offset = 100;
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* One byte into the neighbour's segment. */
-	g.layers[1].offset = 99;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	g.layers[0].offset = 0;
-	g.layers[1].offset = 100;
-	g.layers[0].segment_bytes = 101;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/*
-	 * Single blocks (no stride), one between the other's K and V: touching
-	 * both is fine, one byte more on either side is not.
-	 */
-	view(&g, 0, 0, 0, 1, 2, 100, 200, 0); /* [0,100) [200,300) */
-	view(&g, 1, 0, 100, 1, 1, 100, 0, 0); /* [100,200) */
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.layers[1].segment_bytes = 101;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	g.layers[1].segment_bytes = 100;
-	g.layers[1].offset = 99;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* Different allocations never share a byte. */
-	init_geo(&g, 2, 2);
-	g.sizes[0] = g.sizes[1] = 1 << 20;
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 200);
-	view(&g, 1, 1, 0, 4, 1, 100, 0, 200);
-	ck_assert_int_eq(build(&g, NULL), 0);
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
@@ -356,137 +377,143 @@ END_TEST
  */
 START_TEST(test_overlap_interleaved)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		{ "interleaved, touching", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 300 },     /* A: [0,100) [300,400) [600,700) [900,1000) */
+		    { 0, 200, 4, 1, 100, 0, 300 } }, /* B: [200,300) [500,600) ...: never inside */
+		  0 },
+		/* B one byte longer: its block i touches A's block i + 1. */
+		{ "B a byte longer", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 300 }, { 0, 200, 4, 1, 101, 0, 300 } }, -ENOTUNIQ },
+		/* B at [250,350): overlaps A's block 1 (k = 1 between blocks). */
+		{ "B on A's block 1", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 300 }, { 0, 250, 1, 1, 100, 0, 300 } }, -ENOTUNIQ },
+		/* B one block only, on A's last block [900,1000). */
+		{ "B on A's last block", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 300 }, { 0, 950, 1, 1, 50, 0, 300 } }, -ENOTUNIQ },
+		/* ... and just after it. */
+		{ "B just after A's last block", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 300 }, { 0, 1000, 1, 1, 50, 0, 300 } }, 0 },
+		/* A after B in memory, B's later block reaching into A's first. */
+		{ "A after B", 1, 2, { MB },
+		  { { 0, 250, 2, 1, 50, 0, 300 }, /* [250,300) [550,600) */
+		    { 0, 0, 3, 1, 100, 0, 300 } }, /* [0,100) [300,400) [600,700) */
+		  0 },
+		{ "B's first block into A's", 1, 2, { MB },
+		  { { 0, 250, 2, 1, 50, 0, 300 }, { 0, 0, 3, 1, 260, 0, 300 } }, /* [0,260) */
+		  -ENOTUNIQ },
+		/* A at [550,600) [850,900): B's [600,700) is just past. */
+		{ "A just before B's block 2", 1, 2, { MB },
+		  { { 0, 550, 2, 1, 50, 0, 300 }, { 0, 0, 3, 1, 100, 0, 300 } }, 0 },
+		{ "A a byte into B's block 2", 1, 2, { MB },
+		  { { 0, 550, 2, 1, 51, 0, 300 }, { 0, 0, 3, 1, 100, 0, 300 } }, /* [550,601) */
+		  -ENOTUNIQ },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 1, 2);
-	g.sizes[0] = 1 << 20;
-	/* A: [0,100) [300,400) [600,700) [900,1000) */
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 300);
-	/* B: [200,300) [500,600) ...: touching A's blocks, never inside */
-	view(&g, 1, 0, 200, 4, 1, 100, 0, 300);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* B one byte longer: its block i touches A's block i + 1. */
-	g.layers[1].segment_bytes = 101;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* B at [250,350): overlaps A's block 1 (k = 1 between blocks). */
-	view(&g, 1, 0, 250, 1, 1, 100, 0, 300);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* B one block only, on A's last block [900,1000). */
-	view(&g, 1, 0, 950, 1, 1, 50, 0, 300);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* ... and just after it. */
-	view(&g, 1, 0, 1000, 1, 1, 50, 0, 300);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* A after B in memory, B's later block reaching into A's first. */
-	view(&g, 0, 0, 250, 2, 1, 50, 0, 300); /* [250,300) [550,600) */
-	view(&g, 1, 0, 0, 3, 1, 100, 0, 300);  /* [0,100) [300,400) [600,700) */
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.layers[1].segment_bytes = 260; /* [0,260) meets [250,300) */
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	view(&g, 1, 0, 0, 3, 1, 100, 0, 300);
-	g.layers[1].num_blocks = 3;
-	g.layers[0].offset = 550; /* [550,600) [850,900): B's [600,700) is just past */
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.layers[0].segment_bytes = 51; /* [550,601) */
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_overlap_kv)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		/* K and V adjacent: fine. */
+		{ "K and V adjacent", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 100, 200 } }, 0 },
+		/* kv_stride < segment_bytes: V starts inside K. */
+		{ "V inside K", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 99, 200 } }, -ENOTUNIQ,
+		  { "model.layers.0" } },
+		/* kv_stride 0: K and V are the same bytes. */
+		{ "kv_stride 0", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 0, 200 } }, -ENOTUNIQ },
+		/* A single block too. */
+		{ "V inside K, one block", 1, 1, { MB },
+		  { { 0, 0, 1, 2, 100, 50, 0 } }, -ENOTUNIQ },
+		/* V of block b running into K of block b + 1 (no segment overlaps itself). */
+		{ "V into the next K", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 100, 150 } }, -ENOTUNIQ },
+		/* K of block b + 1 landing exactly on V of block b. */
+		{ "the next K on V", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 100, 100 } }, -ENOTUNIQ },
+		/* K/V blocks interleaved the other way round: V region then K region, disjoint. */
+		{ "all K, then all V", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 400, 100 } }, 0 },
+		{ "all K, then all V a byte early", 1, 1, { MB }, { { 0, 0, 4, 2, 100, 399, 100 } },
+		  -ENOTUNIQ },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 1, 1);
-	g.sizes[0] = 1 << 20;
-	/* K and V adjacent: fine. */
-	view(&g, 0, 0, 0, 4, 2, 100, 100, 200);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* kv_stride < segment_bytes: V starts inside K. */
-	g.layers[0].kv_stride = 99;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.0"));
-	/* kv_stride 0: K and V are the same bytes. */
-	g.layers[0].kv_stride = 0;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* A single block too. */
-	view(&g, 0, 0, 0, 1, 2, 100, 50, 0);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* V of block b running into K of block b + 1 (no segment overlaps itself). */
-	view(&g, 0, 0, 0, 4, 2, 100, 100, 150);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* K of block b + 1 landing exactly on V of block b. */
-	view(&g, 0, 0, 0, 4, 2, 100, 100, 100);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* K/V blocks interleaved the other way round: V region then K region, disjoint. */
-	view(&g, 0, 0, 0, 4, 2, 100, 400, 100);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.layers[0].kv_stride = 399;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_overlap_self)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		/* block_stride < segment_bytes, several blocks: block 1 starts inside block 0. */
+		{ "block_stride < segment", 1, 1, { MB }, { { 0, 0, 4, 1, 100, 0, 99 } }, -ENOTUNIQ,
+		  { "overlap each other" } },
+		{ "block_stride 0, two blocks", 1, 1, { MB }, { { 0, 0, 2, 1, 100, 0, 0 } },
+		  -ENOTUNIQ },
+		{ "block_stride = segment", 1, 1, { MB }, { { 0, 0, 4, 1, 100, 0, 100 } }, 0 },
+		/* One block: the stride does not matter. */
+		{ "one block, stride 0", 1, 1, { MB }, { { 0, 0, 1, 1, 100, 0, 0 } }, 0 },
+		{ "one block, stride 1", 1, 1, { MB }, { { 0, 0, 1, 1, 100, 0, 1 } }, 0 },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 1, 1);
-	g.sizes[0] = 1 << 20;
-	/* block_stride < segment_bytes with several blocks: block 1 starts inside block 0. */
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 99);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	ck_assert_ptr_nonnull(strstr(why, "overlap each other"));
-	view(&g, 0, 0, 0, 2, 1, 100, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 100);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	/* One block: the stride does not matter. */
-	view(&g, 0, 0, 0, 1, 1, 100, 0, 0);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	view(&g, 0, 0, 0, 1, 1, 100, 0, 1);
-	ck_assert_int_eq(build(&g, NULL), 0);
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_overlap_strides)
 {
-	struct geo g;
-
-	init_geo(&g, 1, 2);
-	g.sizes[0] = 1 << 20;
 	/*
 	 * A: [0,100) [200,300) [400,500) [600,700); B: [100,150) [500,550).
 	 * No byte is shared, but views with different strides whose ranges
 	 * meet are refused: the daemon does not reason about them.
 	 */
-	view(&g, 0, 0, 0, 4, 1, 100, 0, 200);
-	view(&g, 1, 0, 100, 2, 1, 50, 0, 400);
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* Overlapping for real, too. */
-	g.layers[1].offset = 50;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	/* Different strides, disjoint ranges ([0,700) and [700,...)). */
-	g.layers[1].offset = 700;
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.layers[1].offset = 699;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		{ "different strides, ranges meet", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 100, 2, 1, 50, 0, 400 } }, -ENOTUNIQ },
+		/* Overlapping for real, too. */
+		{ "different strides, overlapping", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 50, 2, 1, 50, 0, 400 } }, -ENOTUNIQ },
+		/* Different strides, disjoint ranges ([0,700) and [700,...)). */
+		{ "different strides, disjoint", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 700, 2, 1, 50, 0, 400 } }, 0 },
+		{ "different strides, a byte into the range", 1, 2, { MB },
+		  { { 0, 0, 4, 1, 100, 0, 200 }, { 0, 699, 2, 1, 50, 0, 400 } }, -ENOTUNIQ },
+	};
+	/* clang-format on */
+
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 /* Overlap is checked between every pair, not only neighbours in the list. */
 START_TEST(test_overlap_far_pair)
 {
-	struct geo g;
+	/* clang-format off */
+	static const struct layout_case cases[] = {
+		{ "five disjoint views", 2, 5, { MB, MB },
+		  { { 0, 0, 8, 1, 100, 0, 400 },
+		    { 0, 100, 8, 1, 100, 0, 400 },
+		    { 0, 200, 8, 1, 100, 0, 400 },
+		    { 0, 300, 8, 1, 100, 0, 400 },
+		    { 1, 0, 8, 1, 100, 0, 100 } },
+		  0 },
+		{ "the fourth on the first", 2, 5, { MB, MB },
+		  { { 0, 0, 8, 1, 100, 0, 400 },
+		    { 0, 100, 8, 1, 100, 0, 400 },
+		    { 0, 200, 8, 1, 100, 0, 400 },
+		    { 0, 0, 8, 1, 100, 0, 400 },
+		    { 1, 0, 8, 1, 100, 0, 100 } },
+		  -ENOTUNIQ, { "model.layers.0", "model.layers.3" } },
+	};
+	/* clang-format on */
 
-	init_geo(&g, 2, 5);
-	g.sizes[0] = g.sizes[1] = 1 << 20;
-	for (uint32_t i = 0; i < 4; i++)
-		view(&g, i, 0, i * 100, 8, 1, 100, 0, 400);
-	view(&g, 4, 1, 0, 8, 1, 100, 0, 100);
-	ck_assert_int_eq(build(&g, NULL), 0);
-	g.layers[3].offset = 0;
-	ck_assert_int_eq(build(&g, NULL), -ENOTUNIQ);
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.0"));
-	ck_assert_ptr_nonnull(strstr(why, "model.layers.3"));
+	check_cases(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
@@ -559,31 +586,12 @@ START_TEST(test_fingerprint)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("layout");
-	TCase *tc = tcase_create("layout");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_page_first, test_layer_first_split, test_layer_first_blockwise,
+	   test_past_allocation, test_overflow, test_bad_counts, test_overlap_same_offset,
+	   test_overlap_interleaved, test_overlap_kv, test_overlap_self, test_overlap_strides,
+	   test_overlap_far_pair, test_fingerprint)
 
-	tcase_add_test(tc, test_page_first);
-	tcase_add_test(tc, test_layer_first_split);
-	tcase_add_test(tc, test_layer_first_blockwise);
-	tcase_add_test(tc, test_past_allocation);
-	tcase_add_test(tc, test_overflow);
-	tcase_add_test(tc, test_bad_counts);
-	tcase_add_test(tc, test_overlap_same_offset);
-	tcase_add_test(tc, test_overlap_interleaved);
-	tcase_add_test(tc, test_overlap_kv);
-	tcase_add_test(tc, test_overlap_self);
-	tcase_add_test(tc, test_overlap_strides);
-	tcase_add_test(tc, test_overlap_far_pair);
-	tcase_add_test(tc, test_fingerprint);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "layout",
+	.add_tests = add_tests,
+};

@@ -9,7 +9,6 @@
  * The regions are 8 MiB with 256 KiB extents (32 of them), NUMA off, no
  * hugepages: small enough for any test machine to map and pre-fault.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "base/conf.h"
 #include "store/pool.h"
+#include "unit.h"
 
 #define MiB (1ull << 20)
 #define KiB (1ull << 10)
@@ -503,30 +503,11 @@ START_TEST(test_pick_respects_share)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("pool");
-	TCase *tc = tcase_create("pool");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_create, test_create_sizes, test_classes, test_class_limit, test_alloc_until_full,
+	   test_alloc_odd_size, test_free_returns_extents, test_class_outlives_users,
+	   test_mixed_sizes, test_under_share, test_pick_extent, test_pick_respects_share)
 
-	tcase_add_test(tc, test_create);
-	tcase_add_test(tc, test_create_sizes);
-	tcase_add_test(tc, test_classes);
-	tcase_add_test(tc, test_class_limit);
-	tcase_add_test(tc, test_alloc_until_full);
-	tcase_add_test(tc, test_alloc_odd_size);
-	tcase_add_test(tc, test_free_returns_extents);
-	tcase_add_test(tc, test_class_outlives_users);
-	tcase_add_test(tc, test_mixed_sizes);
-	tcase_add_test(tc, test_under_share);
-	tcase_add_test(tc, test_pick_extent);
-	tcase_add_test(tc, test_pick_respects_share);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "pool",
+	.add_tests = add_tests,
+};

@@ -8,7 +8,6 @@
  * the length passed, so the sanitizers catch a parser reading past what it
  * was given.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <kvstash/wire.h>
 
 #include "wire/proto.h"
+#include "unit.h"
 
 static char why[256];
 
@@ -762,39 +762,14 @@ START_TEST(test_make_reply)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("proto");
-	TCase *tc = tcase_create("proto");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_header, test_header_max, test_empty, test_check_name, test_hello_good,
+	   test_hello_revision, test_hello_size, test_hello_reserved, test_hello_role,
+	   test_hello_names, test_hello_ranks, test_hello_device, test_register_good,
+	   test_register_counts, test_register_max_layers, test_register_flags,
+	   test_register_mem_kinds, test_register_fds, test_register_mem_use,
+	   test_register_layer_names, test_make_reply)
 
-	tcase_add_test(tc, test_header);
-	tcase_add_test(tc, test_header_max);
-	tcase_add_test(tc, test_empty);
-	tcase_add_test(tc, test_check_name);
-	tcase_add_test(tc, test_hello_good);
-	tcase_add_test(tc, test_hello_revision);
-	tcase_add_test(tc, test_hello_size);
-	tcase_add_test(tc, test_hello_reserved);
-	tcase_add_test(tc, test_hello_role);
-	tcase_add_test(tc, test_hello_names);
-	tcase_add_test(tc, test_hello_ranks);
-	tcase_add_test(tc, test_hello_device);
-	tcase_add_test(tc, test_register_good);
-	tcase_add_test(tc, test_register_counts);
-	tcase_add_test(tc, test_register_max_layers);
-	tcase_add_test(tc, test_register_flags);
-	tcase_add_test(tc, test_register_mem_kinds);
-	tcase_add_test(tc, test_register_fds);
-	tcase_add_test(tc, test_register_mem_use);
-	tcase_add_test(tc, test_register_layer_names);
-	tcase_add_test(tc, test_make_reply);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "proto",
+	.add_tests = add_tests,
+};

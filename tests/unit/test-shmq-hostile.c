@@ -12,7 +12,6 @@
  * word, garbage in entries, any change to the header after attach) must
  * leave the ring working.
  */
-#include <check.h>
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -24,6 +23,8 @@
 #include <unistd.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC   0x484f5354u
 #define RING_ID	    4
@@ -306,23 +307,12 @@ START_TEST(test_benign_corruption)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("shmq-hostile");
-	TCase *tc = tcase_create("hostile");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_hostile_indices, test_header_after_attach, test_benign_corruption)
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_hostile_indices);
-	tcase_add_test(tc, test_header_after_attach);
-	tcase_add_test(tc, test_benign_corruption);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "shmq-hostile",
+	.setup = setup,
+	.teardown = teardown,
+	.timeout_s = 120,
+	.add_tests = add_tests,
+};

@@ -8,9 +8,10 @@
  * seals, and attach.  Each test changes one thing only, so each errno is
  * pinned to one check.
  */
-#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #include <unistd.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC   0x4b565354u /* "TSVK" */
 #define APP_VERSION 7u
@@ -30,6 +33,12 @@ static const struct shmq_part_spec good_spec[] = {
 	{ .kind = SHMQ_PART_AREA, .id = 3, .size = 5000 },
 };
 #define NR_GOOD (sizeof(good_spec) / sizeof(good_spec[0]))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* good_spec[0], as a constant. */
+/* clang-format off */
+#define PART_RING1 { .kind = SHMQ_PART_RING, .id = 1, .entry_size = 64, .capacity = 64 }
+/* clang-format on */
 
 static struct shmq_region *create_good(void)
 {
@@ -84,11 +93,6 @@ static int attach_forged(const struct shmq_region_hdr *hdr, uint64_t file_size, 
 }
 
 #define SEALED (F_SEAL_SHRINK | F_SEAL_GROW)
-
-static int attach_hdr(const struct shmq_region_hdr *hdr)
-{
-	return attach_forged(hdr, hdr->region_size, SEALED);
-}
 
 START_TEST(test_roundtrip)
 {
@@ -203,77 +207,189 @@ static int create_ring(uint32_t entry_size, uint32_t capacity)
 
 START_TEST(test_create_invalid)
 {
+	/* One ring of 64-byte entries... */
+	static const struct {
+		const char *what;
+		uint32_t entry_size, capacity;
+		int want;
+	} rings[] = {
+		/* The extremes that are allowed. */
+		{ "smallest", SHMQ_ENTRY_SIZE_MIN, SHMQ_CAPACITY_MIN, 0 },
+		{ "largest entries", SHMQ_ENTRY_SIZE_MAX, 4, 0 },
+		{ "entry size not 2^k", 48, 64, -EINVAL },
+		{ "entry size too small", 4, 64, -EINVAL },
+		{ "entry size too large", 8192, 64, -EINVAL },
+		{ "entry size 0", 0, 64, -EINVAL },
+		{ "capacity too small", 64, 1, -EINVAL },
+		{ "capacity not 2^k", 64, 100, -EINVAL },
+		{ "capacity too large", 64, SHMQ_CAPACITY_MAX << 1, -EINVAL },
+		{ "capacity 0", 64, 0, -EINVAL },
+	};
+	/* ... and specs of one or two parts. */
+	static const struct {
+		const char *what;
+		struct shmq_part_spec spec[2];
+		unsigned nr;
+	} bad[] = {
+		{ "no parts", { PART_RING1 }, 0 },
+		/* Duplicate ids, even across kinds. */
+		{ "duplicate ids",
+		  { PART_RING1, { .kind = SHMQ_PART_AREA, .id = 1, .size = 5000 } },
+		  2 },
+		/* Unknown kind; fields that do not apply to a kind must be zero. */
+		{ "kind 3", { { .kind = 3, .id = 1, .size = 4096 } }, 1 },
+		{ "kind 0", { { .kind = 0, .id = 1, .size = 4096 } }, 1 },
+		{ "area of 0 bytes", { { .kind = SHMQ_PART_AREA, .id = 1, .size = 0 } }, 1 },
+		{ "area with a capacity",
+		  { { .kind = SHMQ_PART_AREA, .id = 1, .size = 64, .capacity = 2 } },
+		  1 },
+		{ "ring with a size",
+		  { { .kind = SHMQ_PART_RING,
+		      .id = 1,
+		      .entry_size = 64,
+		      .capacity = 64,
+		      .size = 4096 } },
+		  1 },
+		/* Sizes past the region limit, and sizes whose rounding overflows. */
+		{ "area of the region limit",
+		  { { .kind = SHMQ_PART_AREA, .id = 1, .size = SHMQ_REGION_SIZE_MAX } },
+		  1 },
+		{ "area of 2^64 - 1",
+		  { { .kind = SHMQ_PART_AREA, .id = 1, .size = UINT64_MAX } },
+		  1 },
+		{ "areas that wrap",
+		  { { .kind = SHMQ_PART_AREA, .id = 1, .size = UINT64_MAX - 4096 * 2 },
+		    { .kind = SHMQ_PART_AREA, .id = 2, .size = 8192 } },
+		  2 },
+		{ "areas of half the limit each",
+		  { { .kind = SHMQ_PART_AREA, .id = 1, .size = SHMQ_REGION_SIZE_MAX / 2 },
+		    { .kind = SHMQ_PART_AREA, .id = 2, .size = SHMQ_REGION_SIZE_MAX / 2 } },
+		  2 },
+	};
 	struct shmq_part_spec s[SHMQ_MAX_PARTS + 1];
 
-	/* The extremes that are allowed. */
-	ck_assert_int_eq(create_ring(SHMQ_ENTRY_SIZE_MIN, SHMQ_CAPACITY_MIN), 0);
-	ck_assert_int_eq(create_ring(SHMQ_ENTRY_SIZE_MAX, 4), 0);
-
-	ck_assert_int_eq(create_ring(48, 64), -EINVAL);	  /* entry size not 2^k */
-	ck_assert_int_eq(create_ring(4, 64), -EINVAL);	  /* entry size too small */
-	ck_assert_int_eq(create_ring(8192, 64), -EINVAL); /* entry size too large */
-	ck_assert_int_eq(create_ring(0, 64), -EINVAL);
-	ck_assert_int_eq(create_ring(64, 1), -EINVAL);	 /* capacity too small */
-	ck_assert_int_eq(create_ring(64, 100), -EINVAL); /* capacity not 2^k */
-	ck_assert_int_eq(create_ring(64, SHMQ_CAPACITY_MAX << 1), -EINVAL);
-	ck_assert_int_eq(create_ring(64, 0), -EINVAL);
-
-	ck_assert_int_eq(create_one(good_spec, 0), -EINVAL);
+	for (unsigned i = 0; i < ARRAY_SIZE(rings); i++)
+		ck_assert_msg(create_ring(rings[i].entry_size, rings[i].capacity) == rings[i].want,
+			      "ring: %s", rings[i].what);
+	for (unsigned i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(create_one(bad[i].spec, bad[i].nr) == -EINVAL, "spec: %s",
+			      bad[i].what);
 	ck_assert_int_eq(create_one(NULL, 1), -EINVAL);
 	for (unsigned i = 0; i < SHMQ_MAX_PARTS + 1; i++)
 		s[i] = (struct shmq_part_spec){ .kind = SHMQ_PART_AREA, .id = i, .size = 1 };
 	ck_assert_int_eq(create_one(s, SHMQ_MAX_PARTS), 0);
 	ck_assert_int_eq(create_one(s, SHMQ_MAX_PARTS + 1), -EINVAL);
-
-	/* Duplicate ids, even across kinds. */
-	s[0] = good_spec[0];
-	s[1] = good_spec[2];
-	s[1].id = s[0].id;
-	ck_assert_int_eq(create_one(s, 2), -EINVAL);
-
-	/* Unknown kind; fields that do not apply to a kind must be zero. */
-	s[0] = (struct shmq_part_spec){ .kind = 3, .id = 1, .size = 4096 };
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-	s[0] = (struct shmq_part_spec){ .kind = 0, .id = 1, .size = 4096 };
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-	s[0] = (struct shmq_part_spec){ .kind = SHMQ_PART_AREA, .id = 1, .size = 0 };
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-	s[0] = (struct shmq_part_spec){
-		.kind = SHMQ_PART_AREA, .id = 1, .size = 64, .capacity = 2
-	};
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-	s[0] = good_spec[0];
-	s[0].size = 4096;
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-
-	/* Sizes past the region limit, and sizes whose rounding overflows. */
-	s[0] = (struct shmq_part_spec){ .kind = SHMQ_PART_AREA,
-					.id = 1,
-					.size = SHMQ_REGION_SIZE_MAX };
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-	s[0].size = UINT64_MAX;
-	ck_assert_int_eq(create_one(s, 1), -EINVAL);
-	s[0].size = UINT64_MAX - 4096 * 2;
-	s[1] = (struct shmq_part_spec){ .kind = SHMQ_PART_AREA, .id = 2, .size = 8192 };
-	ck_assert_int_eq(create_one(s, 2), -EINVAL);
-	s[0].size = SHMQ_REGION_SIZE_MAX / 2;
-	s[1].size = SHMQ_REGION_SIZE_MAX / 2;
-	ck_assert_int_eq(create_one(s, 2), -EINVAL);
 }
 END_TEST
 
+/*
+ * A forged header: the good one with up to two fields changed, in a memfd
+ * of the forged header's region_size (or of @file_size bytes, or of the
+ * good one's plus @file_add), with @seals (SEALED unless set).
+ */
+enum edit_op { EDIT_SET = 1, EDIT_ADD, EDIT_XOR, EDIT_COPY };
+
+struct hdr_edit {
+	enum edit_op op; /* 0: none */
+	size_t off, size;
+	uint64_t value; /* SET: the value; ADD: added (mod 2^bits); XOR: mask */
+	size_t from;	/* COPY: the good header's field at this offset, plus value */
+};
+
+/* clang-format off */
+#define HDR_FIELD(f) offsetof(struct shmq_region_hdr, f), sizeof(((struct shmq_region_hdr *)0)->f)
+#define SET(f, v) { EDIT_SET, HDR_FIELD(f), (uint64_t)(v), 0 }
+#define ADD(f, v) { EDIT_ADD, HDR_FIELD(f), (uint64_t)(v), 0 }
+#define XOR(f, v) { EDIT_XOR, HDR_FIELD(f), (uint64_t)(v), 0 }
+#define COPY(f, g, v) \
+	{ EDIT_COPY, HDR_FIELD(f), (uint64_t)(v), offsetof(struct shmq_region_hdr, g) }
+/* clang-format on */
+
+struct forge_case {
+	const char *what;
+	struct hdr_edit edit[2];
+	enum { FILE_FORGED, FILE_GOOD, FILE_ABS } file;
+	int64_t file_size; /* FILE_GOOD: added; FILE_ABS: the size */
+	int seals;	   /* 0: SEALED */
+	bool no_hdr;	   /* a file of zeros, no header written */
+	int want;
+};
+
+#define NO_SEALS (-1)
+
+/* A field of @h, as an integer (header fields are little-endian, as is every host here). */
+static uint64_t hdr_get(const struct shmq_region_hdr *h, size_t off, size_t size)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, (const uint8_t *)h + off, size);
+	return v;
+}
+
+static void hdr_edit(struct shmq_region_hdr *h, const struct shmq_region_hdr *good,
+		     const struct hdr_edit *e)
+{
+	uint64_t v = hdr_get(h, e->off, e->size);
+
+	switch (e->op) {
+	case EDIT_SET:
+		v = e->value;
+		break;
+	case EDIT_ADD:
+		v += e->value;
+		break;
+	case EDIT_XOR:
+		v ^= e->value;
+		break;
+	case EDIT_COPY:
+		v = hdr_get(good, e->from, e->size) + e->value;
+		break;
+	default:
+		return;
+	}
+	memcpy((uint8_t *)h + e->off, &v, e->size);
+}
+
+static void check_forged(const struct forge_case *cases, size_t nr)
+{
+	struct shmq_region_hdr good, hdr;
+
+	good_hdr(&good);
+	for (size_t i = 0; i < nr; i++) {
+		const struct forge_case *c = &cases[i];
+		int seals = c->seals == NO_SEALS ? 0 : c->seals ? c->seals : SEALED;
+		uint64_t size;
+		int r;
+
+		hdr = good;
+		hdr_edit(&hdr, &good, &c->edit[0]);
+		hdr_edit(&hdr, &good, &c->edit[1]);
+		if (c->file == FILE_ABS)
+			size = (uint64_t)c->file_size;
+		else if (c->file == FILE_GOOD)
+			size = good.region_size + (uint64_t)c->file_size;
+		else
+			size = hdr.region_size;
+		r = attach_forged(c->no_hdr ? NULL : &hdr, size, seals);
+		ck_assert_msg(r == c->want, "%s: %d, want %d", c->what, r, c->want);
+	}
+}
+
 START_TEST(test_attach_good_forged)
 {
-	struct shmq_region_hdr hdr;
+	static const struct forge_case cases[] = {
+		/* The harness itself: an untouched header attaches. */
+		{ "untouched", .want = 0 },
+		/* A newer minor (additions only) is accepted. */
+		{ "newer minor", { SET(abi_minor, SHMQ_ABI_MINOR + 1) }, .want = 0 },
+		/* More seals than required do no harm. */
+		{ "newer minor, more seals",
+		  { SET(abi_minor, SHMQ_ABI_MINOR + 1) },
+		  .seals = SEALED | F_SEAL_SEAL,
+		  .want = 0 },
+	};
 
-	/* The harness itself: an untouched header attaches. */
-	good_hdr(&hdr);
-	ck_assert_int_eq(attach_hdr(&hdr), 0);
-	/* A newer minor (additions only) is accepted. */
-	hdr.abi_minor = SHMQ_ABI_MINOR + 1;
-	ck_assert_int_eq(attach_hdr(&hdr), 0);
-	/* More seals than required do no harm. */
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size, SEALED | F_SEAL_SEAL), 0);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
@@ -296,13 +412,14 @@ END_TEST
 
 START_TEST(test_attach_unsealed)
 {
-	struct shmq_region_hdr hdr;
-
-	good_hdr(&hdr);
 	/* The right bytes, but the peer could still shrink the file under us. */
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size, 0), -EPERM);
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size, F_SEAL_SHRINK), -EPERM);
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size, F_SEAL_GROW), -EPERM);
+	static const struct forge_case cases[] = {
+		{ "no seals", .seals = NO_SEALS, .want = -EPERM },
+		{ "F_SEAL_SHRINK only", .seals = F_SEAL_SHRINK, .want = -EPERM },
+		{ "F_SEAL_GROW only", .seals = F_SEAL_GROW, .want = -EPERM },
+	};
+
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
@@ -343,237 +460,187 @@ END_TEST
 
 START_TEST(test_attach_size_mismatch)
 {
-	struct shmq_region_hdr hdr;
+	static const struct forge_case cases[] = {
+		/* The file is longer, or shorter, than the header says. */
+		{ "file a page longer", .file = FILE_GOOD, .file_size = SHMQ_PART_ALIGN,
+		  .want = -EMSGSIZE },
+		{ "file a page shorter", .file = FILE_GOOD, .file_size = -(int64_t)SHMQ_PART_ALIGN,
+		  .want = -EMSGSIZE },
+		/* Truncated below one header page, or empty. */
+		{ "file of the header only", .file = FILE_ABS,
+		  .file_size = sizeof(struct shmq_region_hdr), .want = -EMSGSIZE },
+		{ "empty file", .file = FILE_ABS, .file_size = 0, .no_hdr = true,
+		  .want = -EMSGSIZE },
+	};
 
-	good_hdr(&hdr);
-	/* The file is longer, or shorter, than the header says. */
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size + SHMQ_PART_ALIGN, SEALED), -EMSGSIZE);
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size - SHMQ_PART_ALIGN, SEALED), -EMSGSIZE);
-	/* Truncated below one header page, or empty. */
-	ck_assert_int_eq(attach_forged(&hdr, sizeof(hdr), SEALED), -EMSGSIZE);
-	ck_assert_int_eq(attach_forged(NULL, 0, SEALED), -EMSGSIZE);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_bad_magic)
 {
+	static const struct forge_case cases[] = {
+		{ "magic ^ 1", { XOR(magic, 1) }, .want = -EBADMSG },
+		/* All zeros: the peer never wrote a header. */
+		{ "all zeros", .file = FILE_ABS, .file_size = 2 * SHMQ_PART_ALIGN, .no_hdr = true,
+		  .want = -EBADMSG },
+	};
 	struct shmq_region *a = create_good(), *b = NULL;
-	struct shmq_region_hdr hdr;
 
-	good_hdr(&hdr);
-	hdr.magic ^= 1;
-	ck_assert_int_eq(attach_hdr(&hdr), -EBADMSG);
+	check_forged(cases, ARRAY_SIZE(cases));
 	/* Somebody else's region, valid in every other respect. */
 	ck_assert_int_eq(shmq_region_attach(shmq_region_fd(a), APP_MAGIC + 1, &b), -EBADMSG);
 	ck_assert_ptr_null(b);
 	shmq_region_destroy(a);
-	/* All zeros: the peer never wrote a header. */
-	ck_assert_int_eq(attach_forged(NULL, 2 * SHMQ_PART_ALIGN, SEALED), -EBADMSG);
 }
 END_TEST
 
 START_TEST(test_attach_bad_abi)
 {
-	struct shmq_region_hdr hdr;
+	static const struct forge_case cases[] = {
+		{ "next major", { SET(abi_major, SHMQ_ABI_MAJOR + 1) }, .want = -EPROTONOSUPPORT },
+		{ "major 0", { SET(abi_major, 0) }, .want = -EPROTONOSUPPORT },
+	};
 
-	good_hdr(&hdr);
-	hdr.abi_major = SHMQ_ABI_MAJOR + 1;
-	ck_assert_int_eq(attach_hdr(&hdr), -EPROTONOSUPPORT);
-	hdr.abi_major = 0;
-	ck_assert_int_eq(attach_hdr(&hdr), -EPROTONOSUPPORT);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_bad_hdr_fields)
 {
-	struct shmq_region_hdr good, hdr;
+	static const struct forge_case cases[] = {
+		{ "hdr_size + 64",
+		  { SET(hdr_size, sizeof(struct shmq_region_hdr) + 64) },
+		  .want = -EINVAL },
+		{ "no parts", { SET(nr_parts, 0) }, .want = -EINVAL },
+		{ "too many parts", { SET(nr_parts, SHMQ_MAX_PARTS + 1) }, .want = -EINVAL },
+		/* A part slot past nr_parts is not looked at. */
+		{ "two of three parts", { SET(nr_parts, 2) }, .want = 0 },
+	};
 
-	good_hdr(&good);
-
-	hdr = good;
-	hdr.hdr_size = sizeof(hdr) + 64;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.nr_parts = 0;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.nr_parts = SHMQ_MAX_PARTS + 1;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* A part slot past nr_parts is not looked at. */
-	hdr = good;
-	hdr.nr_parts = 2;
-	ck_assert_int_eq(attach_hdr(&hdr), 0);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_absurd_sizes)
 {
-	struct shmq_region_hdr good, hdr;
+	static const struct forge_case cases[] = {
+		/* A region size beyond the limit (and beyond the file). */
+		{ "region size past the limit",
+		  { SET(region_size, SHMQ_REGION_SIZE_MAX * 2) },
+		  .file = FILE_GOOD,
+		  .want = -EMSGSIZE },
+		/* A sparse file that really is that large: refused before mmap. */
+		{ "region and file past the limit",
+		  { SET(region_size, SHMQ_REGION_SIZE_MAX * 2) },
+		  .want = -EMSGSIZE },
+		/* A part so large that offset + size wraps around 2^64. */
+		{ "part size wraps",
+		  { SET(parts[2].size, UINT64_MAX - SHMQ_PART_ALIGN + 1) },
+		  .want = -EINVAL },
+		/* Absurd capacity and entry size (capacity * entry_size past 2^32). */
+		{ "capacity 2^31", { SET(parts[0].capacity, 1u << 31) }, .want = -EINVAL },
+		{ "capacity past the maximum",
+		  { SET(parts[0].capacity, SHMQ_CAPACITY_MAX * 2) },
+		  .want = -EINVAL },
+		{ "entry size 2^31", { SET(parts[0].entry_size, 1u << 31) }, .want = -EINVAL },
+		{ "entries at 2^64 - a line", /* line aligned */
+		  { SET(parts[0].entries_offset, UINT64_MAX - (SHMQ_LINE - 1)) },
+		  .want = -EINVAL },
+		{ "capacity 0", { SET(parts[0].capacity, 0) }, .want = -EINVAL },
+	};
 
-	good_hdr(&good);
-
-	/* A region size beyond the limit (and beyond the file). */
-	hdr = good;
-	hdr.region_size = SHMQ_REGION_SIZE_MAX * 2;
-	ck_assert_int_eq(attach_forged(&hdr, good.region_size, SEALED), -EMSGSIZE);
-	/* A sparse file that really is that large: refused before mmap. */
-	ck_assert_int_eq(attach_forged(&hdr, hdr.region_size, SEALED), -EMSGSIZE);
-
-	/* A part so large that offset + size wraps around 2^64. */
-	hdr = good;
-	hdr.parts[2].size = UINT64_MAX - SHMQ_PART_ALIGN + 1;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-
-	/* Absurd capacity and entry size (capacity * entry_size past 2^32). */
-	hdr = good;
-	hdr.parts[0].capacity = 1u << 31;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[0].capacity = SHMQ_CAPACITY_MAX * 2;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[0].entry_size = 1u << 31;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[0].entries_offset = UINT64_MAX - (SHMQ_LINE - 1); /* line aligned */
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[0].capacity = 0;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_overlap)
 {
-	struct shmq_region_hdr good, hdr;
+	static const struct forge_case cases[] = {
+		/* Ring 2 moved onto the second page of ring 1. */
+		{ "ring 2 in ring 1",
+		  { COPY(parts[1].offset, parts[0].offset, SHMQ_PART_ALIGN) },
+		  .want = -EINVAL },
+		/* Two parts at the same place. */
+		{ "area on ring 2",
+		  { COPY(parts[2].offset, parts[1].offset, 0),
+		    COPY(parts[2].size, parts[1].size, 0) },
+		  .want = -EINVAL },
+		/* A part over the header page. */
+		{ "ring 2 on the header", { SET(parts[1].offset, 0) }, .want = -EINVAL },
+		/* Duplicate ids (no overlap). */
+		{ "duplicate ids", { COPY(parts[2].id, parts[0].id, 0) }, .want = -EINVAL },
+	};
 
-	good_hdr(&good);
-
-	/* Ring 2 moved onto the second page of ring 1. */
-	hdr = good;
-	hdr.parts[1].offset = good.parts[0].offset + SHMQ_PART_ALIGN;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* Two parts at the same place. */
-	hdr = good;
-	hdr.parts[2].offset = good.parts[1].offset;
-	hdr.parts[2].size = good.parts[1].size;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* A part over the header page. */
-	hdr = good;
-	hdr.parts[1].offset = 0;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* Duplicate ids (no overlap). */
-	hdr = good;
-	hdr.parts[2].id = good.parts[0].id;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_past_end)
 {
-	struct shmq_region_hdr good, hdr;
+	static const struct forge_case cases[] = {
+		/* The last part (the area) grown by a page past the end of the file. */
+		{ "area a page past the end",
+		  { ADD(parts[2].size, SHMQ_PART_ALIGN) },
+		  .want = -EINVAL },
+		/* Moved to start exactly at the end. */
+		{ "area at the end", { COPY(parts[2].offset, region_size, 0) }, .want = -EINVAL },
+	};
 
-	good_hdr(&good);
-
-	/* The last part (the area) grown by a page past the end of the file. */
-	hdr = good;
-	hdr.parts[2].size += SHMQ_PART_ALIGN;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* Moved to start exactly at the end. */
-	hdr = good;
-	hdr.parts[2].offset = good.region_size;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_misaligned)
 {
-	struct shmq_region_hdr good, hdr;
+	static const struct forge_case cases[] = {
+		{ "area a line in", /* still inside the file */
+		  { ADD(parts[2].offset, SHMQ_LINE),
+		    ADD(parts[2].size, -(int64_t)SHMQ_PART_ALIGN) },
+		  .want = -EINVAL },
+		{ "area a byte short", { ADD(parts[2].size, -1) }, .want = -EINVAL },
+		/* Entries must start on a line, after the control block. */
+		{ "entries off a line", { ADD(parts[0].entries_offset, 8) }, .want = -EINVAL },
+		{ "entries in the control block",
+		  { SET(parts[0].entries_offset, SHMQ_LINE) },
+		  .want = -EINVAL },
+	};
 
-	good_hdr(&good);
-
-	hdr = good;
-	hdr.parts[2].offset += SHMQ_LINE;
-	hdr.parts[2].size -= SHMQ_PART_ALIGN; /* still inside the file */
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[2].size -= 1;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* Entries must start on a line, after the control block. */
-	hdr = good;
-	hdr.parts[0].entries_offset += 8;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[0].entries_offset = SHMQ_LINE;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
 START_TEST(test_attach_bad_ring_geometry)
 {
-	struct shmq_region_hdr good, hdr;
+	static const struct forge_case cases[] = {
+		/*
+		 * Capacity 63 of 64-byte entries still fits the ring's two pages:
+		 * only the power-of-two check can refuse it.
+		 */
+		{ "capacity 63", { SET(parts[0].capacity, 63) }, .want = -EINVAL },
+		/* Entry size 96 with 64 entries fits the two pages too, and is not 2^k. */
+		{ "entry size 96", { SET(parts[0].entry_size, 96) }, .want = -EINVAL },
+		/* Fewer entries than the part's size says: inconsistent geometry. */
+		{ "capacity 8 in two pages", { SET(parts[0].capacity, 8) }, .want = -EINVAL },
+		/* More entries than the part holds (would overrun into ring 2). */
+		{ "capacity 1024 in one page", { SET(parts[1].capacity, 1024) }, .want = -EINVAL },
+		/* An area claiming ring fields, an unknown kind. */
+		{ "area with a capacity", { SET(parts[2].capacity, 2) }, .want = -EINVAL },
+		{ "kind 9", { SET(parts[1].kind, 9) }, .want = -EINVAL },
+	};
 
-	good_hdr(&good);
-
-	/*
-	 * Capacity 63 of 64-byte entries still fits the ring's two pages:
-	 * only the power-of-two check can refuse it.
-	 */
-	hdr = good;
-	hdr.parts[0].capacity = 63;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* Entry size 96 with 64 entries fits the two pages too, and is not 2^k. */
-	hdr = good;
-	hdr.parts[0].entry_size = 96;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* Fewer entries than the part's size says: inconsistent geometry. */
-	hdr = good;
-	hdr.parts[0].capacity = 8;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* More entries than the part holds (would overrun into ring 2). */
-	hdr = good;
-	hdr.parts[1].capacity = 1024;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	/* An area claiming ring fields, an unknown kind. */
-	hdr = good;
-	hdr.parts[2].capacity = 2;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
-	hdr = good;
-	hdr.parts[1].kind = 9;
-	ck_assert_int_eq(attach_hdr(&hdr), -EINVAL);
+	check_forged(cases, ARRAY_SIZE(cases));
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("shmq-region");
-	TCase *tc = tcase_create("region");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_roundtrip, test_lookup_errors, test_null, test_create_invalid,
+	   test_attach_good_forged, test_attach_bad_fd, test_attach_unsealed,
+	   test_attach_unsealable, test_attach_readonly, test_attach_size_mismatch,
+	   test_attach_bad_magic, test_attach_bad_abi, test_attach_bad_hdr_fields,
+	   test_attach_absurd_sizes, test_attach_overlap, test_attach_past_end,
+	   test_attach_misaligned, test_attach_bad_ring_geometry)
 
-	tcase_add_test(tc, test_roundtrip);
-	tcase_add_test(tc, test_lookup_errors);
-	tcase_add_test(tc, test_null);
-	tcase_add_test(tc, test_create_invalid);
-	tcase_add_test(tc, test_attach_good_forged);
-	tcase_add_test(tc, test_attach_bad_fd);
-	tcase_add_test(tc, test_attach_unsealed);
-	tcase_add_test(tc, test_attach_unsealable);
-	tcase_add_test(tc, test_attach_readonly);
-	tcase_add_test(tc, test_attach_size_mismatch);
-	tcase_add_test(tc, test_attach_bad_magic);
-	tcase_add_test(tc, test_attach_bad_abi);
-	tcase_add_test(tc, test_attach_bad_hdr_fields);
-	tcase_add_test(tc, test_attach_absurd_sizes);
-	tcase_add_test(tc, test_attach_overlap);
-	tcase_add_test(tc, test_attach_past_end);
-	tcase_add_test(tc, test_attach_misaligned);
-	tcase_add_test(tc, test_attach_bad_ring_geometry);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "shmq-region",
+	.add_tests = add_tests,
+};

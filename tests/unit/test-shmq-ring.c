@@ -4,12 +4,13 @@
  * ends share one region; the shared indices are poked directly through
  * the views' pointers to stage wraparound and impossible indices.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC 0x52494e47u
 #define CAP	  16u
@@ -347,30 +348,13 @@ START_TEST(test_head_back_within_capacity)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("shmq-ring");
-	TCase *tc = tcase_create("ring");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_single, test_batch, test_cancel, test_full, test_release_clamped, test_entry_mask,
+	   test_wraparound, test_init_eproto, test_tail_eproto, test_head_eproto,
+	   test_head_back_within_capacity)
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_single);
-	tcase_add_test(tc, test_batch);
-	tcase_add_test(tc, test_cancel);
-	tcase_add_test(tc, test_full);
-	tcase_add_test(tc, test_release_clamped);
-	tcase_add_test(tc, test_entry_mask);
-	tcase_add_test(tc, test_wraparound);
-	tcase_add_test(tc, test_init_eproto);
-	tcase_add_test(tc, test_tail_eproto);
-	tcase_add_test(tc, test_head_eproto);
-	tcase_add_test(tc, test_head_back_within_capacity);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "shmq-ring",
+	.setup = setup,
+	.teardown = teardown,
+	.add_tests = add_tests,
+};

@@ -17,7 +17,6 @@
  * Batch sizes vary from 1 to 64 on both sides so batches straddle the
  * wrap of the ring in every way.
  */
-#include <check.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -30,6 +29,8 @@
 #include <unistd.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC	0x53545253u
 #define RING_ID		1
@@ -322,22 +323,10 @@ START_TEST(test_stress_threads)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("shmq-stress");
-	TCase *tc = tcase_create("stress");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_stress_busy, test_stress_sleep, test_stress_threads)
 
-	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_stress_busy);
-	tcase_add_test(tc, test_stress_sleep);
-	tcase_add_test(tc, test_stress_threads);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "shmq-stress",
+	.timeout_s = 600,
+	.add_tests = add_tests,
+};

@@ -9,7 +9,6 @@
  * waits until it SEES the parent's NEED_WAKEUP flag before producing, so
  * the parent is known to be asleep (or about to be) when the wake comes.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +27,8 @@
 #include <sys/syscall.h>
 
 #include <shmq/shmq.h>
+
+#include "unit.h"
 
 #define APP_MAGIC 0x57414954u
 #define MS	  1000000LL
@@ -466,32 +467,15 @@ START_TEST(test_wait_many_seccomp_eperm)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("shmq-wait");
-	TCase *tc = tcase_create("wait");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_timeout, test_ready_returns_at_once, test_wake_across_processes,
+	   test_wake_only_when_asked, test_eintr, test_wait_many_ring, test_wait_many_extra,
+	   test_wait_many_timeout, test_wait_many_errors, test_wait_many_poll,
+	   test_wait_many_enosys, test_wait_many_seccomp_eperm)
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_timeout);
-	tcase_add_test(tc, test_ready_returns_at_once);
-	tcase_add_test(tc, test_wake_across_processes);
-	tcase_add_test(tc, test_wake_only_when_asked);
-	tcase_add_test(tc, test_eintr);
-	tcase_add_test(tc, test_wait_many_ring);
-	tcase_add_test(tc, test_wait_many_extra);
-	tcase_add_test(tc, test_wait_many_timeout);
-	tcase_add_test(tc, test_wait_many_errors);
-	tcase_add_test(tc, test_wait_many_poll);
-	tcase_add_test(tc, test_wait_many_enosys);
-	tcase_add_test(tc, test_wait_many_seccomp_eperm);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "shmq-wait",
+	.setup = setup,
+	.teardown = teardown,
+	.timeout_s = 60,
+	.add_tests = add_tests,
+};

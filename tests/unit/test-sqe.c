@@ -5,7 +5,6 @@
  * own, and the copy discipline: decoded arguments live in the private
  * copy, so an engine rewriting the shared area afterwards changes nothing.
  */
-#include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,6 +15,7 @@
 #include <kvstash/wire.h>
 
 #include "wire/sqe.h"
+#include "unit.h"
 
 #define AREA 4096u
 #define MAX_KEYS 64u
@@ -203,6 +203,77 @@ END_TEST
 
 /* ---- rules -------------------------------------------------------------- */
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define OP(op)	      (1u << (op))
+#define ALL_OPS	      (OP(KVS_OP_LAST + 1) - 1)
+
+/* An SQE of @op with @n arguments (2 when 0), good for the worker. */
+static struct kvs_sqe make(uint8_t op, uint32_t n)
+{
+	n = n ? n : 2;
+	switch (op) {
+	case KVS_OP_SAVE:
+		return sqe_save(0, n);
+	case KVS_OP_QUERY:
+		return sqe_query(0, n);
+	case KVS_OP_LOAD:
+		return sqe_load(0, n);
+	case KVS_OP_RELEASE:
+		return (struct kvs_sqe){ .opcode = op, .lease = 3 };
+	default:
+		return (struct kvs_sqe){ .opcode = op };
+	}
+}
+
+/* Every opcode's good SQE, for rules that apply to all of them. */
+static struct kvs_sqe good(uint8_t op)
+{
+	return make(op, 2);
+}
+
+/* A field of struct kvs_sqe, by place and width, and a value for it. */
+struct field_set {
+	const char *name; /* NULL: no field */
+	size_t off, size;
+	uint64_t value;
+};
+/* clang-format off */
+#define FIELD(f, v) { #f, offsetof(struct kvs_sqe, f), sizeof(((struct kvs_sqe *)0)->f), (v) }
+/* clang-format on */
+
+/* The low bytes of the value: the ABI, and so this test, is little-endian only. */
+static void set_field(struct kvs_sqe *s, const struct field_set *f)
+{
+	if (f->name)
+		memcpy((uint8_t *)s + f->off, &f->value, f->size);
+}
+
+/*
+ * One rule: the SQE of @op (with @n arguments) changed by up to two field
+ * settings, decoded with @lim, gives @want.
+ */
+struct rule_case {
+	const char *what;
+	uint8_t op;
+	uint32_t n;
+	struct field_set set[2];
+	const struct sqe_limits *lim;
+	int want;
+};
+
+static void check_rules(const struct rule_case *rules, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		const struct rule_case *r = &rules[i];
+		struct kvs_sqe s = make(r->op, r->n);
+
+		set_field(&s, &r->set[0]);
+		set_field(&s, &r->set[1]);
+		ck_assert_msg(decode(&s, r->lim, NULL) == r->want, "%s: %d, want %d", r->what,
+			      decode(&s, r->lim, NULL), r->want);
+	}
+}
+
 START_TEST(test_opcode)
 {
 	struct kvs_sqe s = { 0 };
@@ -216,39 +287,32 @@ START_TEST(test_opcode)
 }
 END_TEST
 
+/* A scheduler with a layout (it never has one, but the role alone decides). */
+static const struct sqe_limits scheduler_layout = {
+	.role = KVS_ROLE_SCHEDULER,
+	.max_keys = MAX_KEYS,
+	.num_blocks = NUM_BLOCKS,
+	.nr_layers = NR_LAYERS,
+};
+
+/* A worker whose instance has registered nothing. */
+static const struct sqe_limits unregistered = {
+	.role = KVS_ROLE_WORKER,
+	.max_keys = MAX_KEYS,
+};
+
 START_TEST(test_scheduler_role)
 {
-	struct kvs_sqe s = sqe_save(0, 1);
-	struct sqe_limits lim = scheduler;
+	static const struct rule_case rules[] = {
+		{ "scheduler SAVE", KVS_OP_SAVE, 1, {}, &scheduler, -EPERM },
+		{ "scheduler LOAD", KVS_OP_LOAD, 1, {}, &scheduler, -EPERM },
+		{ "scheduler LOAD, with a layout", KVS_OP_LOAD, 1, {}, &scheduler_layout, -EPERM },
+		{ "scheduler SAVE, with a layout", KVS_OP_SAVE, 1, {}, &scheduler_layout, -EPERM },
+	};
 
-	ck_assert_int_eq(decode(&s, &scheduler, NULL), -EPERM);
-	s = sqe_load(0, 1);
-	ck_assert_int_eq(decode(&s, &scheduler, NULL), -EPERM);
-	/* Even with a layout (a scheduler never has one, but the role alone decides). */
-	lim.num_blocks = NUM_BLOCKS;
-	lim.nr_layers = NR_LAYERS;
-	ck_assert_int_eq(decode(&s, &lim, NULL), -EPERM);
-	s = sqe_save(0, 1);
-	ck_assert_int_eq(decode(&s, &lim, NULL), -EPERM);
+	check_rules(rules, ARRAY_SIZE(rules));
 }
 END_TEST
-
-/* Every opcode's good SQE, for rules that apply to all of them. */
-static struct kvs_sqe good(uint8_t op)
-{
-	switch (op) {
-	case KVS_OP_SAVE:
-		return sqe_save(0, 2);
-	case KVS_OP_QUERY:
-		return sqe_query(0, 2);
-	case KVS_OP_LOAD:
-		return sqe_load(0, 2);
-	case KVS_OP_RELEASE:
-		return (struct kvs_sqe){ .opcode = op, .lease = 3 };
-	default:
-		return (struct kvs_sqe){ .opcode = op };
-	}
-}
 
 START_TEST(test_flags)
 {
@@ -269,60 +333,55 @@ START_TEST(test_flags)
 }
 END_TEST
 
+/* A field set on its own in the good SQE of each opcode in @ops: -EINVAL. */
+struct field_case {
+	struct field_set set;
+	uint32_t ops;
+};
+
+static void check_fields(const struct field_case *cases, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
+			struct kvs_sqe s = good(op);
+
+			if (!(cases[i].ops & OP(op)))
+				continue;
+			set_field(&s, &cases[i].set);
+			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u %s", op,
+				      cases[i].set.name);
+		}
+	}
+}
+
 START_TEST(test_reserved)
 {
-	for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
-		struct kvs_sqe s = good(op);
+	static const struct field_case reserved[] = {
+		{ FIELD(resv0, 1), ALL_OPS },
+		{ FIELD(resv1, 1ull << 63), ALL_OPS },
+		{ FIELD(resv2, 1), ALL_OPS },
+	};
 
-		s.resv0 = 1;
-		ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u resv0", op);
-		s = good(op);
-		s.resv1 = 1ull << 63;
-		ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u resv1", op);
-		s = good(op);
-		s.resv2 = 1;
-		ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u resv2", op);
-	}
+	check_fields(reserved, ARRAY_SIZE(reserved));
 }
 END_TEST
 
 /* Fields an opcode does not use must be zero. */
 START_TEST(test_unused_fields)
 {
-	for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
-		bool args = op == KVS_OP_SAVE || op == KVS_OP_QUERY || op == KVS_OP_LOAD;
-		struct kvs_sqe s;
+	static const uint32_t no_args =
+		ALL_OPS & ~(OP(KVS_OP_SAVE) | OP(KVS_OP_QUERY) | OP(KVS_OP_LOAD));
+	static const struct field_case unused[] = {
+		{ FIELD(count, 1), no_args },
+		{ FIELD(arg_off, 8), no_args },
+		{ FIELD(arg_len, 16), no_args },
+		{ FIELD(lease, 1), ALL_OPS & ~(OP(KVS_OP_LOAD) | OP(KVS_OP_RELEASE)) },
+		{ FIELD(req_id, 1), ALL_OPS & ~OP(KVS_OP_QUERY) },
+		{ FIELD(layer_begin, 1), ALL_OPS & ~OP(KVS_OP_LOAD) },
+		{ FIELD(layer_count, 1), ALL_OPS & ~OP(KVS_OP_LOAD) },
+	};
 
-		if (!args) {
-			s = good(op);
-			s.count = 1;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u count", op);
-			s = good(op);
-			s.arg_off = 8;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u arg_off", op);
-			s = good(op);
-			s.arg_len = 16;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u arg_len", op);
-		}
-		if (op != KVS_OP_LOAD && op != KVS_OP_RELEASE) {
-			s = good(op);
-			s.lease = 1;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u lease", op);
-		}
-		if (op != KVS_OP_QUERY) {
-			s = good(op);
-			s.req_id = 1;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u req_id", op);
-		}
-		if (op != KVS_OP_LOAD) {
-			s = good(op);
-			s.layer_begin = 1;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u layer_begin", op);
-			s = good(op);
-			s.layer_count = 1;
-			ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "op %u layer_count", op);
-		}
-	}
+	check_fields(unused, ARRAY_SIZE(unused));
 	/* user_data is anything, for every opcode. */
 	for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
 		struct kvs_sqe s = good(op);
@@ -386,87 +445,98 @@ START_TEST(test_arg_len)
 }
 END_TEST
 
+/*
+ * Where the arguments may lie: @base (the area's size, or 2^32) plus
+ * @len_mul times the arguments' length plus @add, for each opcode.
+ */
+static const struct window_case {
+	const char *what;
+	uint64_t base;
+	int len_mul;
+	int64_t add;
+	int want;
+} windows[] = {
+	/* Ending on the area's last byte is fine; one byte further is not. */
+	{ "ending on the last byte", AREA, -1, 0, 0 },
+	{ "one byte past the end", AREA, -1, 1, -EFAULT },
+	{ "at the end", AREA, 0, 0, -EFAULT },
+	/* Offsets near 2^32: the end must not wrap in 32 bits to a small number. */
+	{ "off + len == 2^32", 1ull << 32, -1, 0, -EFAULT },
+	{ "off 2^32 - 8", 1ull << 32, 0, -8, -EFAULT },
+	{ "off 2^32 - 1", 1ull << 32, 0, -1, -EFAULT },
+};
+
 START_TEST(test_arg_window)
 {
 	static const uint8_t ops[] = { KVS_OP_SAVE, KVS_OP_QUERY, KVS_OP_LOAD };
+	/* An area smaller than one argument block (a QUERY of 2 keys: 32 bytes). */
+	static const struct {
+		uint64_t area;
+		int want;
+	} small[] = { { 31, -EFAULT }, { 32, 0 }, { 0, -EFAULT } };
 
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < ARRAY_SIZE(ops); i++) {
 		struct kvs_sqe s = good(ops[i]);
 		uint32_t len = s.arg_len;
 
-		/* Ending on the area's last byte is fine; one byte further is not. */
 		memmove(area + AREA - len, area, len);
-		s.arg_off = AREA - len;
-		ck_assert_int_eq(decode(&s, &worker, NULL), 0);
-		s.arg_off = AREA - len + 1;
-		ck_assert_int_eq(decode(&s, &worker, NULL), -EFAULT);
-		s.arg_off = AREA;
-		ck_assert_int_eq(decode(&s, &worker, NULL), -EFAULT);
-		/* Offsets near 2^32: the end must not wrap in 32 bits to a small number. */
-		s.arg_off = UINT32_MAX - len + 1; /* off + len == 2^32 */
-		ck_assert_int_eq(decode(&s, &worker, NULL), -EFAULT);
-		s.arg_off = UINT32_MAX - 7;
-		ck_assert_int_eq(decode(&s, &worker, NULL), -EFAULT);
-		s.arg_off = UINT32_MAX;
-		ck_assert_int_eq(decode(&s, &worker, NULL), -EFAULT);
+		for (unsigned w = 0; w < ARRAY_SIZE(windows); w++) {
+			const struct window_case *c = &windows[w];
+
+			s.arg_off = (uint32_t)(c->base + (int64_t)c->len_mul * len + c->add);
+			ck_assert_msg(decode(&s, &worker, NULL) == c->want, "op %u %s (arg_off %u)",
+				      ops[i], c->what, s.arg_off);
+		}
 	}
-	/* An area smaller than one argument block. */
-	{
+	for (unsigned i = 0; i < ARRAY_SIZE(small); i++) {
 		struct kvs_sqe s = sqe_query(0, 2);
 		struct sqe_args a;
 
-		ck_assert_int_eq(sqe_decode(&s, area, 31, &worker, copy, &a), -EFAULT);
-		ck_assert_int_eq(sqe_decode(&s, area, 32, &worker, copy, &a), 0);
-		ck_assert_int_eq(sqe_decode(&s, area, 0, &worker, copy, &a), -EFAULT);
+		ck_assert_msg(sqe_decode(&s, area, small[i].area, &worker, copy, &a) ==
+				      small[i].want,
+			      "area of %llu bytes", (unsigned long long)small[i].area);
 	}
 }
 END_TEST
 
 START_TEST(test_unsealed)
 {
-	struct sqe_limits none = worker;
-	struct kvs_sqe s;
+	static const struct rule_case rules[] = {
+		{ "SAVE, nothing registered", KVS_OP_SAVE, 1, {}, &unregistered, -KVS_EUNSEALED },
+		{ "LOAD, nothing registered", KVS_OP_LOAD, 1, {}, &unregistered, -KVS_EUNSEALED },
+		/* QUERY, RELEASE, FLUSH and NOP need no registration. */
+		{ "QUERY, nothing registered", KVS_OP_QUERY, 1, {}, &unregistered, 0 },
+		{ "RELEASE, nothing registered", KVS_OP_RELEASE, 0, {}, &unregistered, 0 },
+		{ "FLUSH, nothing registered", KVS_OP_FLUSH, 0, {}, &unregistered, 0 },
+	};
 
-	none.num_blocks = 0;
-	none.nr_layers = 0;
-	s = sqe_save(0, 1);
-	ck_assert_int_eq(decode(&s, &none, NULL), -KVS_EUNSEALED);
-	s = sqe_load(0, 1);
-	ck_assert_int_eq(decode(&s, &none, NULL), -KVS_EUNSEALED);
-	/* QUERY, RELEASE, FLUSH and NOP need no registration. */
-	s = sqe_query(0, 1);
-	ck_assert_int_eq(decode(&s, &none, NULL), 0);
-	s = good(KVS_OP_RELEASE);
-	ck_assert_int_eq(decode(&s, &none, NULL), 0);
-	s = good(KVS_OP_FLUSH);
-	ck_assert_int_eq(decode(&s, &none, NULL), 0);
+	check_rules(rules, ARRAY_SIZE(rules));
 }
 END_TEST
 
 START_TEST(test_block_ids)
 {
-	uint32_t ids[3] = { 0, NUM_BLOCKS - 1, 5 };
+	/* Three block ids; the one past the end is in each position once. */
+	static const struct {
+		uint8_t op;
+		uint32_t ids[3];
+		int want;
+	} cases[] = {
+		/* SAVE: ids follow the keys. */
+		{ KVS_OP_SAVE, { 0, NUM_BLOCKS - 1, 5 }, 0 },
+		{ KVS_OP_SAVE, { 0, NUM_BLOCKS - 1, NUM_BLOCKS }, -ERANGE },
+		{ KVS_OP_SAVE, { 0, NUM_BLOCKS - 1, UINT32_MAX }, -ERANGE },
+		{ KVS_OP_LOAD, { 0, NUM_BLOCKS - 1, 5 }, 0 },
+		{ KVS_OP_LOAD, { NUM_BLOCKS, NUM_BLOCKS - 1, 5 }, -ERANGE },
+	};
 	struct kvs_sqe s;
 
-	/* SAVE: ids follow the keys. */
-	s = sqe_save(0, 3);
-	memcpy(area + 3 * KVS_KEY_SIZE, ids, sizeof(ids));
-	ck_assert_int_eq(decode(&s, &worker, NULL), 0);
-	ids[2] = NUM_BLOCKS; /* the last one, just past the end */
-	memcpy(area + 3 * KVS_KEY_SIZE, ids, sizeof(ids));
-	ck_assert_int_eq(decode(&s, &worker, NULL), -ERANGE);
-	ids[2] = UINT32_MAX;
-	memcpy(area + 3 * KVS_KEY_SIZE, ids, sizeof(ids));
-	ck_assert_int_eq(decode(&s, &worker, NULL), -ERANGE);
-
-	/* LOAD. */
-	ids[2] = 5;
-	s = sqe_load(0, 3);
-	put_ids(0, ids, 3);
-	ck_assert_int_eq(decode(&s, &worker, NULL), 0);
-	ids[0] = NUM_BLOCKS;
-	put_ids(0, ids, 3);
-	ck_assert_int_eq(decode(&s, &worker, NULL), -ERANGE);
+	for (unsigned i = 0; i < ARRAY_SIZE(cases); i++) {
+		s = make(cases[i].op, 3);
+		put_ids(cases[i].op == KVS_OP_SAVE ? 3 * KVS_KEY_SIZE : 0, cases[i].ids, 3);
+		ck_assert_msg(decode(&s, &worker, NULL) == cases[i].want, "op %u ids %u %u %u",
+			      cases[i].op, cases[i].ids[0], cases[i].ids[1], cases[i].ids[2]);
+	}
 	/* QUERY carries keys only: nothing to range-check. */
 	memset(area, 0xff, 64);
 	s = sqe_query(64, 2);
@@ -477,41 +547,45 @@ END_TEST
 
 START_TEST(test_layer_range)
 {
-	struct kvs_sqe s = sqe_load(0, 1);
+	/* LOAD layer ranges outside the NR_LAYERS the layout has. */
+	static const struct {
+		uint32_t begin, count;
+	} bad[] = {
+		{ NR_LAYERS, 0 },
+		{ NR_LAYERS, 1 },
+		{ 0, NR_LAYERS + 1 },
+		{ NR_LAYERS - 1, 2 },
+		/* begin + count wrapping 32 bits to a small number. */
+		{ 1, UINT32_MAX },
+		{ UINT32_MAX, 2 },
+		{ UINT32_MAX, 0 },
+	};
 
-	s.layer_begin = NR_LAYERS;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
-	s.layer_count = 1;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
-	s.layer_begin = 0;
-	s.layer_count = NR_LAYERS + 1;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
-	s.layer_begin = NR_LAYERS - 1;
-	s.layer_count = 2;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
-	/* begin + count wrapping 32 bits to a small number. */
-	s.layer_begin = 1;
-	s.layer_count = UINT32_MAX;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
-	s.layer_begin = UINT32_MAX;
-	s.layer_count = 2;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
-	s.layer_begin = UINT32_MAX;
-	s.layer_count = 0;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -EINVAL);
+	for (unsigned i = 0; i < ARRAY_SIZE(bad); i++) {
+		struct kvs_sqe s = sqe_load(0, 1);
+
+		s.layer_begin = bad[i].begin;
+		s.layer_count = bad[i].count;
+		ck_assert_msg(decode(&s, &worker, NULL) == -EINVAL, "layers %u + %u", bad[i].begin,
+			      bad[i].count);
+	}
 }
 END_TEST
 
 START_TEST(test_lease_zero)
 {
-	struct kvs_sqe s = sqe_load(0, 1);
+	static const struct rule_case rules[] = {
+		{ "LOAD of lease 0", KVS_OP_LOAD, 1, { FIELD(lease, 0) }, &worker, -ENOENT },
+		{ "RELEASE of lease 0", KVS_OP_RELEASE, 0, { FIELD(lease, 0) }, &worker, -ENOENT },
+		{ "RELEASE of lease 0 by a scheduler",
+		  KVS_OP_RELEASE,
+		  0,
+		  { FIELD(lease, 0) },
+		  &scheduler,
+		  -ENOENT },
+	};
 
-	s.lease = 0;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -ENOENT);
-	s = good(KVS_OP_RELEASE);
-	s.lease = 0;
-	ck_assert_int_eq(decode(&s, &worker, NULL), -ENOENT);
-	ck_assert_int_eq(decode(&s, &scheduler, NULL), -ENOENT);
+	check_rules(rules, ARRAY_SIZE(rules));
 }
 END_TEST
 
@@ -545,57 +619,40 @@ END_TEST
 /* A refused SQE reports the first rule broken, in the order the header lists them. */
 START_TEST(test_precedence)
 {
-	struct kvs_sqe s = sqe_save(0, 1);
+	static const struct rule_case rules[] = {
+		/* Unknown opcode before anything else. */
+		{ "opcode 9 with every flag",
+		  KVS_OP_SAVE,
+		  1,
+		  { FIELD(opcode, 9), FIELD(flags, 0xff) },
+		  &scheduler,
+		  -EOPNOTSUPP },
+		/* Role before fields. */
+		{ "scheduler SAVE with every flag",
+		  KVS_OP_SAVE,
+		  1,
+		  { FIELD(flags, 0xff) },
+		  &scheduler,
+		  -EPERM },
+		/* A malformed SQE is -EINVAL even when nothing is registered. */
+		{ "LOAD with resv1, nothing registered",
+		  KVS_OP_LOAD,
+		  1,
+		  { FIELD(resv1, 1) },
+		  &unregistered,
+		  -EINVAL },
+	};
 
-	/* Unknown opcode before anything else. */
-	s.opcode = 9;
-	s.flags = 0xff;
-	ck_assert_int_eq(decode(&s, &scheduler, NULL), -EOPNOTSUPP);
-	/* Role before fields. */
-	s = sqe_save(0, 1);
-	s.flags = 0xff;
-	ck_assert_int_eq(decode(&s, &scheduler, NULL), -EPERM);
-	/* A malformed SQE is -EINVAL even when nothing is registered. */
-	s = sqe_load(0, 1);
-	s.resv1 = 1;
-	ck_assert_int_eq(decode(&s, &(struct sqe_limits){ .role = KVS_ROLE_WORKER,
-							  .max_keys = MAX_KEYS },
-				NULL),
-			 -EINVAL);
+	check_rules(rules, ARRAY_SIZE(rules));
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("sqe");
-	TCase *tc = tcase_create("sqe");
-	SRunner *sr;
-	int failed;
+UNIT_TESTS(test_nop, test_save, test_query, test_load, test_release_flush, test_opcode,
+	   test_scheduler_role, test_flags, test_reserved, test_unused_fields, test_count,
+	   test_arg_len, test_arg_window, test_unsealed, test_block_ids, test_layer_range,
+	   test_lease_zero, test_copy_isolation, test_precedence)
 
-	tcase_add_test(tc, test_nop);
-	tcase_add_test(tc, test_save);
-	tcase_add_test(tc, test_query);
-	tcase_add_test(tc, test_load);
-	tcase_add_test(tc, test_release_flush);
-	tcase_add_test(tc, test_opcode);
-	tcase_add_test(tc, test_scheduler_role);
-	tcase_add_test(tc, test_flags);
-	tcase_add_test(tc, test_reserved);
-	tcase_add_test(tc, test_unused_fields);
-	tcase_add_test(tc, test_count);
-	tcase_add_test(tc, test_arg_len);
-	tcase_add_test(tc, test_arg_window);
-	tcase_add_test(tc, test_unsealed);
-	tcase_add_test(tc, test_block_ids);
-	tcase_add_test(tc, test_layer_range);
-	tcase_add_test(tc, test_lease_zero);
-	tcase_add_test(tc, test_copy_isolation);
-	tcase_add_test(tc, test_precedence);
-	suite_add_tcase(s, tc);
-
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct unit_suite unit_suite = {
+	.name = "sqe",
+	.add_tests = add_tests,
+};

@@ -1,0 +1,1690 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cluster block registry (registry.h): hiredis' async API on an epoll
+ * fd of our own, a node lease with an epoch, registration batches from the
+ * MPSC queue, the flush barrier and the cluster query.
+ *
+ * Everything but the queue's producer side runs on the control thread.
+ * hiredis calls back into us only from inside redisAsyncHandleRead/Write
+ * and redisAsyncFree; those callbacks only record results.  Commands are
+ * sent, connections torn down and user callbacks run from pump(), after
+ * hiredis has returned, so no callback ever re-enters hiredis.
+ *
+ * Order: one connection, so Redis runs our commands in the order we send
+ * them and replies come back in that order.  Batches are therefore
+ * resolved (delivered, or dropped) in queue-position order, which is what
+ * lets a flush mark be a single position.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/timerfd.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "cluster/addr.h"
+#include "cluster/queue.h"
+#include "cluster/registry.h"
+#include "cluster/reply.h"
+#include "cluster/scripts.h"
+
+#define BATCH_MAX	  4096u /* changes per REGISTER (one round trip) */
+#define BATCHES_IN_FLIGHT 4u
+#define NET_SLOTS	  (2 * BATCH_MAX)
+#define NET_PROBES	  32u /* a longer probe ends the batch (hostile keys) */
+#define QUERY_CHUNK	  1024u
+#define QUERY_WINDOW	  4u /* chunks of one query in flight */
+#define QUERY_MAX_KEYS	  (1u << 20)
+#define HISTORY		  1024u /* resolved segments kept for flush counts */
+#define BACKOFF_MIN_MS	  50u
+#define BACKOFF_MAX_MS	  2000u
+#define READ_BUFFER_MAX	  ((size_t)REPLY_MAX_BYTES + (1u << 20))
+#define MS		  1000000ull
+
+enum { S_ACQUIRE, S_RENEW, S_RELEASE, S_REGISTER, S_QUERY, NR_SCRIPTS };
+static const char *const script_src[NR_SCRIPTS] = {
+	SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_REGISTER, SCRIPT_QUERY,
+};
+
+enum req_kind { K_AUTH, K_LOAD, K_ACQUIRE, K_RENEW, K_RELEASE, K_BATCH, K_QUERY };
+
+struct batch {
+	uint64_t start, end; /* queue positions covered: [start, end) */
+	uint32_t nkeys;	     /* block keys sent */
+	uint32_t nbackfill;  /* of which from the backfill */
+};
+
+struct query;
+
+struct req {
+	struct registry *r;
+	enum req_kind kind;
+	uint64_t gen; /* connection generation */
+	uint64_t sent_ns;
+	struct req *prev, *next; /* in flight, oldest first */
+	union {
+		int script;
+		struct batch batch;
+		struct {
+			struct query *q;
+			uint32_t chunk;
+		} qc;
+	};
+};
+
+struct flush_wait {
+	struct registry_mark mark;
+	uint64_t deadline;
+	registry_flush_cb *cb;
+	void *arg;
+	struct flush_wait *next;
+};
+
+struct qcand {
+	struct query_node n;
+	uint32_t run;
+	int full;
+};
+
+struct query {
+	struct registry *r;
+	uint8_t ns[REG_DIGEST_SIZE];
+	uint8_t (*keys)[REG_KEY_SIZE];
+	uint32_t n, nchunks, next_chunk, answered, inflight;
+	uint64_t deadline;
+	int done, stop, status;
+	struct qcand *cand;
+	uint32_t ncand;
+	registry_query_cb *cb;
+	void *arg;
+	struct query *next;
+};
+
+struct seg {
+	uint64_t start, end;
+	uint64_t del_before, drop_before;
+	int ok;
+};
+
+struct net_op {
+	uint8_t op;
+	uint8_t ns[REG_DIGEST_SIZE];
+	uint8_t key[REG_KEY_SIZE];
+};
+
+struct registry {
+	/* configuration (copies) */
+	char redis[REG_ADDR_MAX], user[REG_NAME_MAX], cluster[REG_NAME_MAX], node[REG_NAME_MAX];
+	char peer_addr[REG_ADDR_MAX];
+	char *password;
+	struct reg_addr addr;
+	char ip[64];
+	uint32_t ttl_ms, connect_ms, command_ms, flush_ms, query_ms;
+	uint64_t entry_ttl_ms;
+	struct registry_ops ops;
+
+	/* keys */
+	char lease_key[160], epoch_key[160], lease_prefix[160], bprefix[160];
+	size_t bprefix_len;
+
+	/* the loop */
+	int epfd, evfd, tfd;
+	uint64_t armed_ns;
+
+	/* connection */
+	redisAsyncContext *ac;
+	int ac_fd;
+	uint64_t gen;
+	int state;
+	int ev_mask; /* EPOLLIN/EPOLLOUT hiredis asked for */
+	int want_close;
+	char close_why[128];
+	struct reply_budget budget;
+	char sha[NR_SCRIPTS][41];
+	uint32_t loads_ok;
+	uint64_t connect_deadline, next_attempt;
+	uint32_t failures; /* consecutive, for the backoff */
+	struct req *inflight_head, *inflight_tail;
+	uint32_t batches_inflight;
+
+	/* lease */
+	char token[REG_TOKEN_MAX], nonce[17];
+	uint64_t epoch;
+	int ever_leased, acquiring, renewing, releasing, closing;
+	uint64_t renew_at, lease_valid_until, acquire_retry_at;
+	uint64_t refresh_at;
+	uint64_t close_deadline; /* shutdown waits this long for the lease release */
+
+	/* backfill */
+	int backfilling;
+	uint64_t bf_cursor;
+	struct registry_entry *bf_buf;
+
+	/* registration */
+	struct rq q;
+	struct net_op *ops_buf;
+	uint32_t nops;
+	uint32_t *net;
+	uint64_t net_seed;
+	uint64_t pend_start, pend_end; /* positions in the batch being built */
+	uint32_t pend_backfill;
+	char *keybuf;
+	const char **argv;
+	size_t *argvlen;
+
+	/* resolution, in position order */
+	uint64_t resolved, del_cum, drop_cum;
+	struct seg hist[HISTORY];
+	uint32_t hist_n, hist_head;
+
+	struct flush_wait *flushes;
+	struct query *queries;
+	struct query_node *qtmp; /* one chunk's answer, parsed */
+
+	/* logging: once per state change */
+	int last_logged_err; /* class of the last connection error logged */
+	int writes_failing;
+
+	struct registry_stats st; /* fields written on the control thread, atomically */
+};
+
+#define ST_ADD(r, f, v) __atomic_fetch_add(&(r)->st.f, (v), __ATOMIC_RELAXED)
+#define ST_SET(r, f, v) __atomic_store_n(&(r)->st.f, (v), __ATOMIC_RELAXED)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void rlog(struct registry *r, int level, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void rlog(struct registry *r, int level, int err, const char *fmt, ...)
+{
+	char msg[384];
+	va_list ap;
+
+	if (!r->ops.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	r->ops.log(r->ops.arg, level, err, msg);
+}
+
+static void set_state(struct registry *r, int s)
+{
+	r->state = s;
+	ST_SET(r, state, (uint32_t)s);
+	ST_SET(r, connected, (uint32_t)(s == REG_HANDSHAKE || s == REG_READY || s == REG_CONFLICT));
+	ST_SET(r, leased, (uint32_t)(s == REG_READY));
+}
+
+const char *registry_state_name(int s)
+{
+	static const char *const names[] = { "disconnected", "connecting", "handshake",
+					     "ready",	     "conflict",   "closed" };
+
+	return s >= 0 && s <= REG_CLOSED ? names[s] : "unknown";
+}
+
+bool registry_compiled_in(void)
+{
+	return true;
+}
+
+static void kick(struct registry *r)
+{
+	uint64_t one = 1;
+	ssize_t w = write(r->evfd, &one, sizeof(one));
+
+	(void)w; /* EAGAIN: already pending */
+}
+
+static void want_close(struct registry *r, const char *why)
+{
+	if (!r->want_close) {
+		r->want_close = 1;
+		snprintf(r->close_why, sizeof(r->close_why), "%s", why);
+	}
+}
+
+/* ---- resolution and flush counts ----------------------------------------- */
+
+static void resolve(struct registry *r, uint64_t start, uint64_t end, int ok)
+{
+	struct seg *s;
+
+	if (end <= start)
+		return;
+	/* Batches resolve in position order (one connection, FIFO replies). */
+	if (start != r->resolved)
+		start = r->resolved;
+	if (end <= start)
+		return;
+	s = &r->hist[(r->hist_head + r->hist_n) % HISTORY];
+	if (r->hist_n == HISTORY)
+		r->hist_head = (r->hist_head + 1) % HISTORY;
+	else
+		r->hist_n++;
+	*s = (struct seg){ start, end, r->del_cum, r->drop_cum, ok };
+	if (ok) {
+		r->del_cum += end - start;
+		ST_ADD(r, delivered, end - start);
+	} else {
+		r->drop_cum += end - start;
+	}
+	r->resolved = end;
+}
+
+/* Cumulative delivered/dropped over positions below @m (m <= resolved). */
+static void cum_at(const struct registry *r, uint64_t m, uint64_t *del, uint64_t *drop)
+{
+	*del = r->del_cum;
+	*drop = r->drop_cum;
+	if (m >= r->resolved || !r->hist_n)
+		return;
+	for (uint32_t i = r->hist_n; i-- > 0;) {
+		const struct seg *s = &r->hist[(r->hist_head + i) % HISTORY];
+
+		if (m >= s->start || i == 0) {
+			uint64_t in = m > s->start ? m - s->start : 0;
+
+			if (in > s->end - s->start)
+				in = s->end - s->start;
+			*del = s->del_before + (s->ok ? in : 0);
+			*drop = s->drop_before + (s->ok ? 0 : in);
+			return;
+		}
+	}
+}
+
+/* ---- the batch being built ------------------------------------------------ */
+
+static uint64_t net_hash(const struct registry *r, const uint8_t *ns, const uint8_t *key)
+{
+	uint64_t a, b, c;
+
+	memcpy(&a, key, 8);
+	memcpy(&b, key + 8, 8);
+	memcpy(&c, ns, 8);
+	/* Seeded: an engine cannot aim its keys at one slot (NET_PROBES bounds the rest). */
+	a = (a ^ r->net_seed) * 0x9e3779b97f4a7c15ull;
+	a ^= (b + (r->net_seed >> 7)) * 0xc2b2ae3d27d4eb4full;
+	a ^= c * 0x165667b19e3779f9ull;
+	return a ^ (a >> 29);
+}
+
+/* Add a change to the batch, netting it with an earlier one of the same key.  0: full. */
+static int net_add(struct registry *r, uint8_t op, const uint8_t *ns, const uint8_t *key)
+{
+	uint64_t h = net_hash(r, ns, key);
+
+	if (r->nops == BATCH_MAX)
+		return 0;
+	for (uint32_t p = 0; p < NET_PROBES; p++) {
+		uint32_t *slot = &r->net[(h + p) & (NET_SLOTS - 1)];
+		struct net_op *o;
+
+		if (!*slot) {
+			o = &r->ops_buf[r->nops++];
+			o->op = op;
+			memcpy(o->ns, ns, REG_DIGEST_SIZE);
+			memcpy(o->key, key, REG_KEY_SIZE);
+			*slot = r->nops;
+			return 1;
+		}
+		o = &r->ops_buf[*slot - 1];
+		if (!memcmp(o->key, key, REG_KEY_SIZE) && !memcmp(o->ns, ns, REG_DIGEST_SIZE)) {
+			o->op = op; /* the last change of a key is its net effect */
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void batch_reset(struct registry *r)
+{
+	if (r->nops)
+		memset(r->net, 0, NET_SLOTS * sizeof(*r->net));
+	r->nops = 0;
+	r->pend_backfill = 0;
+	r->pend_start = r->pend_end = r->q.head;
+}
+
+static bool batch_empty(const struct registry *r)
+{
+	return r->nops == 0 && r->pend_end == r->pend_start;
+}
+
+/* ---- requests --------------------------------------------------------------- */
+
+static void req_link(struct registry *r, struct req *q)
+{
+	q->prev = r->inflight_tail;
+	q->next = NULL;
+	if (r->inflight_tail)
+		r->inflight_tail->next = q;
+	else
+		r->inflight_head = q;
+	r->inflight_tail = q;
+}
+
+static void req_unlink(struct registry *r, struct req *q)
+{
+	if (q->prev)
+		q->prev->next = q->next;
+	else if (r->inflight_head == q)
+		r->inflight_head = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	else if (r->inflight_tail == q)
+		r->inflight_tail = q->prev;
+	q->prev = q->next = NULL;
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
+
+/* Send argv; the request is the callback's.  -EIO when hiredis refuses. */
+static int send_req(struct registry *r, struct req *q, int argc, const char **argv,
+		    const size_t *lens)
+{
+	q->r = r;
+	q->gen = r->gen;
+	q->sent_ns = now_ns();
+	if (!r->ac || redisAsyncCommandArgv(r->ac, on_reply, q, argc, argv, lens) != REDIS_OK) {
+		free(q);
+		want_close(r, "hiredis refused a command");
+		return -EIO;
+	}
+	req_link(r, q);
+	return 0;
+}
+
+static struct req *req_new(enum req_kind k)
+{
+	struct req *q = calloc(1, sizeof(*q));
+
+	if (q)
+		q->kind = k;
+	return q;
+}
+
+static int send_script(struct registry *r, struct req *q, int script, uint32_t nkeys,
+		       uint32_t nargs, const char **argv, size_t *lens)
+{
+	char nk[16];
+
+	/* argv[0..2] are ours: EVALSHA sha numkeys. */
+	snprintf(nk, sizeof(nk), "%u", nkeys);
+	argv[0] = "EVALSHA";
+	lens[0] = 7;
+	argv[1] = r->sha[script];
+	lens[1] = 40;
+	argv[2] = nk;
+	lens[2] = strlen(nk);
+	return send_req(r, q, (int)(3 + nkeys + nargs), argv, lens);
+}
+
+/* ---- lease ------------------------------------------------------------------ */
+
+static void send_acquire(struct registry *r)
+{
+	const char *argv[10];
+	size_t lens[10];
+	char ttl[16];
+	struct req *q = req_new(K_ACQUIRE);
+	uint64_t rnd;
+
+	if (!q)
+		return;
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = now_ns() ^ ((uint64_t)getpid() << 32);
+	snprintf(r->nonce, sizeof(r->nonce), "%016" PRIx64, rnd);
+	snprintf(ttl, sizeof(ttl), "%u", r->ttl_ms);
+	argv[3] = r->lease_key;
+	argv[4] = r->epoch_key;
+	argv[5] = r->nonce;
+	argv[6] = r->token;
+	/* Only a process's first lease takes over a live one: it is this node restarted. */
+	argv[7] = r->ever_leased ? "0" : "1";
+	argv[8] = ttl;
+	argv[9] = r->peer_addr;
+	for (int i = 3; i < 10; i++)
+		lens[i] = strlen(argv[i]);
+	r->acquiring = 1;
+	send_script(r, q, S_ACQUIRE, 2, 5, argv, lens);
+}
+
+static void send_renew(struct registry *r)
+{
+	const char *argv[6];
+	size_t lens[6];
+	char ttl[16];
+	struct req *q = req_new(K_RENEW);
+
+	if (!q)
+		return;
+	snprintf(ttl, sizeof(ttl), "%u", r->ttl_ms);
+	argv[3] = r->lease_key;
+	argv[4] = r->token;
+	argv[5] = ttl;
+	for (int i = 3; i < 6; i++)
+		lens[i] = strlen(argv[i]);
+	r->renewing = 1;
+	send_script(r, q, S_RENEW, 1, 2, argv, lens);
+}
+
+static void send_release(struct registry *r)
+{
+	const char *argv[5];
+	size_t lens[5];
+	struct req *q = req_new(K_RELEASE);
+
+	if (!q)
+		return;
+	argv[3] = r->lease_key;
+	argv[4] = r->token;
+	lens[3] = strlen(argv[3]);
+	lens[4] = strlen(argv[4]);
+	r->releasing = 1;
+	send_script(r, q, S_RELEASE, 1, 1, argv, lens);
+}
+
+static void lease_lost(struct registry *r, const char *why)
+{
+	if (r->state != REG_READY)
+		return;
+	ST_ADD(r, leases_lost, 1);
+	rlog(r, LOG_WARNING, 0, "registry: lease of node %s (epoch %" PRIu64 ") lost: %s", r->node,
+	     r->epoch, why);
+	set_state(r, REG_HANDSHAKE);
+	r->backfilling = 0;
+	ST_SET(r, backfilling, 0);
+	r->acquire_retry_at = 0; /* at once: a new epoch, then backfill */
+}
+
+/* ---- connection ---------------------------------------------------------- */
+
+static void ev_update(struct registry *r)
+{
+	struct epoll_event e = { .events = (uint32_t)r->ev_mask, .data.u32 = 3 };
+
+	if (r->ac_fd >= 0)
+		epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->ac_fd, &e);
+}
+
+static void ev_add_read(void *p)
+{
+	struct registry *r = p;
+
+	if (!(r->ev_mask & EPOLLIN)) {
+		r->ev_mask |= EPOLLIN;
+		ev_update(r);
+	}
+}
+
+static void ev_del_read(void *p)
+{
+	struct registry *r = p;
+
+	if (r->ev_mask & EPOLLIN) {
+		r->ev_mask &= ~EPOLLIN;
+		ev_update(r);
+	}
+}
+
+static void ev_add_write(void *p)
+{
+	struct registry *r = p;
+
+	if (!(r->ev_mask & EPOLLOUT)) {
+		r->ev_mask |= EPOLLOUT;
+		ev_update(r);
+	}
+}
+
+static void ev_del_write(void *p)
+{
+	struct registry *r = p;
+
+	if (r->ev_mask & EPOLLOUT) {
+		r->ev_mask &= ~EPOLLOUT;
+		ev_update(r);
+	}
+}
+
+/* hiredis frees the context right after: forget its fd. */
+static void ev_cleanup(void *p)
+{
+	struct registry *r = p;
+
+	if (r->ac_fd >= 0)
+		epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->ac_fd, NULL);
+	r->ac_fd = -1;
+	r->ev_mask = 0;
+}
+
+static void conn_gone(struct registry *r, const char *why, int err)
+{
+	int was = r->state;
+	uint32_t delay;
+
+	r->ac = NULL;
+	r->gen++;
+	r->want_close = 0;
+	r->acquiring = r->renewing = r->releasing = 0;
+	r->backfilling = 0;
+	ST_SET(r, backfilling, 0);
+	r->loads_ok = 0;
+	if (was == REG_READY)
+		ST_ADD(r, leases_lost, 1); /* the next connection takes a new epoch */
+	if (r->closing) {
+		set_state(r, REG_CLOSED);
+		return;
+	}
+	set_state(r, REG_DISCONNECTED);
+	ST_ADD(r, disconnects, was >= REG_HANDSHAKE ? 1 : 0);
+	/* Capped exponential backoff, with jitter so a fleet does not reconnect in step. */
+	delay = BACKOFF_MIN_MS << (r->failures < 6 ? r->failures : 6);
+	if (delay > BACKOFF_MAX_MS)
+		delay = BACKOFF_MAX_MS;
+	if (delay > r->ttl_ms / 2)
+		delay = r->ttl_ms / 2;
+	delay = delay / 2 + (uint32_t)(now_ns() % (delay / 2 + 1));
+	r->failures++;
+	r->next_attempt = now_ns() + (uint64_t)delay * MS;
+	/* Log once per change: entering the state, or a different error. */
+	if (was >= REG_HANDSHAKE || r->last_logged_err != err + 1) {
+		rlog(r, LOG_WARNING, err, "registry: %s %s: %s; retrying with backoff up to %ums",
+		     was >= REG_HANDSHAKE ? "connection to" : "cannot connect to", r->redis, why,
+		     BACKOFF_MAX_MS);
+		r->last_logged_err = err + 1;
+	}
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	struct registry *r = ac->data;
+
+	if (r->ac != ac)
+		return;
+	if (status != REDIS_OK) {
+		/* hiredis frees the context after this returns (no onDisconnect). */
+		ST_ADD(r, errors, 1);
+		conn_gone(r, ac->errstr && ac->errstr[0] ? ac->errstr : "connect failed",
+			  ac->err == REDIS_ERR_IO ? errno : ECONNREFUSED);
+		return;
+	}
+	set_state(r, REG_HANDSHAKE);
+	ST_ADD(r, connects, 1);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct registry *r = ac->data;
+
+	if (r->ac != ac)
+		return; /* we tore it down ourselves */
+	ST_ADD(r, errors, status == REDIS_OK ? 0 : 1);
+	conn_gone(r, ac->errstr && ac->errstr[0] ? ac->errstr : "closed by the server",
+		  ac->err == REDIS_ERR_IO ? ECONNRESET : EPIPE);
+}
+
+/* Our own teardown (timeout, protocol violation, shutdown): outside callbacks. */
+static void conn_close(struct registry *r, const char *why, int err)
+{
+	redisAsyncContext *ac = r->ac;
+
+	if (!ac)
+		return;
+	conn_gone(r, why, err);
+	/* Runs every pending callback with NULL (a stale generation: dropped). */
+	redisAsyncFree(ac);
+}
+
+static void send_handshake(struct registry *r)
+{
+	const char *argv[3];
+	size_t lens[3];
+
+	if (r->password) {
+		struct req *q = req_new(K_AUTH);
+		int n = 0;
+
+		if (!q)
+			return;
+		argv[n] = "AUTH";
+		lens[n++] = 4;
+		if (r->user[0]) {
+			argv[n] = r->user;
+			lens[n] = strlen(r->user);
+			n++;
+		}
+		argv[n] = r->password;
+		lens[n] = strlen(r->password);
+		n++;
+		if (send_req(r, q, n, argv, lens) < 0)
+			return;
+	}
+	for (int i = 0; i < NR_SCRIPTS; i++) {
+		struct req *q = req_new(K_LOAD);
+
+		if (!q)
+			return;
+		q->script = i;
+		argv[0] = "SCRIPT";
+		lens[0] = 6;
+		argv[1] = "LOAD";
+		lens[1] = 4;
+		argv[2] = script_src[i];
+		lens[2] = strlen(script_src[i]);
+		if (send_req(r, q, 3, argv, lens) < 0)
+			return;
+	}
+}
+
+static void conn_open(struct registry *r)
+{
+	redisAsyncContext *ac;
+	struct epoll_event e = { .events = 0, .data.u32 = 3 };
+
+	ac = r->addr.unix_path ? redisAsyncConnectUnix(r->addr.host)
+			       : redisAsyncConnect(r->ip, r->addr.port);
+	if (!ac) {
+		r->ac = NULL;
+		conn_gone(r, "out of memory", ENOMEM);
+		return;
+	}
+	if (ac->err) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "%s", ac->errstr);
+		redisAsyncFree(ac);
+		r->ac = NULL;
+		conn_gone(r, why, ECONNREFUSED);
+		return;
+	}
+	r->ac = ac;
+	ac->data = r;
+	ac->ev.data = r;
+	ac->ev.addRead = ev_add_read;
+	ac->ev.delRead = ev_del_read;
+	ac->ev.addWrite = ev_add_write;
+	ac->ev.delWrite = ev_del_write;
+	ac->ev.cleanup = ev_cleanup;
+	/* Bounded replies: the reader fails (and we disconnect) past the budget. */
+	ac->c.reader->fn = &reply_bounded_fns;
+	ac->c.reader->privdata = &r->budget;
+	r->ev_mask = 0;
+	r->ac_fd = ac->c.fd;
+	epoll_ctl(r->epfd, EPOLL_CTL_ADD, ac->c.fd, &e);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	set_state(r, REG_CONNECTING);
+	r->connect_deadline = now_ns() + (uint64_t)r->connect_ms * MS;
+	/* Arms the write event that says the connection is up. */
+	redisAsyncSetConnectCallback(ac, on_connect);
+	send_handshake(r);
+}
+
+/* ---- replies -------------------------------------------------------------- */
+
+static void query_chunk_done(struct registry *r, struct query *qu, uint32_t chunk,
+			     const redisReply *reply);
+static void batch_done(struct registry *r, struct req *q, const redisReply *reply);
+
+static void handle_acquire(struct registry *r, const redisReply *reply)
+{
+	struct acquire_result a;
+	uint64_t retry;
+	char e[128];
+	int rc;
+
+	r->acquiring = 0;
+	rc = reply_acquire(reply, r->nonce, &a);
+	if (rc < 0) {
+		reply_error_text(reply, e, sizeof(e));
+		ST_ADD(r, errors, 1);
+		want_close(r, rc == -EIO ? e : "malformed lease reply");
+		return;
+	}
+	if (!a.granted) {
+		if (r->state != REG_CONFLICT)
+			rlog(r, LOG_ERR, EADDRINUSE,
+			     "registry: node name %s is held by another live process (lease %s, "
+			     "%" PRId64 " ms left): not registering until it expires",
+			     r->node, a.token, a.pttl_ms);
+		set_state(r, REG_CONFLICT);
+		/* Try again when the holder's lease would expire, at least every ttl/3. */
+		retry = a.pttl_ms > 0 && (uint64_t)a.pttl_ms < r->ttl_ms / 3
+				? (uint64_t)a.pttl_ms + 5
+				: r->ttl_ms / 3;
+		r->acquire_retry_at = now_ns() + retry * MS;
+		return;
+	}
+	snprintf(r->token, sizeof(r->token), "%s", a.token);
+	r->epoch = a.epoch;
+	r->ever_leased = 1;
+	r->failures = 0;
+	r->last_logged_err = 0;
+	ST_SET(r, epoch, a.epoch);
+	ST_ADD(r, leases_acquired, 1);
+	set_state(r, REG_READY);
+	rlog(r, LOG_NOTICE, 0,
+	     "registry: node %s holds its lease on %s, epoch %" PRIu64 "%s%s; re-registering "
+	     "resident blocks",
+	     r->node, r->redis, a.epoch, a.displaced[0] ? ", displacing " : "", a.displaced);
+	/* Everything registered under an old epoch is invisible: backfill from the start. */
+	r->backfilling = 1;
+	r->bf_cursor = 0;
+	ST_SET(r, backfilling, 1);
+	r->refresh_at = now_ns() + r->entry_ttl_ms / 2 * MS;
+}
+
+static void on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
+{
+	struct req *q = privdata;
+	struct registry *r = q->r;
+	const redisReply *reply = reply_;
+	int stale = q->gen != r->gen || !reply;
+	uint64_t t = now_ns();
+	char e[128];
+	int rc, v;
+
+	(void)ac;
+	req_unlink(r, q);
+	if (reply) {
+		ST_ADD(r, round_trips, 1);
+		ST_SET(r, last_rtt_us, (t - q->sent_ns) / 1000);
+	}
+	switch (q->kind) {
+	case K_AUTH:
+		if (stale)
+			break;
+		rc = reply_ok(reply);
+		if (rc < 0) {
+			reply_error_text(reply, e, sizeof(e));
+			ST_ADD(r, errors, 1);
+			want_close(r, rc == -EIO ? e : "malformed AUTH reply");
+		}
+		break;
+	case K_LOAD:
+		if (stale)
+			break;
+		rc = reply_sha(reply, r->sha[q->script]);
+		if (rc < 0) {
+			reply_error_text(reply, e, sizeof(e));
+			ST_ADD(r, errors, 1);
+			want_close(r, rc == -EIO ? e : "malformed SCRIPT LOAD reply");
+		} else if (++r->loads_ok == NR_SCRIPTS) {
+			r->acquire_retry_at = 0; /* pump() sends ACQUIRE */
+		}
+		break;
+	case K_ACQUIRE:
+		if (stale)
+			break;
+		handle_acquire(r, reply);
+		if (r->state == REG_READY)
+			r->lease_valid_until = q->sent_ns + (uint64_t)r->ttl_ms * MS;
+		r->renew_at = q->sent_ns + (uint64_t)(r->ttl_ms / 3) * MS;
+		break;
+	case K_RENEW:
+		if (stale)
+			break;
+		r->renewing = 0;
+		rc = reply_bool(reply, &v);
+		if (rc < 0) {
+			reply_error_text(reply, e, sizeof(e));
+			ST_ADD(r, errors, 1);
+			want_close(r, rc == -EIO ? e : "malformed renew reply");
+		} else if (!v) {
+			lease_lost(r, "expired or taken over (renewal refused)");
+		} else if (r->state == REG_READY) {
+			/* The server's expiry is later than our send + ttl: conservative. */
+			r->lease_valid_until = q->sent_ns + (uint64_t)r->ttl_ms * MS;
+			r->renew_at = q->sent_ns + (uint64_t)(r->ttl_ms / 3) * MS;
+		}
+		break;
+	case K_RELEASE:
+		r->releasing = 0;
+		if (r->closing)
+			want_close(r, "shut down");
+		break;
+	case K_BATCH:
+		batch_done(r, q, stale ? NULL : reply);
+		break;
+	case K_QUERY:
+		query_chunk_done(r, q->qc.q, q->qc.chunk, stale ? NULL : reply);
+		break;
+	}
+	free(q);
+}
+
+static void batch_done(struct registry *r, struct req *q, const redisReply *reply)
+{
+	const struct batch *b = &q->batch;
+	int rc = reply ? reply_register(reply, b->nkeys) : -ENOTCONN;
+	char e[128];
+
+	r->batches_inflight--;
+	if (rc == 0) {
+		resolve(r, b->start, b->end, 1);
+		ST_ADD(r, backfilled, b->nbackfill);
+		if (r->writes_failing) {
+			r->writes_failing = 0;
+			rlog(r, LOG_NOTICE, 0, "registry: registrations are delivered again");
+		}
+		return;
+	}
+	resolve(r, b->start, b->end, 0);
+	ST_ADD(r, dropped_failed, b->end - b->start);
+	if (!reply)
+		return; /* the connection went: logged there */
+	ST_ADD(r, errors, 1);
+	reply_error_text(reply, e, sizeof(e));
+	if (rc == -ESTALE) {
+		lease_lost(r, "fenced by Redis (a newer epoch holds the lease)");
+	} else if (rc == -EPROTO) {
+		want_close(r, "malformed registration reply");
+	} else if (!r->writes_failing) {
+		r->writes_failing = 1;
+		rlog(r, LOG_ERR, EIO, "registry: registrations fail and are dropped: %s", e);
+	}
+}
+
+/* ---- sending batches ----------------------------------------------------- */
+
+static void batch_send(struct registry *r)
+{
+	uint32_t nins = 0, n = r->nops, k = 3;
+	const size_t kl = r->bprefix_len + REG_DIGEST_SIZE + REG_KEY_SIZE;
+	char nins_s[16], ttl_s[24], ep_s[24];
+	struct batch b;
+	struct req *q;
+
+	if (batch_empty(r))
+		return;
+	if (!n) {
+		/* Every change netted away?  Cannot happen: a key's last change stays. */
+		resolve(r, r->pend_start, r->pend_end, 1);
+		batch_reset(r);
+		return;
+	}
+	q = req_new(K_BATCH);
+	if (!q) {
+		resolve(r, r->pend_start, r->pend_end, 0);
+		ST_ADD(r, dropped_failed, r->pend_end - r->pend_start);
+		batch_reset(r);
+		return;
+	}
+	b = (struct batch){ r->pend_start, r->pend_end, n, r->pend_backfill };
+	q->batch = b;
+	r->argv[k] = r->lease_key;
+	r->argvlen[k++] = strlen(r->lease_key);
+	/* Inserts first, then removes: the script takes them in that order. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < n; i++) {
+			const struct net_op *o = &r->ops_buf[i];
+			char *kb;
+
+			if ((o->op == RQ_INSERT) != (pass == 0))
+				continue;
+			kb = r->keybuf + (size_t)(k - 4) * kl;
+			memcpy(kb, r->bprefix, r->bprefix_len);
+			memcpy(kb + r->bprefix_len, o->ns, REG_DIGEST_SIZE);
+			memcpy(kb + r->bprefix_len + REG_DIGEST_SIZE, o->key, REG_KEY_SIZE);
+			r->argv[k] = kb;
+			r->argvlen[k++] = kl;
+			nins += pass == 0;
+		}
+	}
+	snprintf(nins_s, sizeof(nins_s), "%u", nins);
+	snprintf(ttl_s, sizeof(ttl_s), "%" PRIu64, r->entry_ttl_ms);
+	snprintf(ep_s, sizeof(ep_s), "%" PRIu64, r->epoch);
+	r->argv[k] = r->token;
+	r->argvlen[k++] = strlen(r->token);
+	r->argv[k] = r->node;
+	r->argvlen[k++] = strlen(r->node);
+	r->argv[k] = ep_s;
+	r->argvlen[k++] = strlen(ep_s);
+	r->argv[k] = nins_s;
+	r->argvlen[k++] = strlen(nins_s);
+	r->argv[k] = ttl_s;
+	r->argvlen[k++] = strlen(ttl_s);
+	batch_reset(r);
+	if (send_script(r, q, S_REGISTER, n + 1, 5, r->argv, r->argvlen) == 0) {
+		r->batches_inflight++;
+	} else {
+		resolve(r, b.start, b.end, 0); /* q is freed */
+		ST_ADD(r, dropped_failed, b.end - b.start);
+	}
+}
+
+/* Not leased: what the queue holds is dropped (the next lease backfills). */
+static void drain_offline(struct registry *r)
+{
+	struct rq_item it;
+	uint64_t start = r->q.head, n = 0;
+
+	/* Batches still in flight resolve first: resolution stays in position order. */
+	if (r->batches_inflight)
+		return;
+	if (!batch_empty(r)) {
+		resolve(r, r->pend_start, r->pend_end, 0);
+		ST_ADD(r, dropped_offline, r->pend_end - r->pend_start);
+		batch_reset(r);
+		start = r->q.head;
+	}
+	while (rq_pop(&r->q, &it))
+		n++;
+	if (n) {
+		resolve(r, start, start + n, 0);
+		ST_ADD(r, dropped_offline, n);
+	}
+	r->pend_start = r->pend_end = r->q.head;
+}
+
+static void fill_and_send(struct registry *r)
+{
+	struct rq_item it;
+
+	while (r->state == REG_READY && r->ac && !r->want_close &&
+	       r->batches_inflight < BATCHES_IN_FLIGHT) {
+		/*
+		 * Backfill entries first, then the queue: a change dequeued
+		 * after a backfill read goes after it (registry.h, backfill).
+		 */
+		if (r->backfilling && r->nops < BATCH_MAX / 2) {
+			uint32_t room = BATCH_MAX - r->nops, got;
+
+			got = r->ops.backfill(r->ops.arg, &r->bf_cursor, r->bf_buf, room);
+			if (got > room)
+				got = room;
+			for (uint32_t i = 0; i < got; i++) {
+				if (!net_add(r, RQ_INSERT, r->bf_buf[i].ns, r->bf_buf[i].key)) {
+					batch_send(
+						r); /* a probe too long: the next batch takes it */
+					net_add(r, RQ_INSERT, r->bf_buf[i].ns, r->bf_buf[i].key);
+				}
+				r->pend_backfill++;
+			}
+			if (!got) {
+				r->backfilling = 0;
+				ST_SET(r, backfilling, 0);
+			}
+		}
+		while (r->nops < BATCH_MAX) {
+			if (!rq_pop(&r->q, &it))
+				break;
+			if (!net_add(r, it.op, it.ns, it.key)) {
+				/* Full probe: send what we have, this one starts the next batch. */
+				batch_send(r);
+				r->pend_start = it.pos;
+				net_add(r, it.op, it.ns, it.key);
+			}
+			r->pend_end = it.pos + 1;
+		}
+		if (batch_empty(r))
+			break;
+		batch_send(r);
+	}
+}
+
+/* ---- flushes ----------------------------------------------------------------- */
+
+static void flush_complete_ready(struct registry *r, uint64_t now, int shutting)
+{
+	struct flush_wait **pp = &r->flushes, *done = NULL, **dt = &done;
+
+	while (*pp) {
+		struct flush_wait *w = *pp;
+		int ready = r->resolved >= w->mark.pos;
+
+		if (ready || shutting || now >= w->deadline) {
+			*pp = w->next;
+			w->next = NULL;
+			*dt = w;
+			dt = &w->next;
+		} else {
+			pp = &w->next;
+		}
+	}
+	while (done) {
+		struct flush_wait *w = done;
+		struct registry_flush_result res = { 0 };
+		uint64_t m = w->mark.pos, upto = m < r->resolved ? m : r->resolved;
+
+		done = w->next;
+		cum_at(r, upto, &res.delivered, &res.dropped);
+		if (upto < m) {
+			res.dropped += m - upto; /* unresolved at the deadline: not delivered */
+			res.status = shutting ? -ESHUTDOWN : -ETIMEDOUT;
+		}
+		res.dropped += w->mark.overflow;
+		w->cb(w->arg, &res);
+		free(w);
+	}
+}
+
+/* ---- queries ------------------------------------------------------------------- */
+
+static void query_finish(struct registry *r, struct query *qu, int status)
+{
+	struct registry_query_result res = { 0 };
+	struct qcand *c = qu->cand;
+
+	if (qu->done)
+		return;
+	qu->done = 1;
+	res.status = status;
+	res.nr_keys = qu->n;
+	res.round_trips = qu->next_chunk;
+	if (!status || status == -ETIMEDOUT) {
+		/* Best first: a few holders, selection by hand. */
+		for (uint32_t k = 0; k < REG_MAX_HOLDERS; k++) {
+			int best = -1;
+
+			for (uint32_t i = 0; i < qu->ncand; i++)
+				if (c[i].run && (best < 0 || c[i].run > c[best].run))
+					best = (int)i;
+			if (best < 0)
+				break;
+			struct registry_holder *h = &res.holders[res.nr_holders++];
+
+			snprintf(h->node, sizeof(h->node), "%s", c[best].n.node);
+			snprintf(h->addr, sizeof(h->addr), "%s", c[best].n.addr);
+			h->epoch = c[best].n.epoch;
+			h->blocks = c[best].run;
+			c[best].run = 0; /* taken */
+		}
+		res.best = res.nr_holders ? res.holders[0].blocks : 0;
+	}
+	ST_ADD(r, queries, 1);
+	if (res.best)
+		ST_ADD(r, query_hits, 1);
+	qu->cb(qu->arg, &res);
+}
+
+static void query_free(struct query *qu)
+{
+	free(qu->keys);
+	free(qu->cand);
+	free(qu);
+}
+
+static void query_chunk_done(struct registry *r, struct query *qu, uint32_t chunk,
+			     const redisReply *reply)
+{
+	uint32_t len = chunk + 1 < qu->nchunks ? QUERY_CHUNK : qu->n - chunk * QUERY_CHUNK;
+	uint32_t nn = 0, full = 0;
+	int rc;
+
+	qu->inflight--;
+	if (qu->done)
+		return;
+	if (!reply) {
+		qu->stop = 1;
+		qu->status = qu->answered ? 0 : -ENOTCONN;
+		return;
+	}
+	rc = reply_query(reply, len, r->qtmp, REPLY_MAX_NODES, &nn);
+	if (rc < 0) {
+		char e[128];
+
+		reply_error_text(reply, e, sizeof(e));
+		ST_ADD(r, errors, 1);
+		if (rc == -EPROTO)
+			want_close(r, "malformed query reply");
+		qu->stop = 1;
+		qu->status = qu->answered ? 0 : -EPROTO;
+		return;
+	}
+	if (chunk == 0) {
+		qu->cand = calloc(nn ? nn : 1, sizeof(*qu->cand));
+		if (!qu->cand) {
+			qu->stop = 1;
+			qu->status = -ENOMEM;
+			return;
+		}
+		for (uint32_t i = 0; i < nn; i++) {
+			if (!strcmp(r->qtmp[i].node, r->node))
+				continue; /* ourselves: the daemon asked for what it lacks */
+			qu->cand[qu->ncand].n = r->qtmp[i];
+			qu->cand[qu->ncand].run = r->qtmp[i].run;
+			qu->cand[qu->ncand].full = r->qtmp[i].run == len;
+			full += qu->cand[qu->ncand].full;
+			qu->ncand++;
+		}
+	} else {
+		for (uint32_t i = 0; i < qu->ncand; i++) {
+			struct qcand *c = &qu->cand[i];
+			int found = 0;
+
+			if (!c->full)
+				continue;
+			for (uint32_t j = 0; j < nn && !found; j++) {
+				if (r->qtmp[j].epoch == c->n.epoch &&
+				    !strcmp(r->qtmp[j].node, c->n.node)) {
+					c->run += r->qtmp[j].run;
+					c->full = r->qtmp[j].run == len;
+					found = 1;
+				}
+			}
+			if (!found)
+				c->full = 0;
+			full += c->full;
+		}
+	}
+	qu->answered++;
+	/* No node kept a full run: later chunks cannot extend anything. */
+	if (!full || qu->answered == qu->nchunks)
+		qu->stop = 1;
+}
+
+static void query_send(struct registry *r, struct query *qu)
+{
+	const size_t kl = r->bprefix_len + REG_DIGEST_SIZE + REG_KEY_SIZE;
+
+	while (!qu->stop && !qu->done && qu->inflight < QUERY_WINDOW &&
+	       qu->next_chunk < qu->nchunks && r->ac && !r->want_close &&
+	       (r->state == REG_READY || r->state == REG_CONFLICT)) {
+		uint32_t c = qu->next_chunk, first = c * QUERY_CHUNK;
+		uint32_t len = c + 1 < qu->nchunks ? QUERY_CHUNK : qu->n - first;
+		struct req *q = req_new(K_QUERY);
+		uint32_t k = 3;
+
+		if (!q) {
+			qu->stop = 1;
+			break;
+		}
+		q->qc.q = qu;
+		q->qc.chunk = c;
+		for (uint32_t i = 0; i < len; i++, k++) {
+			char *kb = r->keybuf + (size_t)i * kl;
+
+			memcpy(kb, r->bprefix, r->bprefix_len);
+			memcpy(kb + r->bprefix_len, qu->ns, REG_DIGEST_SIZE);
+			memcpy(kb + r->bprefix_len + REG_DIGEST_SIZE, qu->keys[first + i],
+			       REG_KEY_SIZE);
+			r->argv[k] = kb;
+			r->argvlen[k] = kl;
+		}
+		r->argv[k] = r->lease_prefix;
+		r->argvlen[k] = strlen(r->lease_prefix);
+		qu->next_chunk++;
+		if (send_script(r, q, S_QUERY, len, 1, r->argv, r->argvlen) < 0) {
+			qu->stop = 1;
+			break;
+		}
+		qu->inflight++;
+	}
+}
+
+static void queries_pump(struct registry *r, uint64_t now, int shutting)
+{
+	struct query **pp = &r->queries;
+
+	while (*pp) {
+		struct query *qu = *pp;
+		int connected = r->ac && (r->state == REG_READY || r->state == REG_CONFLICT);
+
+		if (!qu->done) {
+			if (shutting)
+				query_finish(r, qu, -ESHUTDOWN);
+			else if (qu->stop || (qu->answered == qu->nchunks))
+				query_finish(r, qu,
+					     qu->answered ? 0
+							  : (qu->status ? qu->status : -ENOTCONN));
+			else if (now >= qu->deadline)
+				query_finish(r, qu, qu->answered ? 0 : -ETIMEDOUT);
+			else if (!connected && !qu->inflight)
+				query_finish(r, qu, qu->answered ? 0 : -ENOTCONN);
+			else
+				query_send(r, qu);
+		}
+		if (qu->done && !qu->inflight) {
+			*pp = qu->next;
+			query_free(qu);
+		} else {
+			pp = &qu->next;
+		}
+	}
+}
+
+/* ---- the pump and timers --------------------------------------------------------- */
+
+static void arm_timer(struct registry *r, uint64_t now)
+{
+	uint64_t t = UINT64_MAX;
+	struct itimerspec its = { 0 };
+
+#define AT(x)                       \
+	do {                        \
+		if ((x) && (x) < t) \
+			t = (x);    \
+	} while (0)
+	if (r->state == REG_DISCONNECTED)
+		AT(r->next_attempt);
+	if (r->state == REG_CONNECTING)
+		AT(r->connect_deadline);
+	if (r->closing && r->ac)
+		AT(r->close_deadline);
+	if (r->inflight_head)
+		AT(r->inflight_head->sent_ns + (uint64_t)r->command_ms * MS);
+	if (r->state == REG_READY) {
+		AT(r->renew_at);
+		AT(r->lease_valid_until);
+		AT(r->refresh_at);
+	}
+	if (r->state == REG_CONFLICT || r->state == REG_HANDSHAKE)
+		AT(r->acquire_retry_at);
+	for (struct flush_wait *w = r->flushes; w; w = w->next)
+		AT(w->deadline);
+	for (struct query *q = r->queries; q; q = q->next)
+		if (!q->done)
+			AT(q->deadline);
+#undef AT
+	if (t == r->armed_ns)
+		return;
+	r->armed_ns = t;
+	if (t != UINT64_MAX) {
+		if (t <= now)
+			t = now + 1;
+		its.it_value.tv_sec = (time_t)(t / 1000000000ull);
+		its.it_value.tv_nsec = (long)(t % 1000000000ull);
+	}
+	timerfd_settime(r->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void pump(struct registry *r)
+{
+	uint64_t now = now_ns();
+
+	for (int round = 0; round < 4; round++) {
+		/* Deadlines of the connection. */
+		if (r->state == REG_CONNECTING && now >= r->connect_deadline)
+			want_close(r, "connect timed out");
+		if (r->inflight_head &&
+		    now >= r->inflight_head->sent_ns + (uint64_t)r->command_ms * MS) {
+			ST_ADD(r, errors, 1);
+			want_close(r, "no reply within command_timeout");
+		}
+		if (r->state == REG_READY && now >= r->lease_valid_until)
+			lease_lost(r, "not renewed in time");
+		if (r->want_close && r->ac) {
+			char why[128];
+
+			snprintf(why, sizeof(why), "%s", r->close_why);
+			conn_close(r, why, ETIMEDOUT);
+		}
+		r->want_close = 0;
+
+		if (r->closing) {
+			if (r->ac && (!r->releasing || now >= r->close_deadline))
+				conn_close(r, "shut down", 0);
+			if (!r->ac)
+				set_state(r, REG_CLOSED);
+		} else if (r->state == REG_DISCONNECTED && now >= r->next_attempt) {
+			conn_open(r);
+		}
+
+		/* Lease: acquire once the scripts are loaded, renew on time. */
+		if (r->ac && !r->closing && r->loads_ok == NR_SCRIPTS && !r->acquiring &&
+		    (r->state == REG_HANDSHAKE || r->state == REG_CONFLICT) &&
+		    now >= r->acquire_retry_at)
+			send_acquire(r);
+		if (r->ac && r->state == REG_READY && !r->renewing && now >= r->renew_at)
+			send_renew(r);
+		if (r->state == REG_READY && !r->backfilling && now >= r->refresh_at) {
+			/* Refresh every entry's TTL: a node that died for good leaves nothing. */
+			r->backfilling = 1;
+			r->bf_cursor = 0;
+			ST_SET(r, backfilling, 1);
+			r->refresh_at = now + r->entry_ttl_ms / 2 * MS;
+		}
+
+		if (r->state == REG_READY && !r->closing)
+			fill_and_send(r);
+		else
+			drain_offline(r);
+		if (!r->want_close)
+			break;
+	}
+	flush_complete_ready(r, now, r->closing);
+	queries_pump(r, now, r->closing);
+	/* Sleep only with nothing left to take (see queue.h, Wake-up). */
+	if (r->state != REG_READY || r->batches_inflight < BATCHES_IN_FLIGHT) {
+		if (rq_arm_wake(&r->q))
+			kick(r);
+	}
+	ST_SET(r, queue_depth, rq_depth(&r->q));
+	ST_SET(r, enqueued, __atomic_load_n(&r->q.enqueued, __ATOMIC_RELAXED));
+	ST_SET(r, dropped_overflow, __atomic_load_n(&r->q.overflow, __ATOMIC_RELAXED));
+	arm_timer(r, now_ns());
+}
+
+void registry_dispatch(struct registry *r)
+{
+	struct epoll_event ev[8];
+	int n;
+
+	n = epoll_wait(r->epfd, ev, 8, 0);
+	for (int i = 0; i < n; i++) {
+		uint64_t v;
+
+		if (ev[i].data.u32 == 1 || ev[i].data.u32 == 2) {
+			ssize_t rd = read(ev[i].data.u32 == 1 ? r->evfd : r->tfd, &v, sizeof(v));
+
+			(void)rd;
+			if (ev[i].data.u32 == 2)
+				r->armed_ns = 0; /* it fired: disarmed, whatever it was set to */
+			continue;
+		}
+		redisAsyncContext *ac = r->ac;
+
+		if (ac && (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+			redisAsyncHandleRead(ac);
+		/* HandleRead may have freed it (on_disconnect cleared r->ac). */
+		if (ac && r->ac == ac && (ev[i].events & EPOLLOUT))
+			redisAsyncHandleWrite(ac);
+		if (r->ac == ac && ac && ac->c.reader &&
+		    ac->c.reader->len - ac->c.reader->pos > READ_BUFFER_MAX) {
+			ST_ADD(r, errors, 1);
+			want_close(r, "reply larger than the registry accepts");
+		}
+	}
+	pump(r);
+}
+
+void registry_tick(struct registry *r)
+{
+	pump(r);
+}
+
+int registry_fd(const struct registry *r)
+{
+	return r->epfd;
+}
+
+/* ---- public: producers ------------------------------------------------------------- */
+
+uint32_t registry_insert(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
+			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n)
+{
+	return rq_push(&r->q, RQ_INSERT, ns, keys, n);
+}
+
+uint32_t registry_remove(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
+			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n)
+{
+	return rq_push(&r->q, RQ_REMOVE, ns, keys, n);
+}
+
+void registry_mark(struct registry *r, struct registry_mark *ret)
+{
+	/*
+	 * Overflow first: a change refused before the mark is counted even
+	 * if its producer raced us; tail's acquire-load sees every claim that
+	 * happened before this call (coherence of the CAS in rq_push()).
+	 */
+	ret->overflow = __atomic_load_n(&r->q.overflow, __ATOMIC_ACQUIRE);
+	ret->pos = rq_tail(&r->q);
+}
+
+int registry_flush(struct registry *r, const struct registry_mark *mark, uint32_t timeout_ms,
+		   registry_flush_cb *cb, void *arg)
+{
+	struct flush_wait *w = calloc(1, sizeof(*w)), **pp = &r->flushes;
+
+	if (!w)
+		return -ENOMEM;
+	w->mark = *mark;
+	w->deadline = now_ns() + (uint64_t)(timeout_ms ? timeout_ms : r->flush_ms) * MS;
+	w->cb = cb;
+	w->arg = arg;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
+	ST_ADD(r, flushes, 1);
+	kick(r); /* completes from registry_dispatch(), never from here */
+	return 0;
+}
+
+int registry_query(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
+		   const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n, uint32_t timeout_ms,
+		   registry_query_cb *cb, void *arg)
+{
+	struct query *qu, **pp = &r->queries;
+
+	if (!n || n > QUERY_MAX_KEYS || !cb)
+		return -EINVAL;
+	qu = calloc(1, sizeof(*qu));
+	if (!qu)
+		return -ENOMEM;
+	qu->keys = malloc((size_t)n * REG_KEY_SIZE);
+	if (!qu->keys) {
+		free(qu);
+		return -ENOMEM;
+	}
+	memcpy(qu->keys, keys, (size_t)n * REG_KEY_SIZE);
+	memcpy(qu->ns, ns, REG_DIGEST_SIZE);
+	qu->r = r;
+	qu->n = n;
+	qu->nchunks = (n + QUERY_CHUNK - 1) / QUERY_CHUNK;
+	qu->deadline = now_ns() + (uint64_t)(timeout_ms ? timeout_ms : r->query_ms) * MS;
+	qu->cb = cb;
+	qu->arg = arg;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = qu;
+	/* Sent (or answered "none") from the dispatch the kick causes. */
+	kick(r);
+	return 0;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------ */
+
+static int resolve_host(struct registry *r, char *why, size_t wl)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res;
+	int rc;
+
+	if (r->addr.unix_path)
+		return 0;
+	rc = getaddrinfo(r->addr.host, NULL, &hints, &res);
+	if (rc) {
+		snprintf(why, wl, "[cluster] redis: cannot resolve %s: %s", r->addr.host,
+			 gai_strerror(rc));
+		return -EINVAL;
+	}
+	rc = getnameinfo(res->ai_addr, res->ai_addrlen, r->ip, sizeof(r->ip), NULL, 0,
+			 NI_NUMERICHOST);
+	freeaddrinfo(res);
+	if (rc) {
+		snprintf(why, wl, "[cluster] redis: %s: %s", r->addr.host, gai_strerror(rc));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int registry_new(const struct registry_config *cfg, const struct registry_ops *ops,
+		 struct registry **ret, char *why, size_t wl)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+	const size_t kl_max = 160 + REG_DIGEST_SIZE + REG_KEY_SIZE;
+	struct registry *r;
+	char w[256] = "";
+	int rc;
+
+	rc = registry_config_check(cfg, w, sizeof(w));
+	if (rc < 0) {
+		snprintf(why, wl, "%s", w);
+		return rc;
+	}
+	if (!ops || !ops->backfill) {
+		snprintf(why, wl, "registry: no backfill callback");
+		return -EINVAL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->epfd = r->evfd = r->tfd = r->ac_fd = -1;
+	snprintf(r->redis, sizeof(r->redis), "%s", cfg->redis);
+	snprintf(r->user, sizeof(r->user), "%s", cfg->user ? cfg->user : "");
+	snprintf(r->cluster, sizeof(r->cluster), "%s", cfg->cluster);
+	snprintf(r->node, sizeof(r->node), "%s", cfg->node);
+	snprintf(r->peer_addr, sizeof(r->peer_addr), "%s", cfg->peer_addr ? cfg->peer_addr : "");
+	r->ttl_ms = cfg->lease_ttl_ms;
+	r->connect_ms = cfg->connect_timeout_ms;
+	r->command_ms = cfg->command_timeout_ms;
+	r->flush_ms = cfg->flush_timeout_ms;
+	r->query_ms = cfg->query_timeout_ms;
+	r->entry_ttl_ms = cfg->entry_ttl_ms ? cfg->entry_ttl_ms : 6 * 3600 * 1000ull;
+	r->ops = *ops;
+	snprintf(r->lease_key, sizeof(r->lease_key), "kvs:%s:lease:%s", r->cluster, r->node);
+	snprintf(r->epoch_key, sizeof(r->epoch_key), "kvs:%s:epoch:%s", r->cluster, r->node);
+	snprintf(r->lease_prefix, sizeof(r->lease_prefix), "kvs:%s:lease:", r->cluster);
+	r->bprefix_len = (size_t)snprintf(r->bprefix, sizeof(r->bprefix), "kvs:%s:b:", r->cluster);
+	reg_addr_parse(cfg->redis, &r->addr, w, sizeof(w));
+	rc = -ENOMEM;
+	if (cfg->password && cfg->password[0] && !(r->password = strdup(cfg->password)))
+		goto fail;
+	r->ops_buf = malloc(BATCH_MAX * sizeof(*r->ops_buf));
+	r->net = calloc(NET_SLOTS, sizeof(*r->net));
+	r->bf_buf = malloc(BATCH_MAX * sizeof(*r->bf_buf));
+	r->qtmp = malloc(REPLY_MAX_NODES * sizeof(*r->qtmp));
+	/* Keys for a batch (BATCH_MAX) or a query chunk (QUERY_CHUNK), plus our words. */
+	r->keybuf = malloc((size_t)BATCH_MAX * kl_max);
+	r->argv = malloc((BATCH_MAX + 16) * sizeof(*r->argv));
+	r->argvlen = malloc((BATCH_MAX + 16) * sizeof(*r->argvlen));
+	if (!r->ops_buf || !r->net || !r->bf_buf || !r->qtmp || !r->keybuf || !r->argv ||
+	    !r->argvlen)
+		goto fail;
+	if (getrandom(&r->net_seed, sizeof(r->net_seed), 0) != sizeof(r->net_seed))
+		r->net_seed = now_ns();
+	r->epfd = epoll_create1(EPOLL_CLOEXEC);
+	r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (r->epfd < 0 || r->evfd < 0 || r->tfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	e.data.u32 = 1;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->evfd, &e) < 0)
+		goto fail_errno;
+	e.data.u32 = 2;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &e) < 0)
+		goto fail_errno;
+	rc = rq_init(&r->q, cfg->queue_entries, r->evfd);
+	if (rc < 0)
+		goto fail;
+	ST_SET(r, queue_capacity, cfg->queue_entries);
+	rc = resolve_host(r, why, wl);
+	if (rc < 0)
+		goto fail;
+	set_state(r, REG_DISCONNECTED);
+	r->next_attempt = 0;
+	kick(r); /* the first dispatch connects */
+	*ret = r;
+	return 0;
+fail_errno:
+	rc = -errno;
+fail:
+	if (!why[0] || rc == -ENOMEM)
+		snprintf(why, wl, "registry: %s", strerror(-rc));
+	r->closing = 1;
+	registry_free(r);
+	return rc;
+}
+
+void registry_shutdown(struct registry *r)
+{
+	if (!r || r->closing)
+		return;
+	r->closing = 1;
+	r->close_deadline = now_ns() + (uint64_t)(r->command_ms < 500 ? r->command_ms : 500) * MS;
+	/* Peers stop asking this node at once, instead of after one TTL. */
+	if (r->ac && r->state == REG_READY && !r->want_close)
+		send_release(r);
+	drain_offline(r);
+	pump(r);
+}
+
+bool registry_closed(const struct registry *r)
+{
+	return !r || r->state == REG_CLOSED;
+}
+
+void registry_free(struct registry *r)
+{
+	if (!r)
+		return;
+	if (!r->closing)
+		registry_shutdown(r);
+	r->closing = 1;
+	if (r->ac)
+		conn_close(r, "freed", 0);
+	flush_complete_ready(r, UINT64_MAX, 1);
+	queries_pump(r, UINT64_MAX, 1);
+	while (r->queries) {
+		struct query *qu = r->queries;
+
+		r->queries = qu->next;
+		query_free(qu);
+	}
+	rq_fini(&r->q);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	if (r->evfd >= 0)
+		close(r->evfd);
+	if (r->tfd >= 0)
+		close(r->tfd);
+	if (r->password) {
+		explicit_bzero(r->password, strlen(r->password));
+		free(r->password);
+	}
+	free(r->ops_buf);
+	free(r->net);
+	free(r->bf_buf);
+	free(r->qtmp);
+	free(r->keybuf);
+	free(r->argv);
+	free(r->argvlen);
+	free(r);
+}
+
+_Static_assert(offsetof(struct registry_stats, epoch) == 16 &&
+		       sizeof(struct registry_stats) % 8 == 0,
+	       "registry_get_stats() copies the u64 part word by word");
+
+void registry_get_stats(const struct registry *r, struct registry_stats *ret)
+{
+	const uint64_t *src =
+		(const uint64_t *)((const char *)&r->st + offsetof(struct registry_stats, epoch));
+	uint64_t *dst = (uint64_t *)((char *)ret + offsetof(struct registry_stats, epoch));
+
+	ret->state = __atomic_load_n(&r->st.state, __ATOMIC_RELAXED);
+	ret->connected = __atomic_load_n(&r->st.connected, __ATOMIC_RELAXED);
+	ret->leased = __atomic_load_n(&r->st.leased, __ATOMIC_RELAXED);
+	ret->backfilling = __atomic_load_n(&r->st.backfilling, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < (sizeof(*ret) - offsetof(struct registry_stats, epoch)) / 8; i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	/* Queue figures live: the control thread refreshes its copies only when it runs. */
+	ret->queue_depth = rq_depth(&r->q);
+	ret->enqueued = __atomic_load_n(&r->q.enqueued, __ATOMIC_RELAXED);
+	ret->dropped_overflow = __atomic_load_n(&r->q.overflow, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cluster block registry: which node of the cluster holds which blocks,
+ * kept in Redis and driven through hiredis' async API from the control
+ * thread's epoll loop.  docs/CLUSTER.md gives the model (keys, scripts,
+ * leases, the failure matrix) and the plan for wiring this into kvstashd;
+ * this header is the contract.
+ *
+ * Redis model (all keys under "kvs:<cluster>:"):
+ *   epoch:<node>  counter; INCR on every lease acquisition
+ *   lease:<node>  hash {tok = "<epoch>:<nonce>", epoch, addr}, PEXPIRE ttl,
+ *                 renewed every ttl/3 by a script that checks tok
+ *   b:<digest><key>  hash node -> epoch: who holds block <key> (16 bytes)
+ *                 of namespace <digest> (16 bytes), both binary
+ * Writes go through a Lua script that first compares the lease's tok with
+ * the writer's: a node whose lease expired or was taken over is refused
+ * server-side (fenced).  Queries go through a script that answers a holder
+ * only while its lease holds the epoch the entry carries, so a dead node's
+ * blocks stop being answered when its lease expires (one TTL), with no
+ * sweeper.  A new lease always has a new epoch, so everything a node
+ * registered under an old one is invisible; the node re-registers what is
+ * resident through the backfill callback.
+ *
+ * Threads and locking:
+ *
+ *   call                                   thread            notes
+ *   registry_new, _free, _shutdown         control           once
+ *   registry_fd, _dispatch, _tick          control           the loop
+ *   registry_flush, registry_query         control           async, callback
+ *                                                            from _dispatch
+ *   registry_insert, registry_remove       any (I/O workers) lock-free, never
+ *                                                            blocks; drops and
+ *                                                            counts when full
+ *   registry_mark                          any               lock-free
+ *   registry_get_stats                     any               relaxed reads
+ *   registry_digest, _read_secret,
+ *   _config_check, _state_name             any               pure
+ *
+ * Every callback (flush, query, backfill, log) runs on the control thread,
+ * from registry_dispatch(), registry_shutdown() or registry_free(), never
+ * from inside registry_flush()/registry_query() themselves, and never with
+ * a lock of the registry held: a callback may call any control-thread
+ * function but registry_free().
+ *
+ * Without hiredis (configure --without-hiredis or libhiredis-dev missing),
+ * stub.c provides the same functions: registry_new() and
+ * registry_config_check() with an address set refuse with -EOPNOTSUPP and
+ * say "cluster support is not compiled in".
+ */
+#ifndef KVS_REGISTRY_H
+#define KVS_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REG_DIGEST_SIZE 16
+#define REG_KEY_SIZE	16  /* = KVS_KEY_SIZE */
+#define REG_NAME_MAX	64  /* cluster and node names, with the NUL */
+#define REG_ADDR_MAX	128 /* Redis and peer addresses, with the NUL */
+#define REG_SECRET_MAX	512 /* AUTH password, with the NUL */
+#define REG_MAX_HOLDERS 4   /* holders a query answers, best first */
+
+struct registry;
+
+struct registry_config {
+	const char *redis;     /* "host:port", "[v6]:port", "unix:/path" or "/path" */
+	const char *user;      /* ACL user for AUTH; NULL or "": the default user */
+	const char *password;  /* AUTH secret (registry_read_secret()); NULL: no AUTH */
+	const char *cluster;   /* [A-Za-z0-9._-], < REG_NAME_MAX */
+	const char *node;      /* this node's name, same alphabet */
+	const char *peer_addr; /* where peers reach this node (peer transfer); may be "" */
+	uint32_t lease_ttl_ms; /* node lease; renewed every third of it */
+	uint32_t connect_timeout_ms;
+	uint32_t command_timeout_ms; /* no reply this long: the connection is dead */
+	uint32_t flush_timeout_ms;   /* registry_flush() deadline when it is given 0 */
+	uint32_t query_timeout_ms;   /* registry_query() deadline when it is given 0 */
+	uint32_t queue_entries;	     /* power of two, >= 64 */
+	uint32_t entry_ttl_ms;	     /* block entries expire unless refreshed; 0: 6 h */
+};
+
+/* One resident block, as the backfill callback reports it. */
+struct registry_entry {
+	uint8_t ns[REG_DIGEST_SIZE];
+	uint8_t key[REG_KEY_SIZE];
+};
+
+struct registry_ops {
+	/*
+	 * Backfill: fill @out with up to @max resident (visible) blocks from
+	 * *@cursor on, advance *@cursor, return how many (0: no more).  The
+	 * registry starts at cursor 0 after every lease acquisition (a new
+	 * epoch) and calls again only when its pipeline has room, so one call
+	 * does bounded work; a block sealed or evicted while the cursor runs
+	 * is also enqueued through registry_insert()/registry_remove(), which
+	 * the registry orders after the backfill entries it already read.  A
+	 * block may be reported twice.  Required.
+	 */
+	uint32_t (*backfill)(void *arg, uint64_t *cursor, struct registry_entry *out, uint32_t max);
+	/*
+	 * Log: one line per state change (connected, lost, lease acquired,
+	 * fenced, writes failing/recovered), never per block and never with the
+	 * password.  @level is a syslog level, @err an errno or 0.  Optional.
+	 */
+	void (*log)(void *arg, int level, int err, const char *msg);
+	void *arg;
+};
+
+/* ---- geometry digest ------------------------------------------------ */
+
+struct registry_layer_geom {
+	uint32_t segments;	/* 1, or 2 for split K/V */
+	uint64_t segment_bytes; /* bytes of one segment of one block */
+};
+
+struct registry_geometry {
+	const char *ns;	 /* the namespace name */
+	uint32_t shards; /* shards a block has: tp_size, or 1 when replicated */
+	uint32_t tp_size;
+	bool replicated;
+	uint32_t nr_layers;
+	const struct registry_layer_geom *layers;
+};
+
+/*
+ * The namespace digest: SHA-256 over a fixed little-endian encoding of the
+ * name and every field of @g, truncated to 16 bytes.  Two nodes match
+ * blocks only when name and geometry are identical.  -EINVAL on an empty
+ * name, no layers or zero shards.
+ */
+int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SIZE]);
+
+/* ---- configuration -------------------------------------------------- */
+
+/*
+ * Read the AUTH secret from @path into @buf: a regular file owned by the
+ * daemon's user, not readable by group or others (-EPERM otherwise), at
+ * most REG_SECRET_MAX-1 bytes, one trailing newline dropped, no NUL, CR
+ * or newline inside (-EINVAL).  The reason goes to @why (never the
+ * secret).  @buf is wiped on failure.
+ */
+int registry_read_secret(const char *path, char *buf, size_t len, char *why, size_t wl);
+
+/*
+ * Check @cfg: address syntax, names, timeouts (lease_ttl >= 1 s, command
+ * and connect timeouts below a third of it), queue size.  -EINVAL with a
+ * reason; -EOPNOTSUPP without hiredis.
+ */
+int registry_config_check(const struct registry_config *cfg, char *why, size_t wl);
+
+/*
+ * kvstashd's [cluster] section (base/conf.h) into @ret: 0 when no cluster
+ * is configured (redis empty), 1 when @ret is set, -errno with a reason.
+ * An empty node name becomes the host's short name (in @host); the
+ * password is read from password_file into @secret (REG_SECRET_MAX
+ * bytes; wipe it after registry_new()).  Call it from --check-config and
+ * at start-up; without hiredis a configured cluster is -EOPNOTSUPP.
+ */
+struct kvs_config;
+int registry_config_from(const struct kvs_config *cfg, struct registry_config *ret, char *host,
+			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl);
+
+/* true when built with hiredis. */
+bool registry_compiled_in(void);
+
+/* ---- lifetime and the loop ------------------------------------------- */
+
+/*
+ * Create the registry and start connecting (non-blocking; a host name is
+ * resolved here, once).  @cfg's strings are copied.  -EINVAL with a
+ * reason in @why for a bad config, -EOPNOTSUPP without hiredis.
+ */
+int registry_new(const struct registry_config *cfg, const struct registry_ops *ops,
+		 struct registry **ret, char *why, size_t wl);
+
+/*
+ * Complete every pending flush (-ESHUTDOWN, with what was delivered) and
+ * query (no holders), stop taking new ones (they complete at once with
+ * -ESHUTDOWN), and release the node lease if connected (so peers stop
+ * asking this node at once; the release gets at most 500 ms, then the
+ * connection is closed).  Keep calling registry_dispatch() until
+ * registry_closed(), then registry_free().
+ */
+void registry_shutdown(struct registry *r);
+bool registry_closed(const struct registry *r);
+
+/* registry_shutdown() if not done, then free.  NULL is fine. */
+void registry_free(struct registry *r);
+
+/*
+ * A pollable fd (an epoll fd of the registry's own: the Redis socket, a
+ * timerfd for every deadline, an eventfd the producers wake).  Add it with
+ * EPOLLIN to the control loop; when it is readable call
+ * registry_dispatch().  The registry keeps its own timers, so no other
+ * call is needed; registry_tick() is there for a loop that wants to drive
+ * the timers itself (harmless to call at any time).
+ */
+int registry_fd(const struct registry *r);
+void registry_dispatch(struct registry *r);
+void registry_tick(struct registry *r);
+
+/* ---- registration (any thread) -------------------------------------- */
+
+/*
+ * Enqueue inserts (block visible: every shard sealed) or removes
+ * (evicted) of @n keys of namespace @ns.  Never blocks: returns how many
+ * were queued; the rest are dropped and counted (dropped_overflow).
+ * Safe from any thread while the registry lives (free it only after the
+ * producers stopped).
+ */
+uint32_t registry_insert(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
+			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n);
+uint32_t registry_remove(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
+			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n);
+
+/* ---- the flush barrier ----------------------------------------------- */
+
+/*
+ * A point in the stream of changes: every registry_insert/remove that
+ * returned before registry_mark() was called is before the mark.  Take it
+ * on any thread (e.g. the I/O worker, once the FLUSH's prior SAVEs are
+ * sealed), hand it to the control thread for registry_flush().
+ */
+struct registry_mark {
+	uint64_t pos;	   /* queue positions below this */
+	uint64_t overflow; /* dropped_overflow when the mark was taken */
+};
+void registry_mark(struct registry *r, struct registry_mark *ret);
+
+struct registry_flush_result {
+	int status;	    /* 0; -ETIMEDOUT (deadline); -ESHUTDOWN */
+	uint64_t delivered; /* changes before the mark delivered to Redis (cumulative) */
+	uint64_t dropped;   /* changes before the mark dropped: overflow, offline,
+			       failed attempt, or unresolved at the deadline (cumulative) */
+};
+typedef void registry_flush_cb(void *arg, const struct registry_flush_result *res);
+
+/*
+ * Call @cb once every change before @mark was delivered or dropped after a
+ * failed attempt, or at the deadline (@timeout_ms, 0: the configured
+ * flush_timeout), or at shutdown; never later.  The counts are cumulative
+ * since registry_new() over changes before the mark: a caller that wants
+ * "since my last flush" subtracts its previous result.  0, -ENOMEM.
+ */
+int registry_flush(struct registry *r, const struct registry_mark *mark, uint32_t timeout_ms,
+		   registry_flush_cb *cb, void *arg);
+
+/* ---- cluster query ---------------------------------------------------- */
+
+struct registry_holder {
+	char node[REG_NAME_MAX];
+	char addr[REG_ADDR_MAX]; /* its peer_addr; "" if it has none */
+	uint64_t epoch;
+	uint32_t blocks; /* it holds keys[0, blocks) */
+};
+
+struct registry_query_result {
+	int status;	      /* 0; -ENOTCONN, -ETIMEDOUT, -EPROTO, -ESHUTDOWN (then no holders) */
+	uint32_t nr_keys;     /* as asked */
+	uint32_t best;	      /* longest run from keys[0] held by one other live node */
+	uint32_t nr_holders;  /* <= REG_MAX_HOLDERS, by blocks descending */
+	uint32_t round_trips; /* chunks sent */
+	struct registry_holder holders[REG_MAX_HOLDERS];
+};
+typedef void registry_query_cb(void *arg, const struct registry_query_result *res);
+
+/*
+ * Which other live nodes hold the longest run of @keys (from keys[0]) in
+ * namespace @ns: the daemon asks for the keys after its local hits.  The
+ * keys are copied.  Chunks go out pipelined, a window at a time, and no
+ * more are sent after a chunk where no node kept a full run.  @cb runs
+ * once: with Redis unreachable at once (-ENOTCONN, best 0), at the
+ * deadline with what the chunks answered so far (-ETIMEDOUT only if
+ * nothing was answered).  This node itself is never a holder.
+ * 0, -EINVAL (n == 0 or above 1M), -ENOMEM.
+ */
+int registry_query(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
+		   const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n, uint32_t timeout_ms,
+		   registry_query_cb *cb, void *arg);
+
+/* ---- state and statistics ---------------------------------------------- */
+
+enum registry_state {
+	REG_DISCONNECTED, /* waiting for the next attempt (backoff) */
+	REG_CONNECTING,	  /* TCP/Unix connect in progress */
+	REG_HANDSHAKE,	  /* AUTH, scripts, lease acquisition */
+	REG_READY,	  /* lease held: registering */
+	REG_CONFLICT,	  /* connected; another live process holds this node's lease */
+	REG_CLOSED,	  /* shut down */
+};
+const char *registry_state_name(int state);
+
+/* For `kvstash status`, STATS and Prometheus: counters are cumulative. */
+struct registry_stats {
+	uint32_t state; /* enum registry_state */
+	uint32_t connected;
+	uint32_t leased;
+	uint32_t backfilling;
+	uint64_t epoch; /* of the lease held (or last held); 0: never */
+	uint64_t queue_depth;
+	uint64_t queue_capacity;
+	uint64_t enqueued;
+	uint64_t delivered;	   /* changes Redis applied (netted ones included) */
+	uint64_t dropped_overflow; /* queue full */
+	uint64_t dropped_offline;  /* no lease / not connected when dequeued */
+	uint64_t dropped_failed;   /* a failed or fenced attempt */
+	uint64_t backfilled;	   /* entries re-registered after an acquisition */
+	uint64_t round_trips;	   /* replies received */
+	uint64_t last_rtt_us;	   /* of the last reply */
+	uint64_t errors;	   /* error replies, timeouts, protocol violations */
+	uint64_t connects;	   /* successful connections */
+	uint64_t disconnects;
+	uint64_t leases_acquired;
+	uint64_t leases_lost; /* expired, fenced or taken over */
+	uint64_t queries;
+	uint64_t query_hits; /* queries answered with best > 0 */
+	uint64_t flushes;
+};
+void registry_get_stats(const struct registry *r, struct registry_stats *ret);
+
+#endif /* KVS_REGISTRY_H */

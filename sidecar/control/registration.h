@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A registration: what a worker session's REGISTER built, the engine's
+ * memory as kvstashd uses it.  The layout (wire/layout.h) says where each
+ * layer of each block lies; the imports (io/mem.h) make those bytes
+ * reachable by the session's mover; the place (store/store.h) says where
+ * the session's shards go in the store: a slot class, held for as long
+ * as the registration lives, the pool region of the session's worker,
+ * and its shard of each block.
+ *
+ * Immutable once published to the worker (session_publish_reg()); freed
+ * by the control thread after the worker handed it back (UNREGISTER) or
+ * with the session.  The builder is the control thread's: it runs on
+ * REGISTER, maps engine memory and takes a pool class.
+ */
+#ifndef KVS_REGISTRATION_H
+#define KVS_REGISTRATION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct layout;
+struct mem_import;
+struct nspace;
+struct reg_req;
+
+struct registration {
+	struct layout *layout;
+	uint32_t nr_mems;
+	struct mem_import *mems;
+	struct store *store;	  /* whose class place.class_id is held */
+	struct store_place place; /* class, region, shard: where its blocks go */
+	uint64_t mapped_bytes;	  /* host: the pages mapped; GPU: the allocations' sizes */
+	uint32_t nr_fds;	  /* imports that keep an fd (counted in the uid's fds) */
+};
+
+/* What a registration is built from: a parsed REGISTER and its session's facts. */
+struct registration_spec {
+	const struct reg_req *req;
+	int *fds;	      /* received with it; an import takes its fd and leaves -1 */
+	uint32_t device_kind; /* the session's (KVS_DEVICE_*): its mover imports the memory */
+	unsigned dev;	      /* the worker's device, of that mover */
+	int node;	      /* the worker's NUMA node: the pool region */
+	uint32_t tp_rank;
+	uint32_t tp_size;
+	struct nspace *ns;   /* checked against, or given, the layout's geometry */
+	struct store *store; /* the class comes from its pool */
+	/*
+	 * May the session map @want more bytes of host memory?  0, or -errno
+	 * with @why set.  Asked before anything is mapped.
+	 */
+	int (*may_map)(void *arg, uint64_t want, char *why, size_t wl);
+	void *may_map_arg;
+};
+
+/*
+ * Build the layout, check it, import the memory and take a pool class:
+ * 0 and *@ret, or -errno with @why set and nothing kept (fds not taken
+ * stay the caller's).
+ */
+int registration_build(const struct registration_spec *spec, struct registration **ret, char *why,
+		       size_t wl);
+/* Release the imports and the class.  NULL is fine. */
+void registration_free(struct registration *reg);
+
+#endif /* KVS_REGISTRATION_H */

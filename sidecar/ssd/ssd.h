@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The SSD tier: KV blocks evicted from the host pool spill to local NVMe
+ * (files or block devices) and come back from it, across restarts,
+ * kill -9 and power loss, never as torn, corrupt or stale bytes.
+ *
+ * Pieces (one concept, one file):
+ *   crc32c.c   CRC-32C, SSE4.2 (three streams) with a table fallback
+ *   format.c   on-disk structures: superblock, block header, region trailer
+ *              (format.h draws the layout and says what makes a miss)
+ *   region.c   the region allocator (FIFO over regions, placement, head pick)
+ *   index.c    the in-memory index over all drives (52 bytes per block)
+ *   fault.c    the fault-injection seam (tests only; inert unless configured)
+ *   config.c   [ssd] keys of kvstash.conf into a struct ssd_config
+ *   ssd.c      drives: one io_uring and one thread each; writes, reads,
+ *              recovery, backpressure, faults, shutdown
+ *   stub.c     the same API without liburing: ssd_open() says it is not
+ *              compiled in
+ *
+ * ---- Threads and locking -----------------------------------------------
+ *
+ * Each drive has one thread that owns its io_uring (created by that
+ * thread, with IORING_SETUP_SINGLE_ISSUER and SUBMIT_ALL where the kernel
+ * has them; fixed file; the bufs below as fixed buffers), its regions and
+ * its in-flight I/O.  Every public function
+ * below except ssd_open() and ssd_close() may be called from any thread
+ * at any time, concurrently; none of them waits for I/O.  They take only
+ * short internal locks (an index stripe, a drive's queue lock), never
+ * while calling back, so the caller may hold its own locks (the store
+ * lock) while calling them.
+ *
+ * Callbacks (write_done, read_done, log) run on a drive thread with no
+ * lock of this module held.  They may call ssd_lookup(), ssd_write(),
+ * ssd_read() and ssd_get_stats(), and take the caller's own locks, but
+ * should not block for long: the drive's I/O waits meanwhile.  They must
+ * not call ssd_close().
+ *
+ *   call               thread            locks it takes        may wait for I/O
+ *   ssd_open           daemon start      -                     yes (superblocks)
+ *   ssd_close          daemon stop       -                     yes (drain, sync)
+ *   ssd_ns             any               namespace lock        no
+ *   ssd_lookup         any               one index stripe      no
+ *   ssd_write          any               stripe, queue lock    no
+ *   ssd_read           any               queue lock            no
+ *   ssd_get_stats      any               none (relaxed reads)  no
+ *
+ * ---- How kvstashd wires it in (integration plan) ------------------------
+ *
+ * The store gains a second tier; nothing else in the daemon talks to this
+ * module.  Steps, in the order they are needed:
+ *
+ * 1. Start-up (control/daemon.c, after pool_create(), before the server
+ *    listens): ssd_config_from_kvs() maps [ssd]; with no path it returns
+ *    0 and nr_paths == 0: skip the tier, kvstashd runs as before.  Fill
+ *    bufs[] with the pool regions (pool->regions[i].base/.size) so the
+ *    drive rings register them as fixed buffers, set log to a function
+ *    calling log_full() with the "ssd: " prefix, write_done/read_done to
+ *    the store's (step 3, 5), then ssd_open().  A failure is a start-up
+ *    error: log "ssd: <err>" and exit 1.  ssd_open() returns once the
+ *    files are open and their superblocks read and marked in use;
+ *    recovery then runs on the drive threads while the daemon serves
+ *    DRAM: regions come online as they are scanned (ssd_lookup() finds
+ *    a block as soon as its region is scanned), writes start after it.
+ *
+ * 2. Namespaces (control/nspace.c, when nspace_adopt() first sets the
+ *    geometry): ssd_ns_ident() serialises the name and the geometry
+ *    (fingerprint, slot_bytes, tp_size, replicated) and ssd_ns() interns
+ *    it; keep the id in struct nspace (ns->ssd_ns).  A namespace whose
+ *    geometry changed gets another identity, so its old blocks on SSD
+ *    are misses by construction.
+ *
+ * 3. Spill on DRAM eviction (store.c, where the evictor claims a block
+ *    with pins == BLOCK_EVICTING, under the store lock): for each shard,
+ *    if the block is not already on SSD, call ssd_write() with the
+ *    slot's address and length, value = the S3-FIFO use count (higher
+ *    survives backpressure), hits = times the block was queried, cookie
+ *    = the shard.  The evictor never waits:
+ *      0          the write is queued: the slot stays allocated and the
+ *                 block leaves the DRAM index only for reads; the
+ *                 evictor takes another victim for the space it needs now.
+ *                 write_done(cookie, res) later (drive thread): take the
+ *                 store lock, free the slot; res == 0 means the block is
+ *                 on SSD (remember it: "on_ssd"), else it is simply gone.
+ *      1          queued, and *ret_displaced is the cookie of a lower-
+ *                 value write removed from the queue: free that slot now
+ *                 (its write_done never comes).
+ *      -EEXIST    already on SSD (or being written): free the slot now.
+ *      -EAGAIN    not admitted (policy = filter: a block never queried and
+ *                 not seen evicted before), -ENOBUFS (queue full of
+ *                 writes worth more), -ENODEV (no drive online),
+ *                 -E2BIG: free the slot now, the block is not kept.
+ *    Eviction must skip blocks whose ssd_write() is in flight (they are
+ *    "referenced" in DESIGN.md's sense), like pinned ones.
+ *
+ * 4. QUERY across tiers (store_query()): walk the keys in order; a DRAM
+ *    hit counts as today; a DRAM miss calls ssd_lookup(ns->ssd_ns, key,
+ *    shard) for every shard the caller's instance will load; if all
+ *    shards are there the prefix goes on as an SSD hit, else it ends.
+ *    For each SSD hit: allocate a DRAM slot (a block in a new LOADING
+ *    state, pinned by the lease like any hit) and call ssd_read(loc,
+ *    slot, slot_bytes, cookie = the shard) in prefix order, at once.
+ *    The CQE's res is the whole prefix; the new result word (ABI minor
+ *    bump) is the number of those hits still being read from SSD.  The
+ *    QUERY flag "DRAM only" skips the ssd_lookup()s.  An ssd_read()
+ *    that fails at once (-ENODEV, -EBUSY, -ESTALE) ends the prefix there.
+ *
+ * 5. Reads into DRAM slots under the lease: read_done(cookie, res) runs
+ *    on the drive thread: take the store lock; res == 0: the slot holds
+ *    the block, byte-exact (its CRC-32C was checked), seal it (DONE,
+ *    visible to later QUERYs) and wake the LOADs waiting for it; res < 0
+ *    (-EIO, -EBADMSG: checksum, -ESTALE: region reused, -ENODEV): free
+ *    the slot and mark the lease's prefix as ending before this block.
+ *    The block read back stays valid on SSD, so a later eviction gets
+ *    -EEXIST and costs no write.
+ *
+ * 6. LOAD waiting for reads (io/worker.c): a LOAD of a lease whose blocks
+ *    are still LOADING parks on a per-lease counter of reads pending; the
+ *    worker copies each block to the GPU as its read completes (the
+ *    store's read_done wakes the worker: its futex word, as commands do)
+ *    and posts one terminal CQE when the last one is copied.  A failed
+ *    read shortens the copy to the prefix before it: res is the count
+ *    copied, never more, so the engine recomputes the rest; nothing half
+ *    read is ever copied.
+ *
+ * 7. Metrics (obs/): ssd_get_stats() fills struct ssd_stats with relaxed
+ *    reads; the counter table gains one row per field (per drive with a
+ *    drive label), `kvstash stats` and Prometheus show them.
+ *
+ * 8. Shutdown (SIGTERM, after the workers drained): ssd_close() writes
+ *    what is still queued (up to a deadline), waits for every I/O, seals
+ *    the open regions, syncs and marks each superblock clean.  Call it
+ *    before pool_destroy(): queued writes read from pool slots.
+ *
+ * 9. The systemd unit (systemd/kvstashd.service.in) has ProtectSystem=strict
+ *    and a closed device policy: the drives' files need a ReadWritePaths=
+ *    entry (e.g. /var/lib/kvstash/ssd) and raw NVMe devices a
+ *    DeviceAllow=block-blkext rw; LimitMEMLOCK=infinity is already there
+ *    (registering the pool as fixed buffers pins it once more per drive).
+ *
+ * ---- Return values -------------------------------------------------------
+ *
+ * 0 or a positive count on success, -errno on failure; ret_* outputs are
+ * untouched on failure; ssd_close(NULL) does nothing.
+ */
+#ifndef KVS_SSD_H
+#define KVS_SSD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ssd/index.h"
+
+#define SSD_MAX_DRIVES	 16u
+#define SSD_HIST_BUCKETS 24u /* log2 microseconds: [2^i, 2^(i+1)) us; bucket 0 from 0 */
+
+struct kvs_config;
+struct ssd;
+
+enum ssd_policy {
+	SSD_POLICY_SPILL,  /* every block evicted from DRAM is written */
+	SSD_POLICY_FILTER, /* only blocks used in DRAM or evicted before (one-hit blocks are not) */
+};
+
+enum ssd_drive_state {
+	SSD_DRIVE_RECOVERING, /* scanning: lookups find what is scanned, writes wait */
+	SSD_DRIVE_ONLINE,
+	SSD_DRIVE_OFFLINE, /* errors or a removed device: every lookup misses */
+	SSD_DRIVE_CLOSED,
+};
+
+/* Memory the drives may register as io_uring fixed buffers (the pool). */
+struct ssd_buf {
+	void *base;
+	uint64_t len;
+};
+
+struct ssd_config {
+	const char *const *paths; /* files (created, preallocated) or block devices */
+	unsigned nr_paths;
+	uint64_t size;	      /* bytes per file; block devices: 0 = whole device */
+	uint64_t region_size; /* 0: 256 MiB */
+	uint32_t queue_depth; /* block I/Os in flight per drive; 0: 32 */
+	uint32_t write_queue; /* writes waiting per drive before drops; 0: 4 * depth */
+	enum ssd_policy policy;
+	uint64_t write_rate;	     /* bytes per second per drive; 0: no cap */
+	uint32_t max_errors;	     /* I/O errors in 10 s that take a drive offline; 0: 8 */
+	uint32_t drain_ms;	     /* ssd_close(): how long queued writes may take; 0: 10 s */
+	uint64_t expect_block_bytes; /* sizes the index; 0: 2 MiB */
+	const struct ssd_buf *bufs;
+	unsigned nr_bufs;
+	/* Fault rules (fault.h); NULL: $KVSTASH_SSD_FAULTS; "" or unset: none. */
+	const char *faults;
+
+	void *cb_arg;
+	void (*write_done)(void *arg, void *cookie, int res);
+	void (*read_done)(void *arg, void *cookie, int res);
+	/* level: syslog LOG_*; err: errno or 0; msg without a newline. */
+	void (*log)(void *arg, int level, int err, const char *msg);
+};
+
+/* [ssd] of kvstash.conf; *ret points into @cfg (paths are split into @ret's own array). */
+struct ssd_conf_paths {
+	char *buf;
+	const char *paths[SSD_MAX_DRIVES];
+};
+int ssd_config_from_kvs(const struct kvs_config *cfg, struct ssd_config *ret,
+			struct ssd_conf_paths *store, char *err, size_t errlen);
+void ssd_conf_paths_free(struct ssd_conf_paths *store);
+
+/*
+ * Open every drive: create and preallocate files (fallocate to size),
+ * check O_DIRECT and its alignment, read the superblocks (a drive whose
+ * geometry differs from the configuration is formatted anew: its blocks
+ * are gone), mark them in use, start the drive threads (which recover the
+ * index).  On failure a reason naming the path goes into @err and nothing
+ * is left open: -ENOENT, -EACCES, -ENOSPC (cannot preallocate), -EINVAL
+ * (no O_DIRECT, e.g. tmpfs; bad geometry), -EOPNOTSUPP (not compiled in).
+ */
+int ssd_open(const struct ssd_config *cfg, struct ssd **ret, char *err, size_t errlen);
+
+/* Drain, seal, sync, mark clean, stop the threads, free.  NULL: nothing. */
+void ssd_close(struct ssd *ssd);
+
+/*
+ * Simulated crash for tests: stop the threads without draining, sealing,
+ * syncing or marking anything (what kill -9 leaves on disk), then free.
+ */
+void ssd_abandon(struct ssd *ssd);
+
+/* Intern a namespace identity (name and geometry bytes, at most SSD_NS_MAX). */
+int ssd_ns(struct ssd *ssd, const void *ident, size_t len, uint32_t *ret_ns);
+
+/*
+ * The identity kvstashd uses: name (NUL included), then fingerprint,
+ * slot_bytes (LE u64), tp_size, replicated (LE u32).  Returns its length,
+ * -ENAMETOOLONG if it does not fit SSD_NS_MAX.
+ */
+int ssd_ns_ident(const char *name, uint64_t fingerprint, uint64_t slot_bytes, uint32_t tp_size,
+		 bool replicated, uint8_t ret_ident[SSD_NS_MAX]);
+
+/*
+ * Where (ns, key, shard) is on SSD: 0 and *@ret_loc, or -ENOENT (not
+ * there, not yet recovered, still being written, or its drive offline).
+ */
+int ssd_lookup(struct ssd *ssd, uint32_t ns, const uint8_t key[SSD_KEY_SIZE], uint32_t shard,
+	       struct ssd_loc *ret_loc);
+
+struct ssd_write {
+	uint32_t ns;
+	const uint8_t *key; /* SSD_KEY_SIZE bytes, copied */
+	uint32_t shard;	    /* < 65536 */
+	const void *buf;    /* valid until write_done (or until displaced) */
+	uint32_t len;
+	uint32_t value; /* lower values are dropped first under backpressure */
+	uint32_t hits;	/* uses in DRAM; 0 with policy = filter: admitted only if seen before */
+	void *cookie;
+};
+
+/*
+ * Queue a write of @w (see step 3 above for every result).  Never waits.
+ * Returns 0 or 1 (queued; 1: *@ret_displaced is a dropped write's cookie),
+ * or -EEXIST, -EAGAIN, -ENOBUFS, -ENODEV, -E2BIG, -EINVAL.
+ */
+int ssd_write(struct ssd *ssd, const struct ssd_write *w, void **ret_displaced);
+
+/*
+ * Read the block at @loc into @dst (@cap bytes, at least loc->len; the
+ * pool's 512-byte alignment makes it direct I/O): 0, and read_done(cookie,
+ * res) comes later with 0 (byte-exact, checksum verified) or -errno.
+ * -ENODEV (drive offline), -EBUSY (too many reads queued), -EINVAL (a
+ * @loc not from ssd_lookup(), @cap too small): no callback.
+ */
+int ssd_read(struct ssd *ssd, const struct ssd_loc *loc, void *dst, size_t cap, void *cookie);
+
+/*
+ * Wait until every drive finished recovery (or went offline): 0, or
+ * -ETIMEDOUT after @timeout_ms.  For tools and tests; the daemon does not
+ * need to wait.
+ */
+int ssd_wait_recovered(struct ssd *ssd, int timeout_ms);
+
+/*
+ * Wait until no write is queued or in flight: 0, or -ETIMEDOUT.  For
+ * tools and tests.
+ */
+int ssd_wait_idle(struct ssd *ssd, int timeout_ms);
+
+struct ssd_drive_stats {
+	uint32_t state;	      /* enum ssd_drive_state */
+	uint32_t setup_flags; /* IORING_SETUP_* in use */
+	bool fixed_file;
+	bool fixed_buffers;
+	bool last_clean; /* the previous stop was clean */
+	bool formatted;	 /* formatted at this start */
+	uint32_t io_align;
+	uint32_t nr_regions;
+	uint64_t capacity_bytes;
+	uint64_t bytes_written, bytes_read;
+	uint64_t writes, reads;		    /* completed successfully */
+	uint64_t write_errors, read_errors; /* EIO, short I/O, ... */
+	uint64_t crc_errors;		    /* reads whose payload failed its checksum */
+	uint64_t stale_reads;		    /* region reused before the read started */
+	uint64_t drops;			    /* writes not made: backpressure or rate cap */
+	uint64_t regions_reclaimed;	    /* evictions: regions reused */
+	uint64_t blocks_evicted;	    /* blocks dropped from the index by reuse */
+	uint64_t regions_abandoned;
+	uint64_t recovered_blocks, recovered_regions, recovery_bad;
+	uint64_t recovery_ns; /* 0 until done */
+	uint64_t recovery_bytes_read;
+	uint32_t queued_writes, inflight, reads_pending;
+	uint64_t write_lat[SSD_HIST_BUCKETS]; /* submit to completion */
+	uint64_t read_lat[SSD_HIST_BUCKETS];
+};
+
+struct ssd_stats {
+	uint32_t nr_drives;
+	uint64_t lookups, hits;
+	uint64_t admitted, not_admitted; /* policy = filter */
+	uint64_t exists;		 /* writes skipped: already on SSD */
+	uint64_t dropped, displaced;	 /* backpressure: refused, removed from a queue */
+	uint64_t index_entries, index_bytes;
+	struct ssd_drive_stats drive[SSD_MAX_DRIVES];
+};
+
+void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret);
+
+/* "recovering", "online", "offline", "closed". */
+const char *ssd_drive_state_name(uint32_t state);
+
+#endif /* KVS_SSD_H */
