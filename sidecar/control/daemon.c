@@ -372,7 +372,7 @@ void daemon_fini(struct daemon *d)
 	server_unlisten(d);
 	free_graveyard(d);
 	slots_fini(d);
-	log_ratelimit_flush(&d->accept_rl, NULL, "accept");
+	log_ratelimit_flush(&d->accept_rl, "accept");
 	if (d->epfd >= 0)
 		close(d->epfd);
 	if (d->signal_fd >= 0)

@@ -263,7 +263,7 @@ static int peer_check(struct daemon *d, int fd, struct ucred *ret_cred, bool *re
 		n = peer_groups(fd, &groups);
 		if (n < 0) {
 			/* Fail closed: only the primary group counts. */
-			log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, n, NULL,
+			log_at_rl(&d->accept_rl, "accept", LOG_WARNING, n, NULL,
 				  "SO_PEERGROUPS: the peer's supplementary groups are ignored");
 			n = 0;
 		}
@@ -293,7 +293,7 @@ static void pause_accept(struct daemon *d, int err)
 {
 	struct epoll_event ev = { .events = 0, .data.ptr = &d->listen_fd };
 
-	log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, err, NULL,
+	log_at_rl(&d->accept_rl, "accept", LOG_WARNING, err, NULL,
 		  "cannot accept connections (%u sessions); retrying at the next tick",
 		  d->nr_sessions);
 	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->listen_fd, &ev) == 0)
@@ -319,20 +319,19 @@ void server_accept(struct daemon *d)
 			if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 				pause_accept(d, err);
 			else if (err != EAGAIN)
-				log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, err, NULL,
+				log_at_rl(&d->accept_rl, "accept", LOG_WARNING, err, NULL,
 					  "accept");
 			return;
 		}
 		r = peer_check(d, fd, &cred, &allowed);
 		if (r < 0) {
-			log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, r, NULL,
-				  "SO_PEERCRED");
+			log_at_rl(&d->accept_rl, "accept", LOG_WARNING, r, NULL, "SO_PEERCRED");
 			close(fd);
 			continue;
 		}
 		s = session_new(d, fd, cred.pid, cred.uid, cred.gid);
 		if (!s) {
-			log_at_rl(&d->accept_rl, NULL, "accept", LOG_ERR, ENOMEM, NULL,
+			log_at_rl(&d->accept_rl, "accept", LOG_ERR, ENOMEM, NULL,
 				  "cannot accept a session");
 			close(fd);
 			continue;

@@ -24,11 +24,6 @@
 #include "control/admin.h"
 #include "base/util.h"
 
-const char *session_log_prefix(const struct session *s)
-{
-	return s->prefix;
-}
-
 void session_set_prefix(struct session *s)
 {
 	const struct hello_req *h = &s->hello;
@@ -690,8 +685,8 @@ static void session_free(struct session *s)
 	if (s->fd >= 0)
 		close(s->fd);
 	/* The worker's state: its DETACH ack (or no worker at all) orders this read. */
-	log_ratelimit_flush(&s->w.log_rl, s, NULL);
-	log_ratelimit_flush(&s->log_rl, s, NULL);
+	log_ratelimit_flush(&s->w.log_rl, s->prefix);
+	log_ratelimit_flush(&s->log_rl, s->prefix);
 	slots_release(s);
 	cds_list_del(&s->node);
 	d->nr_sessions--;

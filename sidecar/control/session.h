@@ -153,8 +153,6 @@ struct session {
 	struct out_queue out;
 };
 
-const char *session_log_prefix(const struct session *s);
-
 /* Control thread. */
 struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid);
 /* Read and handle one message: 0, or -errno when the session must close. */

@@ -28,7 +28,7 @@ void slots_fini(struct daemon *d)
 	struct uid_slots *u, *tmp;
 
 	cds_list_for_each_entry_safe(u, tmp, &d->uids, node) {
-		log_ratelimit_flush(&u->rl, NULL, u->name);
+		log_ratelimit_flush(&u->rl, u->name);
 		cds_list_del(&u->node);
 		free(u);
 	}
@@ -236,7 +236,7 @@ void slots_sweep(struct daemon *d, uint64_t now)
 		 */
 		if (!empty || (u->rl.begin_ns && now - u->rl.begin_ns < window))
 			continue;
-		log_ratelimit_flush(&u->rl, NULL, u->name);
+		log_ratelimit_flush(&u->rl, u->name);
 		cds_list_del(&u->node);
 		free(u);
 	}
