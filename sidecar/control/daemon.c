@@ -9,7 +9,6 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
@@ -31,7 +30,6 @@
 #include "control/session.h"
 #include "base/util.h"
 
-#define TICK_MS 100
 #define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 
 void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
@@ -47,16 +45,18 @@ void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
 	pthread_mutex_lock(&d->ack_lock);
 	cds_list_add_tail(&a->node, &d->acks);
 	pthread_mutex_unlock(&d->ack_lock);
-	w = write(d->ack_fd, &one, sizeof(one));
+	w = write(d->acked.fd, &one, sizeof(one));
 	(void)w;
 }
 
-static void process_acks(struct daemon *d)
+/* The workers acked (control loop). */
+static void on_acks(struct ev_source *src, uint32_t events)
 {
+	struct daemon *d = container_of(src, struct daemon, acked);
 	struct cds_list_head list;
 	struct ack *a, *tmp;
 	uint64_t v;
-	ssize_t r = read(d->ack_fd, &v, sizeof(v));
+	ssize_t r = read(src->fd, &v, sizeof(v));
 
 	(void)r;
 	CDS_INIT_LIST_HEAD(&list);
@@ -135,10 +135,29 @@ static unsigned fds_per_uid(const struct kvs_config *cfg)
 	return (unsigned)MIN(rl.rlim_cur / 2, 1u << 30);
 }
 
+/* Every tick (100 ms): lease TTLs; listening again after EMFILE. */
+static void on_tick(struct ev_timer *t, uint64_t now)
+{
+	struct daemon *d = container_of(t, struct daemon, tick);
+
+	lease_sweep();
+	server_resume(d);
+}
+
+/* Each second: partial blocks, idle namespaces, silent connections. */
+static void on_sweep(struct ev_timer *t, uint64_t now)
+{
+	struct daemon *d = container_of(t, struct daemon, sweep);
+
+	store_reclaim_partial((uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
+	nspace_sweep();
+	slots_sweep(d, now);
+}
+
+static void handle_signals(struct ev_source *src, uint32_t events);
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
 	struct pool *pool;
 	int nodes[POOL_MAX_REGIONS];
 	sigset_t mask;
@@ -147,10 +166,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
 	d->config_path = config_path;
-	d->listen_fd = d->timer_fd = d->signal_fd = d->ack_fd = d->lock_fd = d->epfd = -1;
+	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
-	CDS_INIT_LIST_HEAD(&d->graveyard);
 	CDS_INIT_LIST_HEAD(&d->acks);
 	slots_init(d);
 	d->fds_per_uid = fds_per_uid(cfg);
@@ -164,19 +182,21 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	d->ack_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->epfd < 0 || d->signal_fd < 0 || d->timer_fd < 0 || d->ack_fd < 0)
-		return log_error_errno(errno, "cannot create the control loop's fds");
-	timerfd_settime(d->timer_fd, 0, &its, NULL);
-	ev.data.ptr = &d->signal_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->signal_fd, &ev);
-	ev.data.ptr = &d->timer_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timer_fd, &ev);
-	ev.data.ptr = &d->ack_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
+	/* The loop first: it makes what daemon_fini() takes apart (also on failure). */
+	r = ev_loop_init(&d->loop);
+	if (r == 0) {
+		d->signals.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+		d->acked.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		r = d->signals.fd < 0 || d->acked.fd < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		return log_error_errno(r, "cannot create the control loop's fds");
+	d->signals.fn = handle_signals;
+	d->acked.fn = on_acks;
+	ev_add(&d->loop, &d->signals, EPOLLIN);
+	ev_add(&d->loop, &d->acked, EPOLLIN);
+	ev_timer_add(&d->loop, &d->tick, 0, on_tick);
+	ev_timer_add(&d->loop, &d->sweep, NSEC_PER_SEC, on_sweep);
 
 	urcu_memb_register_thread();
 	nspace_table_init(cfg->max_namespaces, store_drop_nspace);
@@ -235,23 +255,6 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	return 0;
 }
 
-static void tick(struct daemon *d)
-{
-	static uint64_t last_slow;
-	uint64_t now = now_ns(), v;
-	ssize_t r = read(d->timer_fd, &v, sizeof(v));
-
-	(void)r;
-	lease_sweep();
-	server_resume(d);
-	if (now - last_slow < NSEC_PER_SEC)
-		return;
-	last_slow = now;
-	store_reclaim_partial((uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
-	nspace_sweep();
-	slots_sweep(d, now);
-}
-
 static void begin_drain(struct daemon *d)
 {
 	struct session *s, *tmp;
@@ -267,11 +270,13 @@ static void begin_drain(struct daemon *d)
 		session_close(s, -ESHUTDOWN);
 }
 
-static void handle_signals(struct daemon *d)
+/* The signalfd is readable (control loop). */
+static void handle_signals(struct ev_source *src, uint32_t events)
 {
+	struct daemon *d = container_of(src, struct daemon, signals);
 	struct signalfd_siginfo si;
 
-	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+	while (read(src->fd, &si, sizeof(si)) == sizeof(si)) {
 		switch (si.ssi_signo) {
 		case SIGTERM:
 		case SIGINT:
@@ -288,56 +293,15 @@ static void handle_signals(struct daemon *d)
 	}
 }
 
-static void free_graveyard(struct daemon *d)
-{
-	struct session *s, *tmp;
-
-	cds_list_for_each_entry_safe(s, tmp, &d->graveyard, node) {
-		cds_list_del(&s->node);
-		free(s);
-	}
-}
-
 int daemon_run(struct daemon *d)
 {
 	uint64_t drain_deadline = 0;
 
 	while (!d->stopping || d->nr_sessions) {
-		struct epoll_event evs[64];
-		int n = epoll_wait(d->epfd, evs, 64, TICK_MS);
+		int r = ev_loop_run_once(&d->loop, EV_TICK_MS);
 
-		if (n < 0 && errno != EINTR)
-			return log_error_errno(errno, "epoll_wait");
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-
-			if (p == &d->listen_fd) {
-				server_accept(d);
-			} else if (p == &d->signal_fd) {
-				handle_signals(d);
-			} else if (p == &d->timer_fd) {
-				tick(d);
-			} else if (p == &d->ack_fd) {
-				process_acks(d);
-			} else {
-				struct session *s = p;
-				uint32_t e = evs[i].events;
-				int r = 0;
-
-				/* Closed by an earlier event of this batch: nothing to read. */
-				if (s->state == S_CLOSING)
-					continue;
-				if (e & EPOLLOUT)
-					r = session_flush(s);
-				if (r == 0 && (e & EPOLLIN))
-					r = session_handle_input(s);
-				else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
-					r = -ECONNRESET;
-				if (r < 0)
-					session_close(s, r);
-			}
-		}
-		free_graveyard(d);
+		if (r < 0)
+			return log_error_errno(r, "epoll_wait");
 		if (d->stopping) {
 			if (!drain_deadline)
 				drain_deadline = now_ns() + DRAIN_TIMEOUT_NS;
@@ -370,16 +334,12 @@ void daemon_fini(struct daemon *d)
 	cuda_fini();
 	nspace_table_fini();
 	server_unlisten(d);
-	free_graveyard(d);
+	ev_loop_fini(&d->loop); /* frees the sessions freed in the last batch */
 	slots_fini(d);
 	log_ratelimit_flush(&d->accept_rl, "accept");
-	if (d->epfd >= 0)
-		close(d->epfd);
-	if (d->signal_fd >= 0)
-		close(d->signal_fd);
-	if (d->timer_fd >= 0)
-		close(d->timer_fd);
-	if (d->ack_fd >= 0)
-		close(d->ack_fd);
+	if (d->signals.fd >= 0)
+		close(d->signals.fd);
+	if (d->acked.fd >= 0)
+		close(d->acked.fd);
 	urcu_memb_unregister_thread();
 }

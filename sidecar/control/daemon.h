@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The daemon: configuration, the control thread's state (sockets, epoll,
- * timer, signals, sessions) and the process-wide counters.
+ * The daemon: configuration, the control thread's state (the event loop
+ * and its sources, sessions, connection slots, workers) and the
+ * process-wide counters.
  */
 #ifndef KVS_DAEMON_H
 #define KVS_DAEMON_H
@@ -13,6 +14,7 @@
 #include <urcu/list.h>
 
 #include "base/conf.h"
+#include "control/loop.h"
 #include "control/slots.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
@@ -56,11 +58,12 @@ struct ack {
 struct daemon {
 	struct kvs_config *cfg;
 	const char *config_path;
-	int epfd;
-	int listen_fd;
-	int timer_fd;
-	int signal_fd;
-	int ack_fd; /* eventfd: workers -> control thread */
+	struct ev_loop loop;
+	struct ev_source listen;  /* the listening socket; fd -1 when not listening */
+	struct ev_source signals; /* signalfd: SIGTERM, SIGINT, SIGHUP */
+	struct ev_source acked;	  /* eventfd: workers -> control thread */
+	struct ev_timer tick;	  /* every tick: lease TTLs, listening again */
+	struct ev_timer sweep;	  /* each second: reclaim, timeouts */
 	int lock_fd; /* flock on "<socket>.lock": one daemon per socket */
 	bool stopping;
 	uint64_t start_ns;
@@ -68,12 +71,6 @@ struct daemon {
 	struct cds_list_head sessions;
 	unsigned nr_sessions;
 	uint64_t next_session_id;
-	/*
-	 * Sessions freed while an event batch is handled: a later event of
-	 * the same batch may still point at one, so the memory goes only
-	 * after the batch (daemon_run()).
-	 */
-	struct cds_list_head graveyard;
 
 	/* Connection slots (slots.c). */
 	struct cds_list_head uids;

@@ -24,6 +24,8 @@
 #include "control/admin.h"
 #include "base/util.h"
 
+static void on_event(struct ev_source *src, uint32_t events);
+
 void session_set_prefix(struct session *s)
 {
 	const struct hello_req *h = &s->hello;
@@ -65,7 +67,8 @@ struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_
 	if (!s)
 		return NULL;
 	s->id = ++d->next_session_id;
-	s->fd = fd;
+	s->ev.fd = fd;
+	s->ev.fn = on_event;
 	s->pid = pid;
 	s->uid = uid;
 	s->gid = gid;
@@ -89,7 +92,7 @@ static int send_msg(struct session *s, const void *msg, size_t len, const int *f
 	 * Non-blocking: a client that never reads must not stall the control
 	 * thread.  A full buffer ends that session instead.
 	 */
-	int r = wireio_send(s->fd, msg, len, fds, nfds, MSG_DONTWAIT);
+	int r = wireio_send(s->ev.fd, msg, len, fds, nfds, MSG_DONTWAIT);
 
 	if (r < 0)
 		slog_info_errno_rl(&s->log_rl, s, r, "cannot send a reply; closing");
@@ -494,7 +497,7 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 
 static void update_events(struct session *s)
 {
-	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = s };
+	uint32_t events = EPOLLRDHUP;
 
 	/*
 	 * While waiting for the worker, or while a reply train waits for room,
@@ -502,10 +505,10 @@ static void update_events(struct session *s)
 	 * so a client that never reads costs one reply's memory, not more.
 	 */
 	if (s->out.buf)
-		ev.events |= EPOLLOUT;
+		events |= EPOLLOUT;
 	else if (!s->waiting)
-		ev.events |= EPOLLIN;
-	epoll_ctl(s->d->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+		events |= EPOLLIN;
+	ev_mod(&s->d->loop, &s->ev, events);
 }
 
 int session_flush(struct session *s)
@@ -517,7 +520,7 @@ int session_flush(struct session *s)
 	while (q->buf && q->off < q->len) {
 		const struct kvs_msg_hdr *h = (const void *)(q->buf + q->off);
 
-		r = wireio_send(s->fd, h, h->size, NULL, 0, MSG_DONTWAIT);
+		r = wireio_send(s->ev.fd, h, h->size, NULL, 0, MSG_DONTWAIT);
 		if (r == -EAGAIN) {
 			r = 0;
 			break;
@@ -579,7 +582,7 @@ int session_handle_input(struct session *s)
 	char why[KVS_TEXT_MAX] = "";
 	int r;
 
-	n = wireio_recv(s->fd, buf, sizeof(buf), fds, KVS_MAX_FDS, &nfds, MSG_DONTWAIT);
+	n = wireio_recv(s->ev.fd, buf, sizeof(buf), fds, KVS_MAX_FDS, &nfds, MSG_DONTWAIT);
 	if (n == -EAGAIN)
 		return 0;
 	if (n == 0)
@@ -661,7 +664,33 @@ bad_role:
 	return -EPERM;
 }
 
+/* ---- events --------------------------------------------------------- */
+
+/* The socket's events (control loop). */
+static void on_event(struct ev_source *src, uint32_t e)
+{
+	struct session *s = container_of(src, struct session, ev);
+	int r = 0;
+
+	/* Closed by an earlier event of this batch: nothing to read. */
+	if (s->state == S_CLOSING)
+		return;
+	if (e & EPOLLOUT)
+		r = session_flush(s);
+	if (r == 0 && (e & EPOLLIN))
+		r = session_handle_input(s);
+	else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
+		r = -ECONNRESET;
+	if (r < 0)
+		session_close(s, r);
+}
+
 /* ---- closing ------------------------------------------------------- */
+
+static void free_memory(struct ev_deferred *dead)
+{
+	free(container_of(dead, struct session, dead));
+}
 
 static void session_free(struct session *s)
 {
@@ -682,8 +711,8 @@ static void session_free(struct session *s)
 	shmq_region_destroy(s->region);
 	free(s->w.backlog);
 	free(s->out.buf);
-	if (s->fd >= 0)
-		close(s->fd);
+	if (s->ev.fd >= 0)
+		close(s->ev.fd);
 	/* The worker's state: its DETACH ack (or no worker at all) orders this read. */
 	log_ratelimit_flush(&s->w.log_rl, s->prefix);
 	log_ratelimit_flush(&s->log_rl, s->prefix);
@@ -691,7 +720,7 @@ static void session_free(struct session *s)
 	cds_list_del(&s->node);
 	d->nr_sessions--;
 	/* Freed after the event batch: a later event of it may name this session. */
-	cds_list_add_tail(&s->node, &d->graveyard);
+	ev_defer(&d->loop, &s->dead, free_memory);
 }
 
 void session_close(struct session *s, int why)
@@ -707,12 +736,12 @@ void session_close(struct session *s, int why)
 			slog_info_errno(s, why, "disconnected after an error");
 	}
 	s->state = S_CLOSING;
-	epoll_ctl(s->d->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	ev_del(&s->d->loop, &s->ev);
 	/*
 	 * Shut the socket at once, so the engine sees EOF now even while its
 	 * copies drain; the fd itself is closed with the session.
 	 */
-	shutdown(s->fd, SHUT_RDWR);
+	shutdown(s->ev.fd, SHUT_RDWR);
 	if (s->worker && s->region)
 		worker_command(s->worker, WCMD_DETACH, s);
 	else

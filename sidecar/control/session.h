@@ -6,7 +6,8 @@
  * side (struct wsess).  They hand over through worker commands and acks.
  *
  * Lifetime: created on accept, freed by the control thread after the
- * worker acknowledged DETACH (no op in flight, nothing of it referenced).
+ * worker acknowledged DETACH (no op in flight, nothing of it referenced);
+ * its memory goes after the batch of events that freed it (ev_defer()).
  */
 #ifndef KVS_SESSION_H
 #define KVS_SESSION_H
@@ -19,6 +20,7 @@
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
 
+#include "control/loop.h"
 #include "control/slots.h"
 #include "obs/log.h"
 #include "wire/proto.h"
@@ -99,7 +101,7 @@ struct out_queue {
 
 struct session {
 	uint64_t id;
-	int fd;
+	struct ev_source ev; /* the socket (ev.fd) in the control loop */
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
@@ -151,6 +153,7 @@ struct session {
 
 	struct log_ratelimit log_rl; /* the control thread's lines about this session */
 	struct out_queue out;
+	struct ev_deferred dead; /* frees the memory after the batch */
 };
 
 /* Control thread. */
