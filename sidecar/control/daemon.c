@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -32,41 +31,19 @@
 
 #define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 
-void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
-{
-	struct ack *a;
-	uint64_t one = 1;
-	ssize_t w;
-
-	while (!(a = malloc(sizeof(*a))))
-		usleep(1000); /* an ack must not be lost: the session would leak */
-	a->s = s;
-	a->type = type;
-	pthread_mutex_lock(&d->ack_lock);
-	cds_list_add_tail(&a->node, &d->acks);
-	pthread_mutex_unlock(&d->ack_lock);
-	w = write(d->acked.fd, &one, sizeof(one));
-	(void)w;
-}
-
 /* The workers acked (control loop). */
 static void on_acks(struct ev_source *src, uint32_t events)
 {
 	struct daemon *d = container_of(src, struct daemon, acked);
 	struct cds_list_head list;
-	struct ack *a, *tmp;
-	uint64_t v;
-	ssize_t r = read(src->fd, &v, sizeof(v));
+	struct wmsg *a, *tmp;
 
-	(void)r;
 	CDS_INIT_LIST_HEAD(&list);
-	pthread_mutex_lock(&d->ack_lock);
-	cds_list_splice(&d->acks, &list);
-	CDS_INIT_LIST_HEAD(&d->acks);
-	pthread_mutex_unlock(&d->ack_lock);
+	worker_acks_take(&d->acks, &list);
 	cds_list_for_each_entry_safe(a, tmp, &list, node) {
+		/* Off the list first: the session may be freed, or get this type again. */
+		cds_list_del(&a->node);
 		session_on_ack(a->s, a->type);
-		free(a);
 	}
 }
 
@@ -169,10 +146,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
-	CDS_INIT_LIST_HEAD(&d->acks);
 	slots_init(d);
 	d->fds_per_uid = fds_per_uid(cfg);
-	pthread_mutex_init(&d->ack_lock, NULL);
+	d->acks.efd = -1;
 
 	/* Signals go to the signalfd only: block them before any thread starts. */
 	sigemptyset(&mask);
@@ -184,14 +160,16 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 
 	/* The loop first: it makes what daemon_fini() takes apart (also on failure). */
 	r = ev_loop_init(&d->loop);
+	if (r == 0)
+		r = worker_acks_init(&d->acks);
 	if (r == 0) {
 		d->signals.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-		d->acked.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		r = d->signals.fd < 0 || d->acked.fd < 0 ? -errno : 0;
+		r = d->signals.fd < 0 ? -errno : 0;
 	}
 	if (r < 0)
 		return log_error_errno(r, "cannot create the control loop's fds");
 	d->signals.fn = handle_signals;
+	d->acked.fd = d->acks.efd;
 	d->acked.fn = on_acks;
 	ev_add(&d->loop, &d->signals, EPOLLIN);
 	ev_add(&d->loop, &d->acked, EPOLLIN);
@@ -339,7 +317,6 @@ void daemon_fini(struct daemon *d)
 	log_ratelimit_flush(&d->accept_rl, "accept");
 	if (d->signals.fd >= 0)
 		close(d->signals.fd);
-	if (d->acked.fd >= 0)
-		close(d->acked.fd);
+	worker_acks_fini(&d->acks);
 	urcu_memb_unregister_thread();
 }

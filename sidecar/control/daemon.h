@@ -49,19 +49,13 @@ struct daemon_stats {
 #define STAT_ADD(d, field, v) __atomic_fetch_add(&(d)->stats.field, (v), __ATOMIC_RELAXED)
 #define STAT_GET(d, field) __atomic_load_n(&(d)->stats.field, __ATOMIC_RELAXED)
 
-struct ack {
-	struct session *s;
-	enum wcmd_type type;
-	struct cds_list_head node;
-};
-
 struct daemon {
 	struct kvs_config *cfg;
 	const char *config_path;
 	struct ev_loop loop;
 	struct ev_source listen;  /* the listening socket; fd -1 when not listening */
 	struct ev_source signals; /* signalfd: SIGTERM, SIGINT, SIGHUP */
-	struct ev_source acked;	  /* eventfd: workers -> control thread */
+	struct ev_source acked;	  /* eventfd of the workers' acks */
 	struct ev_timer tick;	  /* every tick: lease TTLs, listening again */
 	struct ev_timer sweep;	  /* each second: reclaim, timeouts */
 	int lock_fd; /* flock on "<socket>.lock": one daemon per socket */
@@ -85,15 +79,10 @@ struct daemon {
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;
 	struct worker *host_worker;
-
-	pthread_mutex_t ack_lock;
-	struct cds_list_head acks;
+	struct worker_acks acks;
 
 	struct daemon_stats stats;
 };
-
-/* Worker side: an ack for @s (any thread). */
-void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type);
 
 /* Run the control loop until SIGTERM/SIGINT and the drain finished. */
 int daemon_run(struct daemon *d);

@@ -22,6 +22,7 @@
 
 #include "control/loop.h"
 #include "control/slots.h"
+#include "io/worker.h"
 #include "obs/log.h"
 #include "wire/proto.h"
 
@@ -84,7 +85,8 @@ struct wsess {
 	/*
 	 * The worker's lines about this session (rejected SQEs).  The control
 	 * thread reads it only in session_free(), after the DETACH ack: the
-	 * ack list's mutex orders the worker's last write before it.
+	 * ack queue's mutex (struct worker_acks) orders the worker's last
+	 * write before it.
 	 */
 	struct log_ratelimit log_rl;
 };
@@ -128,6 +130,9 @@ struct session {
 
 	struct worker *worker;
 	struct wsess w;
+	/* To and from the worker, one of each type (struct wmsg says why). */
+	struct wmsg cmds[WCMD_TYPES];
+	struct wmsg acks[WCMD_TYPES];
 
 	/* control thread: a request waiting for the worker's ack */
 	bool waiting;
@@ -170,7 +175,7 @@ int session_queue(struct session *s, uint8_t *buf, size_t len);
 int session_flush(struct session *s);
 /* Begin closing (EOF, error, GOODBYE, shutdown); frees once the worker acked. */
 void session_close(struct session *s, int why);
-enum wcmd_type;
+/* The worker answered @type (control/daemon.c takes the acks). */
 void session_on_ack(struct session *s, enum wcmd_type type);
 
 /* Build the log prefix after HELLO. */

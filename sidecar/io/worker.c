@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
@@ -38,20 +39,61 @@ static void bump(struct worker *w)
 
 void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
 {
-	struct wcmd *c = malloc(sizeof(*c));
+	struct wmsg *c = &s->cmds[type];
 
-	if (!c) {
-		/* Cannot queue: retry costs nothing, losing a detach leaks a session. */
-		log_error("worker %u: out of memory queueing a command; retrying", w->id);
-		while (!(c = malloc(sizeof(*c))))
-			usleep(1000);
-	}
 	c->type = type;
 	c->s = s;
 	pthread_mutex_lock(&w->lock);
 	cds_list_add_tail(&c->node, &w->cmds);
 	pthread_mutex_unlock(&w->lock);
 	bump(w);
+}
+
+/* ---- acks to the control thread ---------------------------------- */
+
+int worker_acks_init(struct worker_acks *a)
+{
+	CDS_INIT_LIST_HEAD(&a->list);
+	pthread_mutex_init(&a->lock, NULL);
+	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return a->efd < 0 ? -errno : 0;
+}
+
+void worker_acks_fini(struct worker_acks *a)
+{
+	if (a->efd >= 0)
+		close(a->efd);
+	a->efd = -1;
+	pthread_mutex_destroy(&a->lock);
+}
+
+void worker_acks_take(struct worker_acks *a, struct cds_list_head *list)
+{
+	uint64_t v;
+	ssize_t r = read(a->efd, &v, sizeof(v));
+
+	(void)r; /* the list says what is there; the count only woke us */
+	pthread_mutex_lock(&a->lock);
+	cds_list_splice(&a->list, list);
+	CDS_INIT_LIST_HEAD(&a->list);
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Tell the control thread about @s (any worker thread). */
+static void ack(struct worker *w, struct session *s, enum wcmd_type type)
+{
+	struct wmsg *a = &s->acks[type];
+	uint64_t one = 1;
+	ssize_t r;
+
+	a->type = type;
+	a->s = s;
+	/* The unlock orders this session's state before the control thread's take. */
+	pthread_mutex_lock(&w->acks->lock);
+	cds_list_add_tail(&a->node, &w->acks->list);
+	pthread_mutex_unlock(&w->acks->lock);
+	r = write(w->acks->efd, &one, sizeof(one));
+	(void)r; /* full only past 2^64-2 unread acks */
 }
 
 void worker_complete(struct worker *w, struct op *op)
@@ -508,7 +550,7 @@ static void attach(struct worker *w, struct session *s)
 
 static bool process_cmds(struct worker *w)
 {
-	struct wcmd *c, *tmp;
+	struct wmsg *c, *tmp;
 	struct cds_list_head list;
 	bool any;
 
@@ -519,6 +561,8 @@ static bool process_cmds(struct worker *w)
 	pthread_mutex_unlock(&w->lock);
 	any = !cds_list_empty(&list);
 	cds_list_for_each_entry_safe(c, tmp, &list, node) {
+		/* Off every list before it is handled: the session may send this type again. */
+		cds_list_del(&c->node);
 		switch (c->type) {
 		case WCMD_ATTACH:
 			attach(w, c->s);
@@ -533,7 +577,6 @@ static bool process_cmds(struct worker *w)
 		default:
 			break;
 		}
-		free(c);
 	}
 	return any;
 }
@@ -550,13 +593,13 @@ static void settle_sessions(struct worker *w)
 			s->w.broken_acked = true;
 			w->rings_stale = true;
 			slog_error(s, "ring protocol violated (impossible index): ending the session");
-			daemon_ack(w->d, s, WCMD_BROKEN);
+			ack(w, s, WCMD_BROKEN);
 		}
 		if (s->w.unregistering && s->w.copies == 0) {
 			s->retired = session_reg(s);
 			session_publish_reg(s, NULL);
 			s->w.unregistering = false;
-			daemon_ack(w->d, s, WCMD_UNREGISTER);
+			ack(w, s, WCMD_UNREGISTER);
 		}
 		if (s->w.detaching && s->w.copies == 0) {
 			bool flushing = false;
@@ -570,7 +613,7 @@ static void settle_sessions(struct worker *w)
 			w->nr_sessions--;
 			w->rings_stale = true;
 			s->w.attached = false;
-			daemon_ack(w->d, s, WCMD_DETACH);
+			ack(w, s, WCMD_DETACH);
 		}
 	}
 }
@@ -689,6 +732,7 @@ int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker
 	w->node = node;
 	w->dev = dev;
 	w->d = d;
+	w->acks = &d->acks;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);
 	CDS_INIT_LIST_HEAD(&w->cmds);

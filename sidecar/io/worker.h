@@ -7,8 +7,9 @@
  * of its SQs with NEED_WAKEUP set, so engines make a syscall only then.
  *
  * The control thread talks to a worker through commands (attach, detach,
- * unregister, stop) and gets acks back on the daemon's ack queue.  Copy
- * threads hand finished ops back through worker_complete().
+ * unregister; stop) and gets acks back on the queue it gave the worker
+ * (struct worker_acks).  Copy threads hand finished ops back through
+ * worker_complete().
  */
 #ifndef KVS_WORKER_H
 #define KVS_WORKER_H
@@ -32,13 +33,41 @@ enum wcmd_type {
 	WCMD_DETACH,	 /* the session ends: drain, then forget it */
 	WCMD_UNREGISTER, /* drain its copies, then drop its registration */
 	WCMD_BROKEN,	 /* ack only: the session broke the ring protocol */
+	WCMD_TYPES,
 };
 
-struct wcmd {
+/*
+ * A command (control thread to worker) or an ack (worker to control
+ * thread) about one session.  Every session embeds one of each type for
+ * each direction (session.cmds, session.acks), so sending one never
+ * allocates and never fails: a lost DETACH would leak the session.  A
+ * type is sent again only after the previous one was answered (UNREGISTER
+ * after its ack; the others once per session), so a message is never on
+ * two lists at once.
+ */
+struct wmsg {
 	enum wcmd_type type;
 	struct session *s;
 	struct cds_list_head node;
 };
+
+/*
+ * The acks of all workers to the control thread: a list under a mutex and
+ * an eventfd the control loop polls.  Queueing takes the mutex, which also
+ * orders everything the worker wrote to the session before it against
+ * the control thread's handling of the ack.
+ */
+struct worker_acks {
+	pthread_mutex_t lock;
+	struct cds_list_head list; /* of struct wmsg, oldest first */
+	int efd;
+};
+
+/* -errno. */
+int worker_acks_init(struct worker_acks *a);
+void worker_acks_fini(struct worker_acks *a);
+/* Control thread: move every queued ack, oldest first, onto @list. */
+void worker_acks_take(struct worker_acks *a, struct cds_list_head *list);
 
 /* An operation that outlives its SQE: SAVE, LOAD, FLUSH. */
 struct op {
@@ -75,6 +104,7 @@ struct worker {
 	void *cuda;	/* the CUDA mover's state (movers/cuda/cuda.c) */
 	char name[32];
 	struct daemon *d;
+	struct worker_acks *acks; /* where its acks go */
 	pthread_t thread;
 	bool running;
 
