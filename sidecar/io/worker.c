@@ -158,13 +158,22 @@ static bool drain_backlog(struct session *s)
 	return any;
 }
 
-static void commit_cq(struct session *s)
+/*
+ * Publish the CQEs posted this round: one release store of each CQ's tail
+ * (shmq_prod_commit(), pairing with the engine's load-acquire of it) for
+ * all of them, waking the engine if it asked.  Before any ack of the round
+ * (settle_sessions()), so an UNREGISTER reply never overtakes a completion.
+ */
+static void publish_cqs(struct worker *w)
 {
-	if (!s->w.cq_dirty)
-		return;
-	s->w.cq_dirty = false;
-	/* One release store of the tail for every CQE of this round; wakes if asked. */
-	shmq_prod_commit(&s->w.cq, 0);
+	struct session *s;
+
+	cds_list_for_each_entry(s, &w->sessions, w.wnode) {
+		if (!s->w.cq_dirty)
+			continue;
+		s->w.cq_dirty = false;
+		shmq_prod_commit(&s->w.cq, 0);
+	}
 }
 
 static void op_free(struct op *op)
@@ -587,7 +596,6 @@ static void settle_sessions(struct worker *w)
 	struct session *s, *tmp;
 
 	cds_list_for_each_entry_safe(s, tmp, &w->sessions, w.wnode) {
-		commit_cq(s);
 		if (s->w.broken && !s->w.broken_acked) {
 			/* The control thread closes the socket, then sends DETACH. */
 			s->w.broken_acked = true;
@@ -687,6 +695,7 @@ static void *worker_main(void *arg)
 			busy |= poll_session(w, s);
 		busy |= reap_done(w); /* inline copies finished above */
 		busy |= check_flushes(w);
+		publish_cqs(w);
 		settle_sessions(w);
 		/* Pairs with the store-release in worker_stop(). */
 		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->nr_sessions == 0)
