@@ -19,10 +19,12 @@
 #include "io/mem.h"
 #include "io/mover.h"
 #include "movers/cuda/cuda.h"
+#include "control/admin.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "store/lease.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 #include "control/nspace.h"
 #include "store/pool.h"
 #include "control/server.h"
@@ -214,18 +216,19 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = mem_release_start();
 	if (r < 0)
 		return log_error_errno(r, "cannot start the engine-memory release thread");
-	r = worker_start(d, 0, nodes[0], -1, &d->host_worker);
+	r = worker_start(cfg, &d->acks, &d->ctr, 0, nodes[0], -1, &d->host_worker);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the host I/O worker");
 	d->workers[d->nr_workers++] = d->host_worker;
-	r = metrics_start(d);
+	r = metrics_start(cfg->metrics_listen, admin_sample, d);
 	if (r < 0)
 		return r;
 	/* One worker per GPU, on the GPU's NUMA node: workers[1 + device index]. */
 	for (unsigned i = 0; i < cuda_device_count() && d->nr_workers < MAX_WORKERS; i++) {
 		struct worker *w;
 
-		r = worker_start(d, d->nr_workers, cuda_device(i)->numa_node, (int)i, &w);
+		r = worker_start(cfg, &d->acks, &d->ctr, d->nr_workers, cuda_device(i)->numa_node,
+				 (int)i, &w);
 		if (r < 0)
 			return log_error_errno(r, "cannot start the I/O worker of GPU %u", i);
 		d->workers[d->nr_workers++] = w;

@@ -16,38 +16,11 @@
 #include "base/conf.h"
 #include "control/loop.h"
 #include "control/slots.h"
+#include "obs/counters.h"
 #include "obs/log.h"
-#include "obs/metrics.h"
 #include "io/worker.h"
 
 #define MAX_WORKERS 64
-
-/* Process-wide counters (relaxed atomics), read by `kvstash stats`. */
-struct daemon_stats {
-	uint64_t query_ops;
-	uint64_t query_blocks_hit;
-	uint64_t query_blocks_missed;
-	uint64_t save_ops;
-	uint64_t save_blocks_stored;
-	uint64_t save_blocks_skipped;
-	uint64_t load_ops;
-	uint64_t load_blocks;
-	uint64_t bytes_saved;
-	uint64_t bytes_loaded;
-	uint64_t save_ns;
-	uint64_t load_ns;
-	uint64_t errors;
-	uint64_t sessions_total;
-	uint64_t sessions_closed; /* of those counted in sessions_total */
-	uint64_t sessions_refused;
-	uint64_t protocol_errors;
-	uint64_t errors_by_kind[ERRK_COUNT];
-	struct hist save_hist; /* copy latency, per direction */
-	struct hist load_hist;
-};
-
-#define STAT_ADD(d, field, v) __atomic_fetch_add(&(d)->stats.field, (v), __ATOMIC_RELAXED)
-#define STAT_GET(d, field) __atomic_load_n(&(d)->stats.field, __ATOMIC_RELAXED)
 
 struct daemon {
 	struct kvs_config *cfg;
@@ -81,7 +54,8 @@ struct daemon {
 	struct worker *host_worker;
 	struct worker_acks acks;
 
-	struct daemon_stats stats;
+	/* Counted by every thread (obs/account.h), read by STATS and /metrics. */
+	struct counters_global ctr;
 };
 
 /* Run the control loop until SIGTERM/SIGINT and the drain finished. */

@@ -22,6 +22,7 @@
 #include "control/server.h"
 #include "control/session.h"
 #include "control/admin.h"
+#include "obs/account.h"
 #include "base/util.h"
 
 static void on_event(struct ev_source *src, uint32_t events);
@@ -196,14 +197,14 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	r = proto_parse_hello(buf, len, &s->hello, why, sizeof(why));
 	if (r < 0) {
 		clog_warning(s, "HELLO refused: %s", why);
-		STAT_ADD(d, sessions_refused, 1);
+		account_session_refused(&d->ctr);
 		reply(s, seq, r, "%s", why);
 		return r;
 	}
 	session_set_prefix(s);
 	if (!s->peer_allowed) {
 		clog_warning(s, "uid %u gid %u is not in the allow-list: refused", s->uid, s->gid);
-		STAT_ADD(d, sessions_refused, 1);
+		account_session_refused(&d->ctr);
 		reply(s, seq, -EACCES, "uid %u is not allowed to use this kvstashd", s->uid);
 		return -EACCES;
 	}
@@ -239,7 +240,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	}
 	if (r < 0) {
 		clog_warning_errno(s, r, "HELLO refused: %s", why);
-		STAT_ADD(d, sessions_refused, 1);
+		account_session_refused(&d->ctr);
 		reply(s, seq, r, "%s", why);
 		return r;
 	}
@@ -274,7 +275,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		return r;
 	s->worker = w;
 	s->state = S_ACTIVE;
-	STAT_ADD(d, sessions_total, 1);
+	account_session_open(&d->ctr);
 	slog_info(s, "connected: uid %u, namespace %s, tp %u/%u, %s, SQ %u CQ %u args %" PRIu64
 		  " KiB", s->uid, s->hello.ns, s->hello.tp_rank, s->hello.tp_size,
 		  s->hello.role == KVS_ROLE_WORKER ? "worker" : "scheduler", s->sq_entries,
@@ -646,9 +647,9 @@ int session_handle_input(struct session *s)
 		} else if (s->hello.role != KVS_ROLE_ADMIN) {
 			r = reply(s, seq, -EPERM, "status and stats need an admin session");
 		} else if (type == KVS_MSG_STATUS) {
-			r = stats_send_status(s->d, s, seq);
+			r = admin_send_status(s->d, s, seq);
 		} else {
-			r = stats_send_stats(s->d, s, seq);
+			r = admin_send_stats(s->d, s, seq);
 		}
 		break;
 	default:
@@ -698,7 +699,7 @@ static void session_free(struct session *s)
 
 	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
 	if (s->worker)
-		STAT_ADD(d, sessions_closed, 1);
+		account_session_closed(&d->ctr);
 	lease_drop_creator(s->id);
 	if (s->reg) {
 		instance_unregister(s->inst);
@@ -771,7 +772,7 @@ void session_on_ack(struct session *s, enum wcmd_type type)
 		update_events(s);
 		break;
 	case WCMD_BROKEN:
-		STAT_ADD(s->d, protocol_errors, 1);
+		account_protocol_error(&s->d->ctr);
 		session_close(s, -EPROTO);
 		break;
 	default:

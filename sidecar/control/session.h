@@ -23,6 +23,7 @@
 #include "control/loop.h"
 #include "control/slots.h"
 #include "io/worker.h"
+#include "obs/counters.h"
 #include "obs/log.h"
 #include "wire/proto.h"
 
@@ -50,17 +51,6 @@ struct registration {
 	uint32_t nshards;
 	uint64_t mapped_bytes; /* host: the pages mapped; GPU: the allocations' sizes */
 	uint32_t nr_fds; /* imports that keep an fd (counted in the uid's fds) */
-};
-
-struct session_stats { /* relaxed atomics */
-	uint64_t ops;
-	uint64_t errors;
-	uint64_t save_blocks;
-	uint64_t load_blocks;
-	uint64_t query_hits;
-	uint64_t query_misses;
-	uint64_t bytes_saved;
-	uint64_t bytes_loaded;
 };
 
 /* Worker-owned ring state. */
@@ -146,7 +136,7 @@ struct session {
 	 */
 	uint64_t mapped_host;
 
-	struct session_stats st;
+	struct counters_session st;
 	uint64_t created_ns;
 
 	/* Connection slots (slots.c). */

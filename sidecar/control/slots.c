@@ -6,6 +6,7 @@
 #include "control/daemon.h"
 #include "control/session.h"
 #include "control/slots.h"
+#include "obs/account.h"
 #include "base/util.h"
 
 #define HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
@@ -117,7 +118,7 @@ static void make_room(struct daemon *d, struct session *s, enum slot_kind kind, 
 		v = victim(d, kind, NULL);
 	if (!v)
 		return;
-	STAT_ADD(d, sessions_refused, 1);
+	account_session_refused(&d->ctr);
 	clog_info(v, "closed to make room for a new %s connection: %s", kind_names[kind],
 		  own ? "its uid holds its share of the pool"
 		      : "the pool is full, its uid holds most");

@@ -11,10 +11,11 @@
 
 #include "store/store.h"
 #include "movers/cuda/cuda.h"
-#include "control/daemon.h"
+#include "base/conf.h"
 #include "control/instance.h"
 #include "wire/layout.h"
 #include "store/lease.h"
+#include "obs/account.h"
 #include "obs/log.h"
 #include "io/mem.h"
 #include "control/nspace.h"
@@ -131,9 +132,7 @@ static void post(struct worker *w, struct session *s, uint64_t user_data, int32_
 	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
 	__atomic_store_n(&s->w.inflight, s->w.inflight - 1, __ATOMIC_RELAXED);
 	if (res < 0) {
-		__atomic_fetch_add(&s->st.errors, 1, __ATOMIC_RELAXED);
-		STAT_ADD(w->d, errors, 1);
-		STAT_ADD(w->d, errors_by_kind[err_kind_of(res)], 1);
+		account_error(w->ctr, &s->st, res);
 		if (log_enabled(LOG_DEBUG))
 			slog_debug(s, "op completed with %s", strerror(-res));
 	}
@@ -194,12 +193,7 @@ static void finish_save(struct worker *w, struct op *op)
 	instance_save_leave(s->inst, &op->imark);
 	s->w.copies--;
 	if (ok) {
-		STAT_ADD(w->d, save_blocks_stored, op->nents);
-		STAT_ADD(w->d, bytes_saved, op->batch.bytes);
-		STAT_ADD(w->d, save_ns, ns);
-		hist_observe(&w->d->stats.save_hist, ns);
-		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
+		account_save_done(w->ctr, &s->st, op->nents, op->batch.bytes, ns);
 		/* The instance's own share first: it is what the engine can change. */
 		op->res = op->quota	? -EDQUOT
 			  : op->nospace ? -ENOSPC
@@ -221,14 +215,8 @@ static void finish_load(struct worker *w, struct op *op)
 	lease_put(op->lease);
 	s->w.copies--;
 	if (op->batch.err == 0) {
-		STAT_ADD(w->d, load_blocks, op->nblocks);
-		STAT_ADD(w->d, bytes_loaded, op->batch.bytes);
-		uint64_t ns = now_ns() - op->batch.t0;
-
-		STAT_ADD(w->d, load_ns, ns);
-		hist_observe(&w->d->stats.load_hist, ns);
-		__atomic_fetch_add(&s->st.load_blocks, op->nblocks, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
+		account_load_done(w->ctr, &s->st, op->nblocks, op->batch.bytes,
+				  now_ns() - op->batch.t0);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
 	} else {
 		slog_error_errno_rl(&s->w.log_rl, s, op->batch.err, "load of %u blocks failed",
@@ -322,7 +310,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	const struct layout *lay = reg->layout;
 	struct op *op = calloc(1, sizeof(*op));
 
-	STAT_ADD(w->d, save_ops, 1);
+	account_save(w->ctr);
 	if (op)
 		op->ents = malloc(a->n * sizeof(*op->ents));
 	if (!op || !op->ents) {
@@ -336,7 +324,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->batch.dir = COPY_SAVE;
 	store_save_begin(s->inst, s->ns, reg, a->keys, a->block_ids, a->n, op->ents, &op->nents,
 			 &op->skipped, &op->nospace, &op->quota);
-	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
+	account_save_skipped(w->ctr, op->skipped);
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++) {
 		const struct save_ent *e = &op->ents[i];
 
@@ -377,7 +365,7 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	struct op *op;
 	int r;
 
-	STAT_ADD(w->d, load_ops, 1);
+	account_load(w->ctr);
 	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
 	op = calloc(1, sizeof(*op));
 	if (!op) {
@@ -433,11 +421,7 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	char why[256];
 	int r;
 
-	STAT_ADD(w->d, query_ops, 1);
-	STAT_ADD(w->d, query_blocks_hit, hits);
-	STAT_ADD(w->d, query_blocks_missed, a->n - hits);
-	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
+	account_query(w->ctr, &s->st, hits, a->n);
 	if (hits && !nolease) {
 		r = lease_create(s->inst, s->id, s->uid, w->blocks, hits, pinned, &id, &ttl, why,
 				 sizeof(why));
@@ -474,7 +458,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	struct registration *reg = s->w.unregistering ? NULL : session_reg(s);
 	struct sqe_limits lim = {
 		.role = s->hello.role,
-		.max_keys = w->d->cfg->max_keys,
+		.max_keys = w->cfg->max_keys,
 		.num_blocks = reg ? reg->layout->num_blocks : 0,
 		.nr_layers = reg ? reg->layout->nr_layers : 0,
 	};
@@ -482,7 +466,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	int r;
 
 	__atomic_store_n(&s->w.inflight, s->w.inflight + 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->st.ops, 1, __ATOMIC_RELAXED);
+	account_sqe(&s->st);
 	r = sqe_decode(sqe, s->w.args, s->w.args_size, &lim, w->scratch, &a);
 	if (r == 0 && (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||
 		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
@@ -672,7 +656,7 @@ static bool needs_short_sleep(struct worker *w)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t spin_ns = (uint64_t)w->d->cfg->spin_us * 1000;
+	uint64_t spin_ns = (uint64_t)w->cfg->spin_us * 1000;
 	uint64_t idle_since = now_ns();
 	int nrings = 0;
 
@@ -730,7 +714,8 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret)
+int worker_start(const struct kvs_config *cfg, struct worker_acks *acks,
+		 struct counters_global *ctr, unsigned id, int node, int dev, struct worker **ret)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 	int r;
@@ -740,8 +725,9 @@ int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker
 	w->id = id;
 	w->node = node;
 	w->dev = dev;
-	w->d = d;
-	w->acks = &d->acks;
+	w->cfg = cfg;
+	w->acks = acks;
+	w->ctr = ctr;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);
 	CDS_INIT_LIST_HEAD(&w->cmds);
@@ -749,9 +735,9 @@ int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker
 	CDS_INIT_LIST_HEAD(&w->sessions);
 	CDS_INIT_LIST_HEAD(&w->flushes);
 	CDS_INIT_LIST_HEAD(&w->local_done);
-	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, d->cfg->max_keys) + 8;
+	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, cfg->max_keys) + 8;
 	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
-	w->blocks = calloc(d->cfg->max_keys, sizeof(*w->blocks));
+	w->blocks = calloc(cfg->max_keys, sizeof(*w->blocks));
 	if (!w->scratch || !w->blocks) {
 		free(w->scratch);
 		free(w->blocks);

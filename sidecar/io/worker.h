@@ -23,7 +23,8 @@
 #include "io/mover.h"
 #include "control/instance.h"
 
-struct daemon;
+struct counters_global;
+struct kvs_config;
 struct session;
 struct lease;
 struct save_ent;
@@ -103,8 +104,9 @@ struct worker {
 	int dev;	/* CUDA device index (cuda.h), -1: the host worker */
 	void *cuda;	/* the CUDA mover's state (movers/cuda/cuda.c) */
 	char name[32];
-	struct daemon *d;
-	struct worker_acks *acks; /* where its acks go */
+	const struct kvs_config *cfg;
+	struct worker_acks *acks;    /* where its acks go */
+	struct counters_global *ctr; /* the daemon's counters */
 	pthread_t thread;
 	bool running;
 
@@ -128,8 +130,12 @@ struct worker {
 	bool stop;
 };
 
-/* @dev: CUDA device index for a GPU worker, -1 for the host worker. */
-int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret);
+/*
+ * @dev: CUDA device index for a GPU worker, -1 for the host worker.  The
+ * worker acks on @acks and counts into @ctr; all three outlive it.
+ */
+int worker_start(const struct kvs_config *cfg, struct worker_acks *acks,
+		 struct counters_global *ctr, unsigned id, int node, int dev, struct worker **ret);
 /* Stop after every session was detached; joins the thread. */
 void worker_stop(struct worker *w);
 
