@@ -317,7 +317,9 @@ int kvs_register_cuda(struct kvs_client *client, const struct kvs_cuda_layer *la
  * or KVS_MSG_STATS) and call @cb for each reply message (the structs of
  * wire.h, already checked for type and size) until the daemon's END.  A
  * non-zero return from @cb stops the walk (the rest is drained) and is
- * returned.  Returns 0 or -errno.
+ * returned.  Returns 0 or -errno.  From a daemon of a newer minor
+ * revision a message may be longer than its struct (its fields come
+ * first) and message types this library does not know are skipped.
  */
 typedef int (*kvs_admin_fn)(void *arg, const struct kvs_msg_hdr *msg);
 int kvs_admin_request(struct kvs_client *client, uint32_t type, kvs_admin_fn cb, void *arg);
