@@ -592,7 +592,7 @@ int kvs_prep_save(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys,
 		  const uint32_t *block_ids, uint32_t n, uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_SAVE, n, user_data, (uint64_t)n * (KVS_KEY_SIZE + 4),
+	int r = prep(c, sqe, KVS_OP_SAVE, n, user_data, (uint64_t)n * KVS_SAVE_ARG_SIZE,
 		     (void **)&a);
 
 	if (r == 0 && a) {
@@ -606,7 +606,8 @@ int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, 
 		   uint64_t req_id, uint32_t flags, uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_KEY_SIZE, (void **)&a);
+	int r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE,
+		     (void **)&a);
 
 	if (r == 0) {
 		if (a)
@@ -622,7 +623,8 @@ int kvs_prep_load(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
 		  uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_LOAD, n, user_data, (uint64_t)n * 4, (void **)&a);
+	int r = prep(c, sqe, KVS_OP_LOAD, n, user_data, (uint64_t)n * KVS_LOAD_ARG_SIZE,
+		     (void **)&a);
 
 	if (r == 0) {
 		if (a)

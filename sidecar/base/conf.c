@@ -700,9 +700,6 @@ int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char 
 	return 0;
 }
 
-/* A SAVE carries a 16-byte key and a u32 block id per block. */
-#define SAVE_ARG_BYTES_PER_KEY (KVS_KEY_SIZE + 4)
-
 static bool is_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
@@ -723,10 +720,10 @@ int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "[session] arg_bytes exceeds arg_bytes_max");
 		return -EINVAL;
 	}
-	if ((uint64_t)cfg->max_keys * (SAVE_ARG_BYTES_PER_KEY) > cfg->arg_bytes_max) {
+	if ((uint64_t)cfg->max_keys * KVS_SAVE_ARG_SIZE > cfg->arg_bytes_max) {
 		snprintf(err, errlen,
 			 "[session] max_keys %u cannot fit in arg_bytes_max (%u bytes per saved key)",
-			 cfg->max_keys, SAVE_ARG_BYTES_PER_KEY);
+			 cfg->max_keys, KVS_SAVE_ARG_SIZE);
 		return -EINVAL;
 	}
 	if (strcmp(cfg->log_target, "file") == 0 && !cfg->log_file[0]) {

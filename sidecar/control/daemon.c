@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
@@ -19,52 +17,33 @@
 
 #include "store/store.h"
 #include "io/mover.h"
+#include "control/admin.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "store/lease.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 #include "control/nspace.h"
 #include "store/pool.h"
 #include "control/server.h"
 #include "control/session.h"
 #include "base/util.h"
 
-#define TICK_MS 100
 #define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 
-void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
+/* The workers acked (control loop). */
+static void on_acks(struct ev_source *src, uint32_t events)
 {
-	struct ack *a;
-	uint64_t one = 1;
-	ssize_t w;
-
-	while (!(a = malloc(sizeof(*a))))
-		usleep(1000); /* an ack must not be lost: the session would leak */
-	a->s = s;
-	a->type = type;
-	pthread_mutex_lock(&d->ack_lock);
-	cds_list_add_tail(&a->node, &d->acks);
-	pthread_mutex_unlock(&d->ack_lock);
-	w = write(d->ack_fd, &one, sizeof(one));
-	(void)w;
-}
-
-static void process_acks(struct daemon *d)
-{
+	struct daemon *d = container_of(src, struct daemon, acked);
 	struct cds_list_head list;
-	struct ack *a, *tmp;
-	uint64_t v;
-	ssize_t r = read(d->ack_fd, &v, sizeof(v));
+	struct wmsg *a, *tmp;
 
-	(void)r;
 	CDS_INIT_LIST_HEAD(&list);
-	pthread_mutex_lock(&d->ack_lock);
-	cds_list_splice(&d->acks, &list);
-	CDS_INIT_LIST_HEAD(&d->acks);
-	pthread_mutex_unlock(&d->ack_lock);
+	worker_acks_take(&d->acks, &list);
 	cds_list_for_each_entry_safe(a, tmp, &list, node) {
+		/* Off the list first: the session may be freed, or get this type again. */
+		cds_list_del(&a->node);
 		session_on_ack(a->s, a->type);
-		free(a);
 	}
 }
 
@@ -136,6 +115,13 @@ static unsigned fds_per_uid(const struct kvs_config *cfg)
  */
 static int start_workers(struct daemon *d, int node)
 {
+	const struct worker_env env = {
+		.cfg = d->cfg,
+		.acks = &d->acks,
+		.ctr = &d->ctr,
+		.store = d->store,
+		.leases = d->leases,
+	};
 	const struct mover_ops *mv;
 	unsigned devs;
 
@@ -147,7 +133,7 @@ static int start_workers(struct daemon *d, int node)
 			/* Sized for every device: a worker missing here would be a hole at HELLO. */
 			if (d->nr_workers == MAX_WORKERS)
 				return log_error_errno(E2BIG, "more than %u devices", MAX_WORKERS);
-			r = worker_start(d, d->nr_workers,
+			r = worker_start(&env, d->nr_workers,
 					 mv->device_node ? mv->device_node(dev) : node, mv, dev,
 					 &w);
 			if (r < 0)
@@ -161,10 +147,29 @@ static int start_workers(struct daemon *d, int node)
 	return 0;
 }
 
+/* Every tick (100 ms): lease TTLs; listening again after EMFILE. */
+static void on_tick(struct ev_timer *t, uint64_t now)
+{
+	struct daemon *d = container_of(t, struct daemon, tick);
+
+	lease_sweep(d->leases);
+	server_resume(d);
+}
+
+/* Each second: partial blocks, idle namespaces, silent connections. */
+static void on_sweep(struct ev_timer *t, uint64_t now)
+{
+	struct daemon *d = container_of(t, struct daemon, sweep);
+
+	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
+	nspace_sweep(d->nspaces);
+	slots_sweep(d, now);
+}
+
+static void handle_signals(struct ev_source *src, uint32_t events);
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
 	const struct lease_params lp = {
 		.ttl_ms = cfg->lease_ttl_ms,
 		.max_per_holder = cfg->max_leases,
@@ -182,14 +187,12 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
 	d->config_path = config_path;
-	d->listen_fd = d->timer_fd = d->signal_fd = d->ack_fd = d->lock_fd = d->epfd = -1;
+	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
-	CDS_INIT_LIST_HEAD(&d->graveyard);
-	CDS_INIT_LIST_HEAD(&d->acks);
 	slots_init(d);
 	d->fds_per_uid = fds_per_uid(cfg);
-	pthread_mutex_init(&d->ack_lock, NULL);
+	d->acks.efd = -1;
 
 	/* Signals go to the signalfd only: block them before any thread starts. */
 	sigemptyset(&mask);
@@ -199,19 +202,23 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	d->ack_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->epfd < 0 || d->signal_fd < 0 || d->timer_fd < 0 || d->ack_fd < 0)
-		return log_error_errno(errno, "cannot create the control loop's fds");
-	timerfd_settime(d->timer_fd, 0, &its, NULL);
-	ev.data.ptr = &d->signal_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->signal_fd, &ev);
-	ev.data.ptr = &d->timer_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timer_fd, &ev);
-	ev.data.ptr = &d->ack_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
+	/* The loop first: it makes what daemon_fini() takes apart (also on failure). */
+	r = ev_loop_init(&d->loop);
+	if (r == 0)
+		r = worker_acks_init(&d->acks);
+	if (r == 0) {
+		d->signals.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+		r = d->signals.fd < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		return log_error_errno(r, "cannot create the control loop's fds");
+	d->signals.fn = handle_signals;
+	d->acked.fd = d->acks.efd;
+	d->acked.fn = on_acks;
+	ev_add(&d->loop, &d->signals, EPOLLIN);
+	ev_add(&d->loop, &d->acked, EPOLLIN);
+	ev_timer_add(&d->loop, &d->tick, 0, on_tick);
+	ev_timer_add(&d->loop, &d->sweep, NSEC_PER_SEC, on_sweep);
 
 	urcu_memb_register_thread();
 	r = lease_table_new(&lp, &d->leases);
@@ -257,24 +264,7 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = start_workers(d, nodes[0]);
 	if (r < 0)
 		return r;
-	return metrics_start(d);
-}
-
-static void tick(struct daemon *d)
-{
-	static uint64_t last_slow;
-	uint64_t now = now_ns(), v;
-	ssize_t r = read(d->timer_fd, &v, sizeof(v));
-
-	(void)r;
-	lease_sweep(d->leases);
-	server_resume(d);
-	if (now - last_slow < NSEC_PER_SEC)
-		return;
-	last_slow = now;
-	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
-	nspace_sweep(d->nspaces);
-	slots_sweep(d, now);
+	return metrics_start(cfg->metrics_listen, admin_sample, d);
 }
 
 static void begin_drain(struct daemon *d)
@@ -292,11 +282,13 @@ static void begin_drain(struct daemon *d)
 		session_close(s, -ESHUTDOWN);
 }
 
-static void handle_signals(struct daemon *d)
+/* The signalfd is readable (control loop). */
+static void handle_signals(struct ev_source *src, uint32_t events)
 {
+	struct daemon *d = container_of(src, struct daemon, signals);
 	struct signalfd_siginfo si;
 
-	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+	while (read(src->fd, &si, sizeof(si)) == sizeof(si)) {
 		switch (si.ssi_signo) {
 		case SIGTERM:
 		case SIGINT:
@@ -313,56 +305,15 @@ static void handle_signals(struct daemon *d)
 	}
 }
 
-static void free_graveyard(struct daemon *d)
-{
-	struct session *s, *tmp;
-
-	cds_list_for_each_entry_safe(s, tmp, &d->graveyard, node) {
-		cds_list_del(&s->node);
-		free(s);
-	}
-}
-
 int daemon_run(struct daemon *d)
 {
 	uint64_t drain_deadline = 0;
 
 	while (!d->stopping || d->nr_sessions) {
-		struct epoll_event evs[64];
-		int n = epoll_wait(d->epfd, evs, 64, TICK_MS);
+		int r = ev_loop_run_once(&d->loop, EV_TICK_MS);
 
-		if (n < 0 && errno != EINTR)
-			return log_error_errno(errno, "epoll_wait");
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-
-			if (p == &d->listen_fd) {
-				server_accept(d);
-			} else if (p == &d->signal_fd) {
-				handle_signals(d);
-			} else if (p == &d->timer_fd) {
-				tick(d);
-			} else if (p == &d->ack_fd) {
-				process_acks(d);
-			} else {
-				struct session *s = p;
-				uint32_t e = evs[i].events;
-				int r = 0;
-
-				/* Closed by an earlier event of this batch: nothing to read. */
-				if (s->state == S_CLOSING)
-					continue;
-				if (e & EPOLLOUT)
-					r = session_flush(s);
-				if (r == 0 && (e & EPOLLIN))
-					r = session_handle_input(s);
-				else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
-					r = -ECONNRESET;
-				if (r < 0)
-					session_close(s, r);
-			}
-		}
-		free_graveyard(d);
+		if (r < 0)
+			return log_error_errno(r, "epoll_wait");
 		if (d->stopping) {
 			if (!drain_deadline)
 				drain_deadline = now_ns() + DRAIN_TIMEOUT_NS;
@@ -400,16 +351,11 @@ void daemon_fini(struct daemon *d)
 	instance_table_free(d->instances);
 	d->instances = NULL;
 	server_unlisten(d);
-	free_graveyard(d);
+	ev_loop_fini(&d->loop); /* frees the sessions freed in the last batch */
 	slots_fini(d);
-	log_ratelimit_flush(&d->accept_rl, NULL, "accept");
-	if (d->epfd >= 0)
-		close(d->epfd);
-	if (d->signal_fd >= 0)
-		close(d->signal_fd);
-	if (d->timer_fd >= 0)
-		close(d->timer_fd);
-	if (d->ack_fd >= 0)
-		close(d->ack_fd);
+	log_ratelimit_flush(&d->accept_rl, "accept");
+	if (d->signals.fd >= 0)
+		close(d->signals.fd);
+	worker_acks_fini(&d->acks);
 	urcu_memb_unregister_thread();
 }

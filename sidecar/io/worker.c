@@ -4,15 +4,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
 
 #include "store/store.h"
-#include "control/daemon.h"
+#include "base/conf.h"
 #include "control/instance.h"
 #include "wire/layout.h"
 #include "store/lease.h"
+#include "obs/account.h"
 #include "obs/log.h"
 #include "io/batch.h"
 #include "io/mover.h"
@@ -38,20 +40,61 @@ static void bump(struct worker *w)
 
 void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
 {
-	struct wcmd *c = malloc(sizeof(*c));
+	struct wmsg *c = &s->cmds[type];
 
-	if (!c) {
-		/* Cannot queue: retry costs nothing, losing a detach leaks a session. */
-		log_error("worker %u: out of memory queueing a command; retrying", w->id);
-		while (!(c = malloc(sizeof(*c))))
-			usleep(1000);
-	}
 	c->type = type;
 	c->s = s;
 	pthread_mutex_lock(&w->lock);
 	cds_list_add_tail(&c->node, &w->cmds);
 	pthread_mutex_unlock(&w->lock);
 	bump(w);
+}
+
+/* ---- acks to the control thread ---------------------------------- */
+
+int worker_acks_init(struct worker_acks *a)
+{
+	CDS_INIT_LIST_HEAD(&a->list);
+	pthread_mutex_init(&a->lock, NULL);
+	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return a->efd < 0 ? -errno : 0;
+}
+
+void worker_acks_fini(struct worker_acks *a)
+{
+	if (a->efd >= 0)
+		close(a->efd);
+	a->efd = -1;
+	pthread_mutex_destroy(&a->lock);
+}
+
+void worker_acks_take(struct worker_acks *a, struct cds_list_head *list)
+{
+	uint64_t v;
+	ssize_t r = read(a->efd, &v, sizeof(v));
+
+	(void)r; /* the list says what is there; the count only woke us */
+	pthread_mutex_lock(&a->lock);
+	cds_list_splice(&a->list, list);
+	CDS_INIT_LIST_HEAD(&a->list);
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Tell the control thread about @s (any worker thread). */
+static void ack(struct worker *w, struct session *s, enum wcmd_type type)
+{
+	struct wmsg *a = &s->acks[type];
+	uint64_t one = 1;
+	ssize_t r;
+
+	a->type = type;
+	a->s = s;
+	/* The unlock orders this session's state before the control thread's take. */
+	pthread_mutex_lock(&w->acks->lock);
+	cds_list_add_tail(&a->node, &w->acks->list);
+	pthread_mutex_unlock(&w->acks->lock);
+	r = write(w->acks->efd, &one, sizeof(one));
+	(void)r; /* full only past 2^64-2 unread acks */
 }
 
 /* ---- completions ------------------------------------------------- */
@@ -81,9 +124,7 @@ static void post(struct worker *w, struct session *s, uint64_t user_data, int32_
 	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
 	__atomic_store_n(&s->w.inflight, s->w.inflight - 1, __ATOMIC_RELAXED);
 	if (res < 0) {
-		__atomic_fetch_add(&s->st.errors, 1, __ATOMIC_RELAXED);
-		STAT_ADD(w->d, errors, 1);
-		STAT_ADD(w->d, errors_by_kind[err_kind_of(res)], 1);
+		account_error(w->ctr, &s->st, res);
 		if (log_enabled(LOG_DEBUG))
 			slog_debug(s, "op completed with %s", strerror(-res));
 	}
@@ -108,13 +149,22 @@ static bool drain_backlog(struct session *s)
 	return any;
 }
 
-static void commit_cq(struct session *s)
+/*
+ * Publish the CQEs posted this round: one release store of each CQ's tail
+ * (shmq_prod_commit(), pairing with the engine's load-acquire of it) for
+ * all of them, waking the engine if it asked.  Before any ack of the round
+ * (settle_sessions()), so an UNREGISTER reply never overtakes a completion.
+ */
+static void publish_cqs(struct worker *w)
 {
-	if (!s->w.cq_dirty)
-		return;
-	s->w.cq_dirty = false;
-	/* One release store of the tail for every CQE of this round; wakes if asked. */
-	shmq_prod_commit(&s->w.cq, 0);
+	struct session *s;
+
+	cds_list_for_each_entry(s, &w->sessions, w.wnode) {
+		if (!s->w.cq_dirty)
+			continue;
+		s->w.cq_dirty = false;
+		shmq_prod_commit(&s->w.cq, 0);
+	}
 }
 
 static void op_free(struct op *op)
@@ -130,17 +180,12 @@ static void finish_save(struct worker *w, struct op *op)
 	bool ok = op->batch.err == 0;
 	uint64_t ns = now_ns() - op->t0;
 
-	store_save_end(w->d->store, op->ents, op->nents, ok);
+	store_save_end(w->store, op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
 	instance_save_leave(s->inst, &op->imark);
 	s->w.copies--;
 	if (ok) {
-		STAT_ADD(w->d, save_blocks_stored, op->nents);
-		STAT_ADD(w->d, bytes_saved, op->batch.bytes);
-		STAT_ADD(w->d, save_ns, ns);
-		hist_observe(&w->d->stats.save_hist, ns);
-		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
+		account_save_done(w->ctr, &s->st, op->nents, op->batch.bytes, ns);
 		/* The instance's own share first: it is what the engine can change. */
 		op->res = op->quota	? -EDQUOT
 			  : op->nospace ? -ENOSPC
@@ -159,17 +204,10 @@ static void finish_load(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
 
-	lease_put(w->d->leases, op->lease);
+	lease_put(w->leases, op->lease);
 	s->w.copies--;
 	if (op->batch.err == 0) {
-		STAT_ADD(w->d, load_blocks, op->nblocks);
-		STAT_ADD(w->d, bytes_loaded, op->batch.bytes);
-		uint64_t ns = now_ns() - op->t0;
-
-		STAT_ADD(w->d, load_ns, ns);
-		hist_observe(&w->d->stats.load_hist, ns);
-		__atomic_fetch_add(&s->st.load_blocks, op->nblocks, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
+		account_load_done(w->ctr, &s->st, op->nblocks, op->batch.bytes, now_ns() - op->t0);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
 	} else {
 		slog_error_errno_rl(&s->w.log_rl, s, op->batch.err, "load of %u blocks failed",
@@ -254,7 +292,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	const struct layout *lay = reg->layout;
 	struct op *op = calloc(1, sizeof(*op));
 
-	STAT_ADD(w->d, save_ops, 1);
+	account_save(w->ctr);
 	if (op)
 		op->ents = malloc(a->n * sizeof(*op->ents));
 	if (!op || !op->ents) {
@@ -266,10 +304,10 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
 	op->batch.dir = COPY_TO_POOL;
-	store_save_begin(w->d->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
+	store_save_begin(w->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
 			 a->block_ids, a->n, op->ents, &op->nents, &op->skipped, &op->nospace,
 			 &op->quota);
-	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
+	account_save_skipped(w->ctr, op->skipped);
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++)
 		op->batch.err =
 			copy_batch_add_block(&op->batch, lay, reg->mems, op->ents[i].block_id,
@@ -288,14 +326,14 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	struct op *op;
 	int r;
 
-	STAT_ADD(w->d, load_ops, 1);
+	account_load(w->ctr);
 	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
 	op = calloc(1, sizeof(*op));
 	if (!op) {
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	r = lease_take(w->d->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
+	r = lease_take(w->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
 	if (r < 0) {
 		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
@@ -321,18 +359,14 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint64_t id = 0, ttl = 0, pinned = 0;
-	uint32_t hits = store_query(w->d->store, &s->ns->in_store, a->keys, a->n, !nolease,
-				    w->blocks, &pinned);
+	uint32_t hits = store_query(w->store, &s->ns->in_store, a->keys, a->n, !nolease, w->blocks,
+				    &pinned);
 	char why[256];
 	int r;
 
-	STAT_ADD(w->d, query_ops, 1);
-	STAT_ADD(w->d, query_blocks_hit, hits);
-	STAT_ADD(w->d, query_blocks_missed, a->n - hits);
-	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
+	account_query(w->ctr, &s->st, hits, a->n);
 	if (hits && !nolease) {
-		r = lease_create(w->d->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
+		r = lease_create(w->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
 				 &id, &ttl, why, sizeof(why));
 		if (r < 0) {
 			if (why[0])
@@ -367,7 +401,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	struct registration *reg = s->w.unregistering ? NULL : session_reg(s);
 	struct sqe_limits lim = {
 		.role = s->hello.role,
-		.max_keys = w->d->cfg->max_keys,
+		.max_keys = w->cfg->max_keys,
 		.num_blocks = reg ? reg->layout->num_blocks : 0,
 		.nr_layers = reg ? reg->layout->nr_layers : 0,
 	};
@@ -375,7 +409,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	int r;
 
 	__atomic_store_n(&s->w.inflight, s->w.inflight + 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->st.ops, 1, __ATOMIC_RELAXED);
+	account_sqe(&s->st);
 	r = sqe_decode(sqe, s->w.args, s->w.args_size, &lim, w->scratch, &a);
 	if (r == 0 && (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||
 		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
@@ -396,7 +430,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		do_query(w, s, sqe, &a);
 		break;
 	case KVS_OP_RELEASE:
-		post(w, s, sqe->user_data, lease_release(w->d->leases, sqe->lease, &s->inst->lh), 0,
+		post(w, s, sqe->user_data, lease_release(w->leases, sqe->lease, &s->inst->lh), 0,
 		     0);
 		break;
 	case KVS_OP_SAVE:
@@ -453,7 +487,7 @@ static void attach(struct worker *w, struct session *s)
 
 static bool process_cmds(struct worker *w)
 {
-	struct wcmd *c, *tmp;
+	struct wmsg *c, *tmp;
 	struct cds_list_head list;
 	bool any;
 
@@ -464,6 +498,8 @@ static bool process_cmds(struct worker *w)
 	pthread_mutex_unlock(&w->lock);
 	any = !cds_list_empty(&list);
 	cds_list_for_each_entry_safe(c, tmp, &list, node) {
+		/* Off every list before it is handled: the session may send this type again. */
+		cds_list_del(&c->node);
 		switch (c->type) {
 		case WCMD_ATTACH:
 			attach(w, c->s);
@@ -478,7 +514,6 @@ static bool process_cmds(struct worker *w)
 		default:
 			break;
 		}
-		free(c);
 	}
 	return any;
 }
@@ -489,19 +524,18 @@ static void settle_sessions(struct worker *w)
 	struct session *s, *tmp;
 
 	cds_list_for_each_entry_safe(s, tmp, &w->sessions, w.wnode) {
-		commit_cq(s);
 		if (s->w.broken && !s->w.broken_acked) {
 			/* The control thread closes the socket, then sends DETACH. */
 			s->w.broken_acked = true;
 			w->rings_stale = true;
 			slog_error(s, "ring protocol violated (impossible index): ending the session");
-			daemon_ack(w->d, s, WCMD_BROKEN);
+			ack(w, s, WCMD_BROKEN);
 		}
 		if (s->w.unregistering && s->w.copies == 0) {
 			s->retired = session_reg(s);
 			session_publish_reg(s, NULL);
 			s->w.unregistering = false;
-			daemon_ack(w->d, s, WCMD_UNREGISTER);
+			ack(w, s, WCMD_UNREGISTER);
 		}
 		if (s->w.detaching && s->w.copies == 0) {
 			bool flushing = false;
@@ -515,7 +549,7 @@ static void settle_sessions(struct worker *w)
 			w->nr_sessions--;
 			w->rings_stale = true;
 			s->w.attached = false;
-			daemon_ack(w->d, s, WCMD_DETACH);
+			ack(w, s, WCMD_DETACH);
 		}
 	}
 }
@@ -566,7 +600,7 @@ static bool needs_short_sleep(struct worker *w)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t spin_ns = (uint64_t)w->d->cfg->spin_us * 1000;
+	uint64_t spin_ns = (uint64_t)w->cfg->spin_us * 1000;
 	uint64_t idle_since = now_ns();
 	int nrings = 0;
 
@@ -597,6 +631,7 @@ static void *worker_main(void *arg)
 			busy |= poll_session(w, s);
 		busy |= reap_done(w); /* inline copies finished above */
 		busy |= check_flushes(w);
+		publish_cqs(w);
 		settle_sessions(w);
 		/* Pairs with the store-release in worker_stop(). */
 		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->nr_sessions == 0)
@@ -633,7 +668,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int worker_start(struct daemon *d, unsigned id, int node, const struct mover_ops *mover,
+int worker_start(const struct worker_env *env, unsigned id, int node, const struct mover_ops *mover,
 		 unsigned dev, struct worker **ret)
 {
 	struct worker *w = calloc(1, sizeof(*w));
@@ -645,16 +680,20 @@ int worker_start(struct daemon *d, unsigned id, int node, const struct mover_ops
 	w->node = node;
 	w->mover_ops = mover;
 	w->dev = dev;
-	w->d = d;
+	w->cfg = env->cfg;
+	w->acks = env->acks;
+	w->ctr = env->ctr;
+	w->store = env->store;
+	w->leases = env->leases;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);
 	CDS_INIT_LIST_HEAD(&w->cmds);
 	batch_sink_init(&w->sink, &w->word);
 	CDS_INIT_LIST_HEAD(&w->sessions);
 	CDS_INIT_LIST_HEAD(&w->flushes);
-	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, d->cfg->max_keys) + 8;
+	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, w->cfg->max_keys) + 8;
 	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
-	w->blocks = calloc(d->cfg->max_keys, sizeof(*w->blocks));
+	w->blocks = calloc(w->cfg->max_keys, sizeof(*w->blocks));
 	if (!w->scratch || !w->blocks) {
 		free(w->scratch);
 		free(w->blocks);

@@ -8,9 +8,9 @@
  * of its SQs with NEED_WAKEUP set, so engines make a syscall only then.
  *
  * The control thread talks to a worker through commands (attach, detach,
- * unregister, stop) and gets acks back on the daemon's ack queue.  Every
- * copy batch comes back through the worker's sink (batch_complete(), from
- * whichever thread the mover finished it on).
+ * unregister; stop) and gets acks back on the queue it gave the worker
+ * (struct worker_acks).  Every copy batch comes back through the worker's
+ * sink (batch_complete(), from whichever thread the mover finished it on).
  */
 #ifndef KVS_WORKER_H
 #define KVS_WORKER_H
@@ -24,23 +24,54 @@
 #include "io/mover.h"
 #include "control/instance.h"
 
-struct daemon;
+struct counters_global;
+struct kvs_config;
 struct session;
 struct lease;
+struct lease_table;
 struct save_ent;
+struct store;
 
 enum wcmd_type {
 	WCMD_ATTACH,
 	WCMD_DETACH,	 /* the session ends: drain, then forget it */
 	WCMD_UNREGISTER, /* drain its copies, then drop its registration */
 	WCMD_BROKEN,	 /* ack only: the session broke the ring protocol */
+	WCMD_TYPES,
 };
 
-struct wcmd {
+/*
+ * A command (control thread to worker) or an ack (worker to control
+ * thread) about one session.  Every session embeds one of each type for
+ * each direction (session.cmds, session.acks), so sending one never
+ * allocates and never fails: a lost DETACH would leak the session.  A
+ * type is sent again only after the previous one was answered (UNREGISTER
+ * after its ack; the others once per session), so a message is never on
+ * two lists at once.
+ */
+struct wmsg {
 	enum wcmd_type type;
 	struct session *s;
 	struct cds_list_head node;
 };
+
+/*
+ * The acks of all workers to the control thread: a list under a mutex and
+ * an eventfd the control loop polls.  Queueing takes the mutex, which also
+ * orders everything the worker wrote to the session before it against
+ * the control thread's handling of the ack.
+ */
+struct worker_acks {
+	pthread_mutex_t lock;
+	struct cds_list_head list; /* of struct wmsg, oldest first */
+	int efd;
+};
+
+/* -errno. */
+int worker_acks_init(struct worker_acks *a);
+void worker_acks_fini(struct worker_acks *a);
+/* Control thread: move every queued ack, oldest first, onto @list. */
+void worker_acks_take(struct worker_acks *a, struct cds_list_head *list);
 
 /* An operation that outlives its SQE: SAVE, LOAD, FLUSH. */
 struct op {
@@ -77,7 +108,11 @@ struct worker {
 	unsigned dev;			   /* which of the mover's devices */
 	struct mover *mover; /* worker thread: its instance; NULL if it could not start */
 	char name[32];
-	struct daemon *d;
+	const struct kvs_config *cfg;
+	struct worker_acks *acks;    /* where its acks go */
+	struct counters_global *ctr; /* the daemon's counters */
+	struct store *store;
+	struct lease_table *leases;
 	pthread_t thread;
 	bool running;
 
@@ -100,8 +135,21 @@ struct worker {
 	bool stop;
 };
 
+/*
+ * What the daemon gives every worker; all of it outlives the workers.  A
+ * worker sees no struct daemon: it acks, counts and reaches the store
+ * through these alone.
+ */
+struct worker_env {
+	const struct kvs_config *cfg;
+	struct worker_acks *acks;    /* where acks go */
+	struct counters_global *ctr; /* the daemon's counters */
+	struct store *store;	     /* the block store: SAVE, QUERY */
+	struct lease_table *leases;  /* QUERY's leases: LOAD, RELEASE */
+};
+
 /* A worker for device @dev of @mover, placed on NUMA node @node. */
-int worker_start(struct daemon *d, unsigned id, int node, const struct mover_ops *mover,
+int worker_start(const struct worker_env *env, unsigned id, int node, const struct mover_ops *mover,
 		 unsigned dev, struct worker **ret);
 /* Stop after every session was detached; joins the thread. */
 void worker_stop(struct worker *w);
