@@ -4,7 +4,7 @@
  * (an engine's host memory, a GPU; later a drive, a peer), behind one ops
  * table per backend in the spirit of libfabric's struct ofi_hmem_ops
  * (include/ofi_hmem.h).  Nothing outside a mover's folder names it but
- * the table in io/mover.c:
+ * the table in io/movers.c:
  *
  *   host  movers/host/  engine memory is a sealed memfd mapped here: memcpy,
  *                       inline for small batches, on the copy threads for

@@ -8,9 +8,6 @@
 # joins one fails this test.
 #   io/worker        reads struct session, struct registration and the
 #                    instance's save order: needs a data-path view of them
-#   io/mover, movers/host/host, movers/cuda/cuda
-#                    the mover table in io/mover.c includes the backends'
-#                    headers, which include io/mover.h
 #   cluster/registry, cluster/addr, cluster/reply
 #                    registry.c includes addr.h and reply.h, which take the
 #                    registry's limits from registry.h
@@ -22,5 +19,4 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 exec python3 "$top_srcdir/scripts/include-cycles" --root "$top_srcdir" \
 	--known io/worker \
-	--known io/mover --known movers/host/host --known movers/cuda/cuda \
 	--known cluster/registry --known cluster/addr --known cluster/reply

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CUDA mover, as the rest of kvstashd sees it: its ops table (for the
- * mover table in io/mover.c) and the GPUs it found, by UUID (never by
+ * mover table in io/movers.c) and the GPUs it found, by UUID (never by
  * ordinal: CUDA_VISIBLE_DEVICES renumbers), for HELLO and status.
  *
  *   device.c  GPU discovery, pool pinning, the driver entry points and

@@ -3,7 +3,7 @@
  * The host mover: engine memory is a sealed memfd the engine shares,
  * mapped here (import.c); a copy is memcpy (host.c).  It serves host
  * sessions (KVS_DEVICE_HOST) with one device, the host, and one I/O
- * worker.  Outside this folder only the mover table (io/mover.c) names it.
+ * worker.  Outside this folder only the mover table (io/movers.c) names it.
  */
 #ifndef KVS_MOVERS_HOST_H
 #define KVS_MOVERS_HOST_H

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The mover table and what kvstashd does through it (see mover.h).  This
- * is the one file outside movers/ that names a backend.
+ * The mover table and what kvstashd does through it (see io/mover.h).
+ * This is the one file outside movers/ that names a backend; no header
+ * names it, so the backends' headers can include io/mover.h without a
+ * circle.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -125,7 +128,7 @@ unsigned movers_device_nodes(int *nodes, unsigned max)
 	return n;
 }
 
-/* ---- engine memory ------------------------------------------------------ */
+/* ---- engine memory (io/mem.h) ------------------------------------------ */
 
 int mem_import(const struct mover_ops *mover, unsigned dev, const struct kvs_wire_mem *m, int fd,
 	       uint64_t lo, uint64_t hi, struct mem_import *ret, char *why, size_t wl)
