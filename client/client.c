@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "common/bits.h"
 #include "common/wireio.h"
 
 #define SPIN_NS 50000 /* busy-poll this long before sleeping on the CQ */
@@ -685,11 +686,6 @@ int kvs_submit(struct kvs_client *c)
 }
 
 /* ---- connect ------------------------------------------------------- */
-
-static bool is_pow2(uint32_t x)
-{
-	return x && !(x & (x - 1));
-}
 
 /*
  * The most bytes a session region of these sizes takes: the header page,

@@ -14,6 +14,7 @@
 #include <kvstash/abi.h>
 
 #include "base/conf.h"
+#include "common/bits.h"
 #include "obs/log.h"
 
 enum key_type {
@@ -698,11 +699,6 @@ int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char 
 		return -EINVAL;
 	}
 	return 0;
-}
-
-static bool is_pow2(uint64_t v)
-{
-	return v && !(v & (v - 1));
 }
 
 int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)

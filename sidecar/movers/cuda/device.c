@@ -11,6 +11,7 @@
 
 #include "base/conf.h"
 #include "base/util.h"
+#include "common/cuda_errno.h"
 #include "movers/cuda/internal.h"
 #include "obs/log.h"
 
@@ -43,21 +44,10 @@ int cuda_errno(cudaError_t e)
 	}
 }
 
+/* The device is ours: a device error mid-import or mid-copy is an I/O error. */
 int cuda_drv_errno(CUresult r)
 {
-	switch (r) {
-	case CUDA_SUCCESS:
-		return 0;
-	case CUDA_ERROR_OUT_OF_MEMORY:
-		return -ENOMEM;
-	case CUDA_ERROR_INVALID_VALUE:
-	case CUDA_ERROR_INVALID_HANDLE:
-		return -EINVAL;
-	case CUDA_ERROR_NOT_SUPPORTED:
-		return -EOPNOTSUPP;
-	default:
-		return -EIO;
-	}
+	return cu_result_errno(r, -EIO);
 }
 
 #define RESOLVE(field, sym)                                                                 \
