@@ -11,7 +11,6 @@
 
 #include "common/wireio.h"
 #include "store/store.h"
-#include "movers/cuda/cuda.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "wire/layout.h"
@@ -176,6 +175,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	struct kvs_msg_hello_reply rep;
 	char why[KVS_TEXT_MAX] = "";
 	struct worker *w;
+	unsigned wid = 0;
 	int fd, r;
 
 	if (s->state != S_NEW) {
@@ -212,12 +212,9 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	if ((r = slots_hello(s, SLOT_ENGINE, why, sizeof(why))) < 0 ||
 	    (r = slots_take_fds(s, 2, why, sizeof(why))) < 0) {
 		/* why set */
-	} else if (s->hello.device_kind == KVS_DEVICE_CUDA &&
-		   (r = cuda_device_find(s->hello.device_uuid)) < 0) {
-		snprintf(why, sizeof(why), "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s",
-			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
-			 s->hello.device_uuid[3],
-			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
+	} else if ((r = mover_route(s->hello.device_kind, s->hello.device_uuid, &wid, why,
+				    sizeof(why))) < 0) {
+		/* why set */
 	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
 		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
@@ -233,10 +230,8 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		return r;
 	}
 
-	/* CUDA sessions go to their GPU's worker, workers[1 + device index]. */
-	w = d->host_worker;
-	if (s->hello.device_kind == KVS_DEVICE_CUDA)
-		w = d->workers[1 + cuda_device_find(s->hello.device_uuid)];
+	/* The worker of the device it named (start_workers() made one per device, in order). */
+	w = d->workers[wid];
 	memset(&rep, 0, sizeof(rep));
 	proto_make_reply(&rep.r, seq, 0, NULL);
 	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;

@@ -89,6 +89,12 @@ struct mover_ops {
 	int (*init)(const struct kvs_config *cfg);
 	/* After every worker stopped; also after a failed or partial init. */
 	void (*fini)(void);
+	/*
+	 * Optional: which of its devices a HELLO names (@uuid: the HELLO's
+	 * device_uuid), or -ENODEV with the reason the engine is told in
+	 * @why.  NULL: device 0, whatever the HELLO says (one device).
+	 */
+	int (*find_device)(const uint8_t uuid[16], char *why, size_t wl);
 	/* NUMA node of device @dev, -1: none.  NULL: wherever the pool's first region is. */
 	int (*device_node)(unsigned dev);
 	/* Optional: make a pool region reachable by the devices' DMA (pinning); logs failures. */
@@ -146,6 +152,16 @@ const struct mover_ops *mover_for_mem(uint32_t kind);
  * movers_init()) its device count; NULL past the end.
  */
 const struct mover_ops *mover_at(unsigned i, unsigned *ret_devices);
+
+/*
+ * Where a HELLO's session goes: the worker (numbered as mover_at() orders
+ * them, each mover's devices in turn) of the device that @uuid names, of
+ * the mover of sessions of @device_kind.  0 and *@ret_worker, or -ENODEV
+ * (also for a kind no mover serves) with the reason in @why.  After
+ * movers_init().
+ */
+int mover_route(uint32_t device_kind, const uint8_t uuid[16], unsigned *ret_worker, char *why,
+		size_t wl);
 
 /* Every mover's init, in table order; the first failure fails it. */
 int movers_init(const struct kvs_config *cfg);

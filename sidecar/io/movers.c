@@ -58,6 +58,33 @@ const struct mover_ops *mover_at(unsigned i, unsigned *ret_devices)
 	return movers[i];
 }
 
+int mover_route(uint32_t device_kind, const uint8_t uuid[16], unsigned *ret_worker, char *why,
+		size_t wl)
+{
+	unsigned first = 0;
+
+	for (unsigned i = 0; i < NR_MOVERS; i++) {
+		int dev = 0;
+
+		if (!device_kind || movers[i]->device_kind != device_kind) {
+			first += state[i].devices;
+			continue;
+		}
+		if (movers[i]->find_device && (dev = movers[i]->find_device(uuid, why, wl)) < 0)
+			return -ENODEV;
+		/* Only a device with a worker: workers[] has one per device counted here. */
+		if ((unsigned)dev >= state[i].devices) {
+			snprintf(why, wl, "%s %d has no I/O worker in kvstashd", movers[i]->dev_name,
+				 dev);
+			return -ENODEV;
+		}
+		*ret_worker = first + (unsigned)dev;
+		return 0;
+	}
+	snprintf(why, wl, "no mover for device kind %u", device_kind);
+	return -ENODEV;
+}
+
 int movers_init(const struct kvs_config *cfg)
 {
 	for (unsigned i = 0; i < NR_MOVERS; i++) {

@@ -20,7 +20,9 @@
 #ifndef KVS_MOVERS_CUDA_H
 #define KVS_MOVERS_CUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "io/mover.h"
 
@@ -42,5 +44,20 @@ unsigned cuda_device_count(void);
 const struct cuda_device_info *cuda_device(unsigned idx);
 /* Index of the device with @uuid, or -ENODEV. */
 int cuda_device_find(const uint8_t uuid[16]);
+
+/*
+ * The find_device op of both CUDA mover tables (mover.c, stub.c): the
+ * GPU a HELLO names by UUID, or -ENODEV and what the engine is told.
+ */
+static inline int cuda_find_device(const uint8_t uuid[16], char *why, size_t wl)
+{
+	int r = cuda_device_find(uuid);
+
+	if (r < 0)
+		snprintf(why, wl, "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s", uuid[0],
+			 uuid[1], uuid[2], uuid[3],
+			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
+	return r;
+}
 
 #endif /* KVS_MOVERS_CUDA_H */

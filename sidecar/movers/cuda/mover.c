@@ -355,6 +355,7 @@ const struct mover_ops cuda_mover = {
 	.mem_kinds = MEM_KIND(KVS_MEM_CUDA_IPC) | MEM_KIND(KVS_MEM_CUDA_VMM_FD),
 	.init = cuda_init,
 	.fini = cuda_fini,
+	.find_device = cuda_find_device,
 	.device_node = cuda_device_node,
 	.pin = cuda_pin,
 	.unpin = cuda_unpin,

@@ -69,6 +69,7 @@ const struct mover_ops cuda_mover = {
 	.mem_kinds = MEM_KIND(KVS_MEM_CUDA_IPC) | MEM_KIND(KVS_MEM_CUDA_VMM_FD),
 	.init = cuda_init,
 	.fini = cuda_fini,
+	.find_device = cuda_find_device,
 	.import = cuda_mem_import,
 	.release = cuda_mem_release,
 	.worker_init = cuda_worker_init,
