@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Admin requests (status, stats): a request, then a train of replies ended by END. */
+/*
+ * Admin requests (status, stats): a request, then a train of replies ended
+ * by END; and the descriptors of the stats messages, from the tables of
+ * <kvstash/stats.h>.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -10,19 +14,119 @@
 #include "client.h"
 #include "common/wireio.h"
 
+/* ---- the stats groups ------------------------------------------------- */
+
+struct field_desc {
+	const char *name;
+	uint16_t off, size;
+	uint8_t type, kind, unit;
+};
+
+/* SMSG: the message struct of the table expanded. */
+#define FIELD_(shape, ...) FIELD_##shape(__VA_ARGS__)
+#define FIELD_F(type, name, kind, src, unit, ...) \
+	{ #name,                                  \
+	  offsetof(SMSG, name),                   \
+	  sizeof(((SMSG *)0)->name),              \
+	  KVS_STATS_T_##type,                     \
+	  KVS_STATS_K_##kind,                     \
+	  KVS_STATS_U_##unit },
+#define FIELD_D(...)
+#define FIELD_S(...)
+#define FIELD_I(...)
+
+#define SMSG struct kvs_msg_stats_global
+static const struct field_desc global_fields[] = { KVS_STATS_GLOBAL(FIELD_) };
+#undef SMSG
+#define SMSG struct kvs_msg_stats_node
+static const struct field_desc node_fields[] = { KVS_STATS_NODE(FIELD_) };
+#undef SMSG
+#define SMSG struct kvs_msg_stats_session
+static const struct field_desc session_fields[] = { KVS_STATS_SESSION(FIELD_) };
+#undef SMSG
+
+static const struct group_desc {
+	const char *name;
+	uint32_t msg_type;
+	uint32_t size;
+	uint32_t flags;
+	const struct field_desc *fields;
+	uint32_t nr_fields;
+} groups[] = {
+	{ "global", KVS_MSG_STATS_GLOBAL, sizeof(struct kvs_msg_stats_global), 0, global_fields,
+	  sizeof(global_fields) / sizeof(global_fields[0]) },
+	{ "nodes", KVS_MSG_STATS_NODE, sizeof(struct kvs_msg_stats_node), KVS_STATS_GROUP_MANY,
+	  node_fields, sizeof(node_fields) / sizeof(node_fields[0]) },
+	{ "sessions", KVS_MSG_STATS_SESSION, sizeof(struct kvs_msg_stats_session),
+	  KVS_STATS_GROUP_MANY, session_fields,
+	  sizeof(session_fields) / sizeof(session_fields[0]) },
+};
+
+#define NR_GROUPS (sizeof(groups) / sizeof(groups[0]))
+
+/* Bindings mirror these (python/kvstash/admin.py): no padding anywhere. */
+_Static_assert(sizeof(struct kvs_stats_group) == sizeof(void *) + 4 * 4 + 2 * 8, "kvs_stats_group");
+_Static_assert(sizeof(struct kvs_stats_field) == sizeof(void *) + 6 * 4 + 2 * 8, "kvs_stats_field");
+
+static const struct group_desc *group_of(uint32_t msg_type)
+{
+	for (unsigned i = 0; i < NR_GROUPS; i++)
+		if (groups[i].msg_type == msg_type)
+			return &groups[i];
+	return NULL;
+}
+
+int kvs_stats_group(uint32_t index, struct kvs_stats_group *ret_group)
+{
+	const struct group_desc *g;
+
+	if (index >= NR_GROUPS)
+		return -ENOENT;
+	g = &groups[index];
+	*ret_group = (struct kvs_stats_group){
+		.name = g->name,
+		.msg_type = g->msg_type,
+		.size = g->size,
+		.nr_fields = g->nr_fields,
+		.flags = g->flags,
+	};
+	return 0;
+}
+
+int kvs_stats_field(uint32_t msg_type, uint32_t index, struct kvs_stats_field *ret_field)
+{
+	const struct group_desc *g = group_of(msg_type);
+	const struct field_desc *f;
+
+	if (!g)
+		return -EINVAL;
+	if (index >= g->nr_fields)
+		return -ENOENT;
+	f = &g->fields[index];
+	*ret_field = (struct kvs_stats_field){
+		.name = f->name,
+		.offset = f->off,
+		.size = f->size,
+		.type = f->type,
+		.kind = f->kind,
+		.unit = f->unit,
+	};
+	return 0;
+}
+
+/* ---- admin requests ----------------------------------------------------- */
+
 static size_t expected_size(uint32_t type)
 {
+	const struct group_desc *g = group_of(type);
+
+	if (g)
+		return g->size;
 	switch (type) {
 	case KVS_MSG_STATUS_DAEMON:
 		return sizeof(struct kvs_msg_status_daemon);
 	case KVS_MSG_STATUS_SESSION:
 		return sizeof(struct kvs_msg_status_session);
-	case KVS_MSG_STATS_GLOBAL:
-		return sizeof(struct kvs_msg_stats_global);
-	case KVS_MSG_STATS_NODE:
-		return sizeof(struct kvs_msg_stats_node);
-	case KVS_MSG_STATS_SESSION:
-		return sizeof(struct kvs_msg_stats_session);
 	case KVS_MSG_END:
 		return sizeof(struct kvs_msg_hdr);
 	case KVS_MSG_REPLY:
@@ -46,8 +150,13 @@ static bool strings_ok(const struct kvs_msg_hdr *h)
 {
 	const struct kvs_msg_status_session *ss = (const void *)h;
 	const struct kvs_msg_status_daemon *sd = (const void *)h;
-	const struct kvs_msg_stats_session *st = (const void *)h;
+	const struct group_desc *g = group_of(h->type);
 
+	/* The NAME fields of the stats tables. */
+	for (uint32_t i = 0; g && i < g->nr_fields; i++)
+		if (g->fields[i].type == KVS_STATS_T_NAME &&
+		    !terminated((const char *)h + g->fields[i].off, g->fields[i].size))
+			return false;
 	switch (h->type) {
 	case KVS_MSG_STATUS_DAEMON:
 		return terminated(sd->version, sizeof(sd->version));
@@ -56,8 +165,6 @@ static bool strings_ok(const struct kvs_msg_hdr *h)
 		       terminated(ss->ns, sizeof(ss->ns)) &&
 		       terminated(ss->first_layer, sizeof(ss->first_layer)) &&
 		       terminated(ss->last_layer, sizeof(ss->last_layer));
-	case KVS_MSG_STATS_SESSION:
-		return terminated(st->instance, sizeof(st->instance));
 	default:
 		return true;
 	}
@@ -80,6 +187,7 @@ int kvs_admin_request(struct kvs_client *c, uint32_t type, kvs_admin_fn cb, void
 	} buf;
 	/* timeout_ms bounds the whole train: a daemon that never sends END cannot hold us. */
 	uint64_t deadline = mono_ms() + (uint64_t)c->opts.timeout_ms;
+	bool newer = c->info.daemon_rev_minor > KVS_WIRE_MINOR;
 	int stop = 0, r;
 
 	if (type != KVS_MSG_STATUS && type != KVS_MSG_STATS)
@@ -96,6 +204,7 @@ int kvs_admin_request(struct kvs_client *c, uint32_t type, kvs_admin_fn cb, void
 		unsigned nfds = 0;
 		int fds[1];
 		ssize_t n;
+		size_t want;
 
 		if (now >= deadline)
 			return -ETIMEDOUT;
@@ -116,8 +225,18 @@ int kvs_admin_request(struct kvs_client *c, uint32_t type, kvs_admin_fn cb, void
 			return (int)n;
 		}
 		wireio_close_fds(fds, nfds);
+		want = (size_t)n < sizeof(buf.h) ? 0 : expected_size(buf.h.type);
+		/*
+		 * A daemon of a newer minor revision may send message types we
+		 * do not know (skipped) and longer messages of those we do (the
+		 * fields we know come first): see <kvstash/stats.h>.
+		 */
+		if (newer && want == 0 && (size_t)n >= sizeof(buf.h) && buf.h.size == (size_t)n &&
+		    buf.h.seq == req.seq)
+			continue;
 		if ((size_t)n < sizeof(buf.h) || buf.h.size != (size_t)n || buf.h.seq != req.seq ||
-		    expected_size(buf.h.type) != (size_t)n || !strings_ok(&buf.h)) {
+		    want == 0 || (newer ? (size_t)n < want : (size_t)n != want) ||
+		    !strings_ok(&buf.h)) {
 			client_log(c, KVS_LOG_ERR,
 				   "malformed admin reply from kvstashd (type %u, %zd bytes)",
 				   buf.h.type, n);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "common/bits.h"
 #include "common/wireio.h"
 
 #define SPIN_NS 50000 /* busy-poll this long before sleeping on the CQ */
@@ -592,7 +593,7 @@ int kvs_prep_save(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys,
 		  const uint32_t *block_ids, uint32_t n, uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_SAVE, n, user_data, (uint64_t)n * (KVS_KEY_SIZE + 4),
+	int r = prep(c, sqe, KVS_OP_SAVE, n, user_data, (uint64_t)n * KVS_SAVE_ARG_SIZE,
 		     (void **)&a);
 
 	if (r == 0 && a) {
@@ -606,7 +607,8 @@ int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, 
 		   uint64_t req_id, uint32_t flags, uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_KEY_SIZE, (void **)&a);
+	int r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE,
+		     (void **)&a);
 
 	if (r == 0) {
 		if (a)
@@ -622,7 +624,8 @@ int kvs_prep_load(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
 		  uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_LOAD, n, user_data, (uint64_t)n * 4, (void **)&a);
+	int r = prep(c, sqe, KVS_OP_LOAD, n, user_data, (uint64_t)n * KVS_LOAD_ARG_SIZE,
+		     (void **)&a);
 
 	if (r == 0) {
 		if (a)
@@ -683,11 +686,6 @@ int kvs_submit(struct kvs_client *c)
 }
 
 /* ---- connect ------------------------------------------------------- */
-
-static bool is_pow2(uint32_t x)
-{
-	return x && !(x & (x - 1));
-}
 
 /*
  * The most bytes a session region of these sizes takes: the header page,

@@ -23,6 +23,8 @@
 #if HAVE_CUDA
 #include <cuda.h>
 
+#include "common/cuda_errno.h"
+
 #define XSTR(x) STR(x)
 #define STR(x) #x
 
@@ -112,24 +114,10 @@ static int driver(void)
 	return D.err;
 }
 
+/* Our callers name the device: a device error says it is not there. */
 static int cu_errno(CUresult r)
 {
-	switch (r) {
-	case CUDA_SUCCESS:
-		return 0;
-	case CUDA_ERROR_OUT_OF_MEMORY:
-		return -ENOMEM;
-	case CUDA_ERROR_INVALID_VALUE:
-	case CUDA_ERROR_INVALID_HANDLE:
-		return -EINVAL;
-	case CUDA_ERROR_NOT_SUPPORTED:
-		return -EOPNOTSUPP;
-	case CUDA_ERROR_NO_DEVICE:
-	case CUDA_ERROR_INVALID_DEVICE:
-		return -ENODEV;
-	default:
-		return -EIO;
-	}
+	return cu_result_errno(r, -ENODEV);
 }
 
 /*

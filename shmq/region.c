@@ -27,6 +27,8 @@
 
 #include <shmq/shmq.h>
 
+#include "common/bits.h"
+
 #if !HAVE_DECL_MEMFD_CREATE || !HAVE_DECL_F_ADD_SEALS
 #error "libshmq needs memfd_create() and file seals (Linux >= 3.17, glibc >= 2.27)"
 #endif
@@ -44,11 +46,6 @@ struct shmq_region {
 	/* Private copy, validated; the shared header is never read again. */
 	struct shmq_region_hdr hdr;
 };
-
-static bool is_pow2(uint32_t x)
-{
-	return x && !(x & (x - 1));
-}
 
 /* Round @x up to SHMQ_PART_ALIGN; -EINVAL if that overflows. */
 static int align_part(uint64_t x, uint64_t *ret)

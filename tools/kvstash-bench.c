@@ -518,7 +518,7 @@ static uint64_t kv_eng(const struct kv *kv, unsigned l, uint32_t b, unsigned s)
 /*
  * The pieces kvstashd moves for blocks @ids into @n consecutive slots at
  * @host: per block, layer and segment, merged where both sides continue
- * (the rule of copy_batch_add() in sidecar/movers/host/host.c).  Returns the count.
+ * (the rule of copy_batch_add() in sidecar/io/batch.c).  Returns the count.
  */
 static uint32_t kv_pieces(const struct kv *kv, const uint32_t *ids, uint32_t n, uint8_t *host,
 			  struct piece *out)

@@ -342,6 +342,29 @@ static int table_row(struct table *t, ...)
 	return 0;
 }
 
+/* A row of t->ncols cells from an array. */
+static int table_row_v(struct table *t, const char *const *cells)
+{
+	char **c = realloc(t->cells, (t->nrows + 1) * t->ncols * sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	t->cells = c;
+	for (unsigned i = 0; i < t->ncols; i++) {
+		char *d = strdup(cells[i]);
+
+		if (!d)
+			d = strdup("?");
+		if (d)
+			printable(d);
+		c[t->nrows * t->ncols + i] = d;
+		if (d && strlen(d) > t->width[i])
+			t->width[i] = strlen(d);
+	}
+	t->nrows++;
+	return 0;
+}
+
 static void table_print(struct table *t, const char *indent)
 {
 	fputs(indent, stdout);
@@ -643,165 +666,442 @@ static void status_text(const struct reply *r)
 
 /* ---- stats -------------------------------------------------------------- */
 
-static void stats_json(const struct reply *r)
+/*
+ * What `kvstash stats` shows comes from the tables of <kvstash/stats.h>:
+ * each row names its JSON member and its text, and this code only walks
+ * them.  What the tables cannot say is here: the header line, and the KEY
+ * fields of the groups shown as lists (which node, which session).
+ */
+enum crow_shape {
+	CR_FIELD,
+	CR_DERIVED,
+	CR_GROUP,
+};
+
+enum crow_formula {
+	CF_SUB0,
+	CF_PCT,
+	CF_SHARE,
+	CF_RATE,
+	CF_PAIR,
+};
+
+enum crow_group {
+	CG_NODE,
+	CG_SESSION,
+};
+
+struct crow {
+	uint8_t shape;
+	uint8_t type;		   /* CR_FIELD: KVS_STATS_T_* */
+	uint8_t unit;		   /* CR_FIELD: KVS_STATS_U_* */
+	uint8_t formula;	   /* CR_DERIVED */
+	uint8_t group;		   /* CR_GROUP */
+	uint16_t off;		   /* CR_FIELD */
+	uint16_t a, b;		   /* CR_DERIVED: the operands' offsets */
+	const char *section, *key; /* JSON; key NULL: not in it */
+	const char *line, *text;   /* text; text NULL: not in it */
+};
+
+/* CMSG: the message struct of the table expanded. */
+#define CROW_(shape, ...) CROW_##shape(__VA_ARGS__)
+#define CROW_F(type, name, kind, src, unit, section, key, line, text, prom, help) \
+	{ CR_FIELD,                                                               \
+	  KVS_STATS_T_##type,                                                     \
+	  KVS_STATS_U_##unit,                                                     \
+	  0,                                                                      \
+	  0,                                                                      \
+	  offsetof(CMSG, name),                                                   \
+	  0,                                                                      \
+	  0,                                                                      \
+	  section,                                                                \
+	  key,                                                                    \
+	  line,                                                                   \
+	  text },
+#define CROW_D(name, formula, a, b, section, key, line, text, prom, help) \
+	CROW_D_##formula(a, b, section, key, line, text)
+#define CROW_DV(f, a, b, section, key, line, text)                                \
+	{                                                                         \
+		CR_DERIVED,	   0,	    0,	 f,    0,   0, offsetof(CMSG, a), \
+		offsetof(CMSG, b), section, key, line, text                       \
+	},
+#define CROW_D_SUB0(...)  CROW_DV(CF_SUB0, __VA_ARGS__)
+#define CROW_D_PCT(...)	  CROW_DV(CF_PCT, __VA_ARGS__)
+#define CROW_D_SHARE(...) CROW_DV(CF_SHARE, __VA_ARGS__)
+#define CROW_D_RATE(...)  CROW_DV(CF_RATE, __VA_ARGS__)
+#define CROW_D_PAIR(...)  CROW_DV(CF_PAIR, __VA_ARGS__)
+#define CROW_D_DIFF(...)  /* of kvstashd's counters: Prometheus's */
+#define CROW_S(group, section, key, line) \
+	{ CR_GROUP, 0, 0, 0, CG_##group, 0, 0, 0, section, key, line, NULL },
+#define CROW_I(...)
+
+#define CMSG struct kvs_msg_stats_global
+static const struct crow global_rows[] = { KVS_STATS_GLOBAL(CROW_) };
+#undef CMSG
+#define CMSG struct kvs_msg_stats_node
+static const struct crow node_rows[] = { KVS_STATS_NODE(CROW_) };
+#undef CMSG
+#define CMSG struct kvs_msg_stats_session
+static const struct crow session_rows[] = { KVS_STATS_SESSION(CROW_) };
+#undef CMSG
+
+#define NROWS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The KEY fields of a group's items: table columns and JSON members. */
+static void node_keys(const void *msg, const char **cells)
 {
-	const struct kvs_msg_stats_global *g = &r->global;
-	struct jobj j = { { true } };
+	const struct kvs_msg_stats_node *n = msg;
 
-	jopen(&j, NULL, '{');
-	jstr(&j, "socket", socket_path());
-	ju64(&j, "uptime_ms", g->uptime_ms);
-	jopen(&j, "pool", '{');
-	ju64(&j, "capacity_bytes", g->pool_capacity_bytes);
-	ju64(&j, "used_bytes", g->pool_used_bytes);
-	ju64(&j, "free_bytes", sub0(g->pool_capacity_bytes, g->pool_used_bytes));
-	jopen(&j, "nodes", '[');
-	for (size_t i = 0; i < r->nr_nodes; i++) {
-		const struct kvs_msg_stats_node *n = &r->nodes[i];
+	cells[0] = n->node < 0 ? "-" : fmt("%d", n->node);
+	cells[1] = n->hugepages ? "hugetlb" : "THP";
+}
 
-		jopen(&j, NULL, '{');
-		ji64(&j, "node", n->node);
-		jbool(&j, "hugepages", n->hugepages);
-		ju64(&j, "capacity_bytes", n->capacity_bytes);
-		ju64(&j, "used_bytes", n->used_bytes);
-		ju64(&j, "free_bytes", sub0(n->capacity_bytes, n->used_bytes));
-		ju64(&j, "extents_total", n->extents_total);
-		ju64(&j, "extents_free", n->extents_free);
-		jclose(&j, '}');
+static void session_keys(const void *msg, const char **cells)
+{
+	const struct kvs_msg_stats_session *s = msg;
+
+	cells[0] = fmt("%" PRIu64, s->session_id);
+	cells[1] = fmt("%u", s->pid);
+	cells[2] = fmt("%s", WSTR(s->instance));
+	cells[3] = fmt("%u", s->tp_rank);
+}
+
+static void node_keys_json(struct jobj *j, const void *msg)
+{
+	const struct kvs_msg_stats_node *n = msg;
+
+	ji64(j, "node", n->node);
+	jbool(j, "hugepages", n->hugepages);
+}
+
+static void session_keys_json(struct jobj *j, const void *msg)
+{
+	const struct kvs_msg_stats_session *s = msg;
+
+	ju64(j, "id", s->session_id);
+	ju64(j, "pid", s->pid);
+	jstr(j, "instance", WSTR(s->instance));
+	ju64(j, "tp_rank", s->tp_rank);
+}
+
+static const struct cgroup {
+	const struct crow *rows;
+	size_t nrows;
+	const char *title; /* text: the line above its table, NULL: none */
+	unsigned nkeys;
+	const char *key_head[4];
+	const char *key_align;
+	void (*keys)(const void *msg, const char **cells);
+	void (*keys_json)(struct jobj *j, const void *msg);
+} cgroups[] = {
+	[CG_NODE] = { node_rows,
+		      NROWS(node_rows),
+		      NULL,
+		      2,
+		      { "NODE", "PAGES" },
+		      "ll",
+		      node_keys,
+		      node_keys_json },
+	[CG_SESSION] = { session_rows,
+			 NROWS(session_rows),
+			 "Per session:",
+			 4,
+			 { "SESSION", "PID", "INSTANCE", "RANK" },
+			 "rrlr",
+			 session_keys,
+			 session_keys_json },
+};
+
+/* The messages of group @g in reply @r. */
+static const void *group_msgs(const struct reply *r, unsigned g, size_t *ret_n, size_t *ret_size)
+{
+	if (g == CG_NODE) {
+		*ret_n = r->nr_nodes;
+		*ret_size = sizeof(*r->nodes);
+		return r->nodes;
 	}
-	jclose(&j, ']');
-	jclose(&j, '}');
-	jopen(&j, "blocks", '{');
-	ju64(&j, "resident", g->blocks_resident);
-	ju64(&j, "partial", g->blocks_partial);
-	ju64(&j, "evictions", g->evictions);
-	ju64(&j, "partial_reclaimed", g->partial_reclaimed);
-	jclose(&j, '}');
-	jopen(&j, "queries", '{');
-	ju64(&j, "ops", g->query_ops);
-	ju64(&j, "blocks_hit", g->query_blocks_hit);
-	ju64(&j, "blocks_missed", g->query_blocks_missed);
-	jratio(&j, "hit_ratio", (double)g->query_blocks_hit,
-	       (double)g->query_blocks_hit + (double)g->query_blocks_missed);
-	jclose(&j, '}');
-	jopen(&j, "saves", '{');
-	ju64(&j, "ops", g->save_ops);
-	ju64(&j, "blocks_stored", g->save_blocks_stored);
-	ju64(&j, "blocks_skipped", g->save_blocks_skipped);
-	ju64(&j, "bytes", g->bytes_saved);
-	ju64(&j, "copy_ns", g->save_ns);
-	jrate(&j, "bytes_per_second", g->bytes_saved, g->save_ns);
-	jclose(&j, '}');
-	jopen(&j, "loads", '{');
-	ju64(&j, "ops", g->load_ops);
-	ju64(&j, "blocks", g->load_blocks);
-	ju64(&j, "bytes", g->bytes_loaded);
-	ju64(&j, "copy_ns", g->load_ns);
-	jrate(&j, "bytes_per_second", g->bytes_loaded, g->load_ns);
-	jclose(&j, '}');
-	jopen(&j, "leases", '{');
-	ju64(&j, "live", g->leases_live);
-	ju64(&j, "created", g->leases_created);
-	ju64(&j, "expired", g->leases_expired);
-	ju64(&j, "released", g->leases_released);
-	jclose(&j, '}');
-	ju64(&j, "errors", g->errors);
-	jopen(&j, "sessions", '{');
-	ju64(&j, "live", g->sessions_live);
-	ju64(&j, "total", g->sessions_total);
-	ju64(&j, "refused", g->sessions_refused);
-	ju64(&j, "protocol_errors", g->protocol_errors);
-	jclose(&j, '}');
-	jopen(&j, "per_session", '[');
-	for (size_t i = 0; i < r->nr_sstats; i++) {
-		const struct kvs_msg_stats_session *s = &r->sstats[i];
+	*ret_n = r->nr_sstats;
+	*ret_size = sizeof(*r->sstats);
+	return r->sstats;
+}
 
-		jopen(&j, NULL, '{');
-		ju64(&j, "id", s->session_id);
-		ju64(&j, "pid", s->pid);
-		jstr(&j, "instance", WSTR(s->instance));
-		ju64(&j, "tp_rank", s->tp_rank);
-		ju64(&j, "ops", s->ops);
-		ju64(&j, "errors", s->errors);
-		ju64(&j, "save_blocks", s->save_blocks);
-		ju64(&j, "load_blocks", s->load_blocks);
-		ju64(&j, "query_hits", s->query_hits);
-		ju64(&j, "query_misses", s->query_misses);
-		ju64(&j, "bytes_saved", s->bytes_saved);
-		ju64(&j, "bytes_loaded", s->bytes_loaded);
-		ju64(&j, "inflight", s->inflight);
-		jclose(&j, '}');
+static uint64_t msg_u64(const void *msg, uint16_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const uint8_t *)msg + off, sizeof(v));
+	return v;
+}
+
+static uint32_t msg_u32(const void *msg, uint16_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const uint8_t *)msg + off, sizeof(v));
+	return v;
+}
+
+/* The unit of the field at @off of @rows (a derived value's first operand's). */
+static uint8_t unit_at(const struct crow *rows, size_t n, uint16_t off)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].shape == CR_FIELD && rows[i].off == off)
+			return rows[i].unit;
+	return KVS_STATS_U_NONE;
+}
+
+/* Row @c of @rows as text, into @buf. */
+static const char *text_value(char *buf, size_t len, const struct crow *rows, size_t n,
+			      const struct crow *c, const void *msg)
+{
+	uint64_t a = 0, b = 0, v;
+	uint8_t unit = c->unit;
+
+	if (c->shape == CR_DERIVED) {
+		a = msg_u64(msg, c->a);
+		b = msg_u64(msg, c->b);
 	}
-	jclose(&j, ']');
-	jclose(&j, '}');
-	putchar('\n');
+	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_I32) {
+		snprintf(buf, len, "%d", (int32_t)msg_u32(msg, c->off));
+		return buf;
+	}
+	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_NAME)
+		return wstr(buf, (const char *)msg + c->off,
+			    len - 1 < KVS_NAME_MAX ? len - 1 : KVS_NAME_MAX);
+	if (c->shape == CR_FIELD) {
+		v = c->type == KVS_STATS_T_U64 ? msg_u64(msg, c->off) : msg_u32(msg, c->off);
+	} else {
+		switch (c->formula) {
+		case CF_SUB0:
+			v = sub0(a, b);
+			unit = unit_at(rows, n, c->a);
+			break;
+		case CF_PCT:
+			return pct(buf, len, a, b);
+		case CF_SHARE:
+			return pct(buf, len, a, a + b);
+		case CF_RATE:
+			return human_rate(buf, len, a, b);
+		default: /* CF_PAIR */
+			snprintf(buf, len, "%" PRIu64 "/%" PRIu64, a, b);
+			return buf;
+		}
+	}
+	if (unit == KVS_STATS_U_BYTES)
+		return human_bytes(buf, len, v);
+	snprintf(buf, len, "%" PRIu64, v);
+	return buf;
+}
+
+/* A fragment of a text line: "%s" is the value. */
+static void fragment(const char *text, const char *value)
+{
+	const char *at = strstr(text, "%s");
+
+	if (!at) {
+		fputs(text, stdout);
+		return;
+	}
+	fwrite(text, 1, (size_t)(at - text), stdout);
+	fputs(value, stdout);
+	fputs(at + 2, stdout);
+}
+
+static bool same(const char *x, const char *y)
+{
+	return x && y && strcmp(x, y) == 0;
+}
+
+/* A group's items as a table: its KEY columns, then every row with a text. */
+static void group_text(const struct reply *r, unsigned g)
+{
+	const struct cgroup *cg = &cgroups[g];
+	const char *head[MAX_COLS], *cells[MAX_COLS];
+	char align[MAX_COLS + 1], vals[MAX_COLS][64];
+	unsigned nc = cg->nkeys;
+	size_t n, size;
+	const uint8_t *msgs = group_msgs(r, g, &n, &size);
+	struct table t;
+
+	if (n == 0)
+		return;
+	if (cg->title)
+		printf("\n%s\n", cg->title);
+	for (unsigned i = 0; i < cg->nkeys; i++) {
+		head[i] = cg->key_head[i];
+		align[i] = cg->key_align[i];
+	}
+	for (size_t i = 0; i < cg->nrows && nc < MAX_COLS; i++) {
+		if (!cg->rows[i].text || cg->rows[i].shape == CR_GROUP)
+			continue;
+		head[nc] = cg->rows[i].text;
+		align[nc++] = 'r';
+	}
+	align[nc] = '\0';
+	table_init(&t, nc, head, align);
+	for (size_t m = 0; m < n; m++) {
+		const void *msg = msgs + m * size;
+		unsigned c = cg->nkeys;
+
+		cg->keys(msg, cells);
+		for (size_t i = 0; i < cg->nrows && c < nc; i++) {
+			if (!cg->rows[i].text || cg->rows[i].shape == CR_GROUP)
+				continue;
+			cells[c] = text_value(vals[c], sizeof(vals[c]), cg->rows, cg->nrows,
+					      &cg->rows[i], msg);
+			c++;
+		}
+		table_row_v(&t, cells);
+	}
+	table_print(&t, "  ");
+	table_free(&t);
 }
 
 static void stats_text(const struct reply *r)
 {
-	static const char *const nhead[] = { "NODE", "PAGES", "CAPACITY", "USED", "FREE",
-					     "EXTENTS FREE/TOTAL" };
-	static const char *const shead[] = { "SESSION", "PID",	   "INSTANCE",	  "RANK",
-					     "OPS",	"ERRORS",  "SAVED",	  "LOADED",
-					     "HITS",	"MISSES",  "BYTES SAVED", "BYTES LOADED" };
-	const struct kvs_msg_stats_global *g = &r->global;
-	struct table t;
+	const struct crow *rows = global_rows;
+	const size_t n = NROWS(global_rows);
 	char up[32];
 
 	printf("kvstashd at %s, up %s\n\n", socket_path(),
-	       human_uptime(up, sizeof(up), g->uptime_ms));
-	printf("Pool        %s capacity, %s used (%s), %s free\n", HB(g->pool_capacity_bytes),
-	       HB(g->pool_used_bytes), PCT(g->pool_used_bytes, g->pool_capacity_bytes),
-	       HB(sub0(g->pool_capacity_bytes, g->pool_used_bytes)));
-	if (r->nr_nodes) {
-		table_init(&t, 6, nhead, "llrrrr");
-		for (size_t i = 0; i < r->nr_nodes; i++) {
-			const struct kvs_msg_stats_node *n = &r->nodes[i];
+	       human_uptime(up, sizeof(up), r->global.uptime_ms));
+	/* One line per title, in the order of its first row; the groups placed after it. */
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
 
-			table_row(&t, n->node < 0 ? "-" : fmt("%d", n->node),
-				  n->hugepages ? "hugetlb" : "THP", HB(n->capacity_bytes),
-				  HB(n->used_bytes), HB(sub0(n->capacity_bytes, n->used_bytes)),
-				  fmt("%" PRIu64 "/%" PRIu64, n->extents_free, n->extents_total));
+		if (!rows[i].line || !rows[i].text || rows[i].shape == CR_GROUP)
+			continue;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = rows[k].text && rows[k].shape != CR_GROUP &&
+			       same(rows[k].line, rows[i].line);
+		if (seen)
+			continue;
+		printf("%-12s", rows[i].line);
+		for (size_t k = i; k < n; k++) {
+			char v[64];
+
+			if (rows[k].text && rows[k].shape != CR_GROUP &&
+			    same(rows[k].line, rows[i].line))
+				fragment(rows[k].text,
+					 text_value(v, sizeof(v), rows, n, &rows[k], &r->global));
 		}
-		table_print(&t, "  ");
-		table_free(&t);
+		putchar('\n');
+		for (size_t k = 0; k < n; k++)
+			if (rows[k].shape == CR_GROUP && same(rows[k].line, rows[i].line))
+				group_text(r, rows[k].group);
 	}
-	printf("Blocks      %" PRIu64 " resident, %" PRIu64 " partial (waiting for shards)\n",
-	       g->blocks_resident, g->blocks_partial);
-	printf("Queries     %" PRIu64 " ops: %" PRIu64 " blocks hit, %" PRIu64
-	       " missed, hit ratio %s\n",
-	       g->query_ops, g->query_blocks_hit, g->query_blocks_missed,
-	       PCT(g->query_blocks_hit, g->query_blocks_hit + g->query_blocks_missed));
-	printf("Saves       %" PRIu64 " ops: %" PRIu64 " blocks stored, %" PRIu64
-	       " skipped (already resident)\n",
-	       g->save_ops, g->save_blocks_stored, g->save_blocks_skipped);
-	printf("Loads       %" PRIu64 " ops: %" PRIu64 " blocks\n", g->load_ops, g->load_blocks);
-	printf("Evictions   %" PRIu64 ", partial blocks reclaimed %" PRIu64 "\n", g->evictions,
-	       g->partial_reclaimed);
-	printf("Leases      %" PRIu64 " live, %" PRIu64 " created, %" PRIu64 " expired, %" PRIu64
-	       " released\n",
-	       g->leases_live, g->leases_created, g->leases_expired, g->leases_released);
-	printf("Copies      saved %s at %s, loaded %s at %s\n", HB(g->bytes_saved),
-	       HR(g->bytes_saved, g->save_ns), HB(g->bytes_loaded), HR(g->bytes_loaded, g->load_ns));
-	printf("Errors      %" PRIu64 " operations failed\n", g->errors);
-	printf("Sessions    %" PRIu64 " live, %" PRIu64 " total, %" PRIu64 " refused, %" PRIu64
-	       " protocol errors\n",
-	       g->sessions_live, g->sessions_total, g->sessions_refused, g->protocol_errors);
-	if (r->nr_sstats == 0)
-		return;
-	printf("\nPer session:\n");
-	table_init(&t, 12, shead, "rrlrrrrrrrrr");
-	for (size_t i = 0; i < r->nr_sstats; i++) {
-		const struct kvs_msg_stats_session *s = &r->sstats[i];
+	for (size_t k = 0; k < n; k++)
+		if (rows[k].shape == CR_GROUP && !rows[k].line)
+			group_text(r, rows[k].group);
+}
 
-		table_row(&t, fmt("%" PRIu64, s->session_id), fmt("%u", s->pid), WSTR(s->instance),
-			  fmt("%u", s->tp_rank), fmt("%" PRIu64, s->ops), fmt("%" PRIu64, s->errors),
-			  fmt("%" PRIu64, s->save_blocks), fmt("%" PRIu64, s->load_blocks),
-			  fmt("%" PRIu64, s->query_hits), fmt("%" PRIu64, s->query_misses),
-			  HB(s->bytes_saved), HB(s->bytes_loaded));
+static void json_group(struct jobj *j, const char *key, const struct reply *r, unsigned g);
+
+/* Row @c as member @c->key of the object being written. */
+static void json_value(struct jobj *j, const struct reply *r, const struct crow *c, const void *msg)
+{
+	uint64_t a, b;
+
+	if (c->shape == CR_GROUP) {
+		json_group(j, c->key, r, c->group);
+		return;
 	}
-	table_print(&t, "  ");
-	table_free(&t);
+	if (c->shape == CR_FIELD) {
+		switch (c->type) {
+		case KVS_STATS_T_I32:
+			ji64(j, c->key, (int32_t)msg_u32(msg, c->off));
+			break;
+		case KVS_STATS_T_BOOL:
+			jbool(j, c->key, msg_u32(msg, c->off) != 0);
+			break;
+		case KVS_STATS_T_U32:
+			ju64(j, c->key, msg_u32(msg, c->off));
+			break;
+		case KVS_STATS_T_NAME:
+			jstr(j, c->key,
+			     wstr((char[KVS_NAME_MAX + 1]){ 0 }, (const char *)msg + c->off,
+				  KVS_NAME_MAX));
+			break;
+		default:
+			ju64(j, c->key, msg_u64(msg, c->off));
+		}
+		return;
+	}
+	a = msg_u64(msg, c->a);
+	b = msg_u64(msg, c->b);
+	switch (c->formula) {
+	case CF_SUB0:
+		ju64(j, c->key, sub0(a, b));
+		break;
+	case CF_PCT:
+		jratio(j, c->key, (double)a, (double)b);
+		break;
+	case CF_SHARE:
+		jratio(j, c->key, (double)a, (double)a + (double)b);
+		break;
+	case CF_RATE:
+		jrate(j, c->key, a, b);
+		break;
+	default: /* CF_PAIR */
+		jstr(j, c->key, fmt("%" PRIu64 "/%" PRIu64, a, b));
+	}
+}
+
+/*
+ * The rows of @rows that have a JSON key: members of the top level in
+ * place, the others inside the object of their section, each section
+ * where its first row is.
+ */
+static void json_rows(struct jobj *j, const struct reply *r, const struct crow *rows, size_t n,
+		      const void *msg)
+{
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+
+		if (!rows[i].key)
+			continue;
+		if (!rows[i].section[0]) {
+			json_value(j, r, &rows[i], msg);
+			continue;
+		}
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = rows[k].key && same(rows[k].section, rows[i].section);
+		if (seen)
+			continue;
+		jopen(j, rows[i].section, '{');
+		for (size_t k = i; k < n; k++)
+			if (rows[k].key && same(rows[k].section, rows[i].section))
+				json_value(j, r, &rows[k], msg);
+		jclose(j, '}');
+	}
+}
+
+/* A group's items as a list: its KEY members, then its rows. */
+static void json_group(struct jobj *j, const char *key, const struct reply *r, unsigned g)
+{
+	const struct cgroup *cg = &cgroups[g];
+	size_t n, size;
+	const uint8_t *msgs = group_msgs(r, g, &n, &size);
+
+	jopen(j, key, '[');
+	for (size_t m = 0; m < n; m++) {
+		jopen(j, NULL, '{');
+		cg->keys_json(j, msgs + m * size);
+		json_rows(j, r, cg->rows, cg->nrows, msgs + m * size);
+		jclose(j, '}');
+	}
+	jclose(j, ']');
+}
+
+static void stats_json(const struct reply *r)
+{
+	struct jobj j = { { true } };
+
+	jopen(&j, NULL, '{');
+	jstr(&j, "socket", socket_path());
+	json_rows(&j, r, global_rows, NROWS(global_rows), &r->global);
+	jclose(&j, '}');
+	putchar('\n');
 }
 
 /* ---- commands ------------------------------------------------------------ */

@@ -36,6 +36,15 @@
 #define KVS_KEY_SIZE 16
 #define KVS_ARG_ALIGN 8u /* clients place each argument block 8-aligned */
 
+/*
+ * Argument bytes per key or block id: an SQE's arg_len is its count times
+ * this (see the table below).  A SAVE carries its keys, then a u32 block id
+ * for each.
+ */
+#define KVS_SAVE_ARG_SIZE  (KVS_KEY_SIZE + 4u)
+#define KVS_QUERY_ARG_SIZE ((unsigned)KVS_KEY_SIZE)
+#define KVS_LOAD_ARG_SIZE  4u
+
 /* Opcodes (kvs_sqe.opcode). */
 #define KVS_OP_NOP 0u
 #define KVS_OP_SAVE 1u

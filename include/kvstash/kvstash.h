@@ -317,10 +317,51 @@ int kvs_register_cuda(struct kvs_client *client, const struct kvs_cuda_layer *la
  * or KVS_MSG_STATS) and call @cb for each reply message (the structs of
  * wire.h, already checked for type and size) until the daemon's END.  A
  * non-zero return from @cb stops the walk (the rest is drained) and is
- * returned.  Returns 0 or -errno.
+ * returned.  Returns 0 or -errno.  From a daemon of a newer minor
+ * revision a message may be longer than its struct (its fields come
+ * first) and message types this library does not know are skipped.
  */
 typedef int (*kvs_admin_fn)(void *arg, const struct kvs_msg_hdr *msg);
 int kvs_admin_request(struct kvs_client *client, uint32_t type, kvs_admin_fn cb, void *arg);
+
+/*
+ * The groups of counters in a STATS reply and their fields, as the tables
+ * of <kvstash/stats.h> describe them, for bindings that build their
+ * structures at run time (the Python binding does).  They describe this
+ * library's wire revision; a daemon of a newer minor revision may send
+ * longer messages (the fields listed come first) and groups not listed
+ * (kvs_admin_request() skips them).  No client needed; thread-safe.
+ */
+struct kvs_stats_group {
+	const char *name;  /* "global", "nodes", "sessions" */
+	uint32_t msg_type; /* KVS_MSG_STATS_* */
+	uint32_t size;	   /* bytes of one message: header, fields, reserved words */
+	uint32_t nr_fields;
+	uint32_t flags; /* KVS_STATS_GROUP_MANY */
+	uint64_t resv[2];
+};
+
+#define KVS_STATS_GROUP_MANY (1u << 0) /* one message per node, session, ...: else one */
+
+struct kvs_stats_field {
+	const char *name; /* the member of the message's struct in wire.h */
+	uint32_t offset;  /* bytes from the start of the message (its header) */
+	uint32_t size;	  /* bytes */
+	uint32_t type;	  /* KVS_STATS_T_* */
+	uint32_t kind;	  /* KVS_STATS_K_* */
+	uint32_t unit;	  /* KVS_STATS_U_* */
+	uint32_t resv0;
+	uint64_t resv[2];
+};
+
+/* Group @index (0, 1, ...: the order of the reply) into *@ret_group: 0, or -ENOENT past the last. */
+int kvs_stats_group(uint32_t index, struct kvs_stats_group *ret_group);
+
+/*
+ * Field @index (wire order) of the group whose messages are @msg_type into
+ * *@ret_field: 0; -ENOENT past the last; -EINVAL when @msg_type is no group's.
+ */
+int kvs_stats_field(uint32_t msg_type, uint32_t index, struct kvs_stats_field *ret_field);
 
 /* ---- misc --------------------------------------------------------- */
 

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvstash/stats.h>
+
 #define KVS_WIRE_MAJOR 1u
 #define KVS_WIRE_MINOR 0u
 
@@ -202,68 +204,15 @@ struct kvs_msg_status_session {
 	uint64_t resv[4];
 };
 
-/* Counters, monotonic unless named *_live, *_used, *_resident. */
-struct kvs_msg_stats_global {
-	struct kvs_msg_hdr hdr;
-	uint64_t uptime_ms;
-	uint64_t pool_capacity_bytes;
-	uint64_t pool_used_bytes;
-	uint64_t blocks_resident; /* sealed, visible blocks */
-	uint64_t blocks_partial;  /* waiting for other shards */
-	uint64_t query_ops;
-	uint64_t query_blocks_hit;
-	uint64_t query_blocks_missed;
-	uint64_t save_ops;
-	uint64_t save_blocks_stored;
-	uint64_t save_blocks_skipped;
-	uint64_t load_ops;
-	uint64_t load_blocks;
-	uint64_t evictions;
-	uint64_t partial_reclaimed;
-	uint64_t leases_live;
-	uint64_t leases_created;
-	uint64_t leases_expired;
-	uint64_t leases_released;
-	uint64_t bytes_saved;	/* engine -> pool */
-	uint64_t bytes_loaded;	/* pool -> engine */
-	uint64_t save_ns;	/* time spent in save copies */
-	uint64_t load_ns;	/* time spent in load copies */
-	uint64_t errors;	/* CQEs with res < 0 */
-	uint64_t sessions_live;
-	uint64_t sessions_total;
-	uint64_t sessions_refused;
-	uint64_t protocol_errors; /* sessions ended for a ring/protocol violation */
-	uint64_t resv[8];
-};
-
-struct kvs_msg_stats_node {
-	struct kvs_msg_hdr hdr;
-	int32_t node; /* NUMA node; -1: not bound */
-	uint32_t hugepages;
-	uint64_t capacity_bytes;
-	uint64_t used_bytes;
-	uint64_t extents_total;
-	uint64_t extents_free;
-	uint64_t resv[4];
-};
-
-struct kvs_msg_stats_session {
-	struct kvs_msg_hdr hdr;
-	uint64_t session_id;
-	uint32_t pid;
-	uint32_t tp_rank;
-	uint64_t ops;
-	uint64_t errors;
-	uint64_t save_blocks;
-	uint64_t load_blocks;
-	uint64_t query_hits;
-	uint64_t query_misses;
-	uint64_t bytes_saved;
-	uint64_t bytes_loaded;
-	uint64_t inflight;
-	char instance[KVS_NAME_MAX];
-	uint64_t resv[4];
-};
+/*
+ * The reply to KVS_MSG_STATS: one STATS_GLOBAL, one STATS_NODE per pool
+ * region, one STATS_SESSION per engine session, then END.  Their fields
+ * are the tables of <kvstash/stats.h>, where every counter is declared
+ * once (with its meaning, its Prometheus family and how the CLI shows it).
+ */
+KVS_STATS_STRUCT(kvs_msg_stats_global, KVS_STATS_GLOBAL, KVS_STATS_GLOBAL_SIZE);
+KVS_STATS_STRUCT(kvs_msg_stats_node, KVS_STATS_NODE, KVS_STATS_NODE_SIZE);
+KVS_STATS_STRUCT(kvs_msg_stats_session, KVS_STATS_SESSION, KVS_STATS_SESSION_SIZE);
 
 _Static_assert(sizeof(struct kvs_msg_hdr) == 16, "hdr");
 _Static_assert(offsetof(struct kvs_msg_hello, rev_major) == 16, "hello revision is frozen");
@@ -278,8 +227,15 @@ _Static_assert(sizeof(struct kvs_msg_register) == 32, "register");
 _Static_assert(sizeof(struct kvs_msg_status_daemon) == 112, "status daemon");
 
 _Static_assert(sizeof(struct kvs_msg_status_session) == 448, "status session");
-_Static_assert(sizeof(struct kvs_msg_stats_global) == 16 + 36 * 8, "stats global");
-_Static_assert(sizeof(struct kvs_msg_stats_node) == 88, "stats node");
-_Static_assert(sizeof(struct kvs_msg_stats_session) == 200, "stats session");
+/* The fields fill their size exactly (no padding); a group whose words are used up grows. */
+_Static_assert(sizeof(struct kvs_msg_stats_global) == KVS_STATS_GLOBAL_SIZE, "stats global");
+_Static_assert(sizeof(struct kvs_msg_stats_node) == KVS_STATS_NODE_SIZE, "stats node");
+_Static_assert(sizeof(struct kvs_msg_stats_session) == KVS_STATS_SESSION_SIZE, "stats session");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_GLOBAL_SIZE, KVS_STATS_GLOBAL) > 0,
+	       "stats global: no reserved word left; grow KVS_STATS_GLOBAL_SIZE (stats.h)");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_NODE_SIZE, KVS_STATS_NODE) > 0,
+	       "stats node: no reserved word left; grow KVS_STATS_NODE_SIZE (stats.h)");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_SESSION_SIZE, KVS_STATS_SESSION) > 0,
+	       "stats session: no reserved word left; grow KVS_STATS_SESSION_SIZE (stats.h)");
 
 #endif /* KVSTASH_WIRE_H */

@@ -208,52 +208,8 @@ class StatusSession(Structure):
     ]
 
 
-_GLOBAL_COUNTERS = (
-    "uptime_ms pool_capacity_bytes pool_used_bytes blocks_resident blocks_partial "
-    "query_ops query_blocks_hit query_blocks_missed save_ops save_blocks_stored "
-    "save_blocks_skipped load_ops load_blocks evictions partial_reclaimed leases_live "
-    "leases_created leases_expired leases_released bytes_saved bytes_loaded save_ns "
-    "load_ns errors sessions_live sessions_total sessions_refused protocol_errors"
-).split()
-
-
-class StatsGlobal(Structure):
-    _fields_ = [("hdr", MsgHdr)] + [(n, c_uint64) for n in _GLOBAL_COUNTERS] + [
-        ("resv", c_uint64 * 8)
-    ]
-
-
-class StatsNode(Structure):
-    _fields_ = [
-        ("hdr", MsgHdr),
-        ("node", c_int32),
-        ("hugepages", c_uint32),
-        ("capacity_bytes", c_uint64),
-        ("used_bytes", c_uint64),
-        ("extents_total", c_uint64),
-        ("extents_free", c_uint64),
-        ("resv", c_uint64 * 4),
-    ]
-
-
-class StatsSession(Structure):
-    _fields_ = [
-        ("hdr", MsgHdr),
-        ("session_id", c_uint64),
-        ("pid", c_uint32),
-        ("tp_rank", c_uint32),
-        ("ops", c_uint64),
-        ("errors", c_uint64),
-        ("save_blocks", c_uint64),
-        ("load_blocks", c_uint64),
-        ("query_hits", c_uint64),
-        ("query_misses", c_uint64),
-        ("bytes_saved", c_uint64),
-        ("bytes_loaded", c_uint64),
-        ("inflight", c_uint64),
-        ("instance", c_char * NAME_MAX),
-        ("resv", c_uint64 * 4),
-    ]
+# The stats messages (KVS_MSG_STATS_*) are not declared here: admin.py builds
+# their structures from the library's own tables (kvs_stats_group/field).
 
 
 # The C headers' sizes (checked there by _Static_assert).
@@ -268,18 +224,12 @@ for _s, _size in (
     (MsgHdr, 16),
     (StatusDaemon, 112),
     (StatusSession, 448),
-    (StatsGlobal, 304),
-    (StatsNode, 88),
-    (StatsSession, 200),
 ):
     assert ctypes.sizeof(_s) == _size, f"{_s.__name__}: {ctypes.sizeof(_s)} bytes, C says {_size}"
 
 ADMIN_STRUCTS: dict[int, type[Structure]] = {
     MSG_STATUS_DAEMON: StatusDaemon,
     MSG_STATUS_SESSION: StatusSession,
-    MSG_STATS_GLOBAL: StatsGlobal,
-    MSG_STATS_NODE: StatsNode,
-    MSG_STATS_SESSION: StatsSession,
 }
 
 CqePtr = POINTER(Cqe)

@@ -14,6 +14,7 @@
 #include <kvstash/abi.h>
 
 #include "base/conf.h"
+#include "common/bits.h"
 #include "obs/log.h"
 
 enum key_type {
@@ -28,8 +29,7 @@ enum key_type {
 	T_LEVEL,
 	T_TARGET,
 	T_NUMA,
-	T_CUDA_ENABLE,
-	T_MOVER,
+	T_ENUM, /* one of names[], stored as its index (an int) */
 };
 
 struct key {
@@ -38,10 +38,22 @@ struct key {
 	size_t off;
 	const char *def;
 	uint64_t min, max; /* numeric bounds, inclusive; 0/0: none */
+	const char *const *names; /* T_ENUM: the values by number, NULL-terminated */
 };
 
+/* Parsed here once, so the daemon compares numbers, never strings, where it acts on them. */
+static const char *const cuda_enable_names[] = {
+	[CUDA_ENABLE_AUTO] = "auto", [CUDA_ENABLE_YES] = "yes", [CUDA_ENABLE_NO] = "no", NULL
+};
+static const char *const cuda_mover_names[] = {
+	[CUDA_MOVER_AUTO] = "auto", [CUDA_MOVER_DMA] = "dma", [CUDA_MOVER_KERNEL] = "kernel", NULL
+};
+_Static_assert(sizeof(enum cuda_enable) == sizeof(int) && sizeof(enum cuda_mover) == sizeof(int),
+	       "T_ENUM fields are stored as int");
+
 #define O(f) offsetof(struct kvs_config, f)
-#define KEY(s, k, t, f, d, lo, hi, h) { { s, k, h }, t, O(f), d, lo, hi }
+#define KEY(s, k, t, f, d, lo, hi, h) { { s, k, h }, t, O(f), d, lo, hi, NULL }
+#define KEY_ENUM(s, k, f, d, names, h) { { s, k, h }, T_ENUM, O(f), d, 0, 0, names }
 
 static const struct key keys[] = {
 	KEY("server", "socket", T_STR, socket_path, "/run/kvstash/kvstash.sock", 0, 0,
@@ -129,10 +141,10 @@ static const struct key keys[] = {
 	KEY("worker", "inline_copy_bytes", T_SIZE, inline_copy_bytes, "256K", 0, 1ull << 30,
 	    "batches up to this size are copied by the I/O worker itself"),
 
-	KEY("cuda", "enable", T_CUDA_ENABLE, cuda_enable, "auto", 0, 0,
-	    "auto: use the GPUs found; yes: refuse to start without one; no: host backend only"),
-	KEY("cuda", "mover", T_MOVER, cuda_mover, "auto", 0, 0,
-	    "auto: DMA for saves and for loads of large pieces, the gather kernel for fragmented loads; or dma, kernel"),
+	KEY_ENUM("cuda", "enable", cuda_enable, "auto", cuda_enable_names,
+		 "auto: use the GPUs found; yes: refuse to start without one; no: host backend only"),
+	KEY_ENUM("cuda", "mover", cuda_mover, "auto", cuda_mover_names,
+		 "auto: DMA for saves and for loads of large pieces, the gather kernel for fragmented loads; or dma, kernel"),
 	KEY("cuda", "kernel_below", T_SIZE, cuda_kernel_below, "256K", 0, 1ull << 30,
 	    "with mover = auto, loads whose average piece is smaller use the gather kernel"),
 	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
@@ -508,16 +520,23 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 			return -EINVAL;
 		}
 		return set_string(f, value);
-	case T_CUDA_ENABLE:
-	case T_MOVER: {
-		const char *w1 = k->type == T_MOVER ? "dma" : "yes";
-		const char *w2 = k->type == T_MOVER ? "kernel" : "no";
+	case T_ENUM: {
+		int len = snprintf(why, wl, "'%s' is not ", value);
 
-		if (strcmp(value, "auto") && strcmp(value, w1) && strcmp(value, w2)) {
-			snprintf(why, wl, "'%s' is not auto, %s or %s", value, w1, w2);
-			return -EINVAL;
+		for (int i = 0; k->names[i]; i++) {
+			if (strcmp(value, k->names[i]) == 0) {
+				*(int *)f = i;
+				return 0;
+			}
 		}
-		return set_string(f, value);
+		/* "'x' is not auto, dma or kernel" */
+		for (int i = 0; k->names[i] && len >= 0 && (size_t)len < wl; i++)
+			len += snprintf(why + len, wl - (size_t)len, "%s%s",
+					i == 0		  ? ""
+					: k->names[i + 1] ? ", "
+							  : " or ",
+					k->names[i]);
+		return -EINVAL;
 	}
 	case T_NUMA:
 		if (check_numa(value) < 0) {
@@ -589,7 +608,7 @@ void config_free(struct kvs_config *cfg)
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		enum key_type t = keys[i].type;
 
-		if (t == T_STR || t == T_TARGET || t == T_NUMA || t == T_CUDA_ENABLE || t == T_MOVER) {
+		if (t == T_STR || t == T_TARGET || t == T_NUMA) {
 			char **p = (char **)((char *)cfg + keys[i].off);
 
 			free(*p);
@@ -682,14 +701,6 @@ int config_load(struct kvs_config *cfg, const char *path, bool must_exist, char 
 	return 0;
 }
 
-/* A SAVE carries a 16-byte key and a u32 block id per block. */
-#define SAVE_ARG_BYTES_PER_KEY (KVS_KEY_SIZE + 4)
-
-static bool is_pow2(uint64_t v)
-{
-	return v && !(v & (v - 1));
-}
-
 int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
 {
 	if (!is_pow2(cfg->sq_entries) || !is_pow2(cfg->sq_entries_max)) {
@@ -705,10 +716,10 @@ int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "[session] arg_bytes exceeds arg_bytes_max");
 		return -EINVAL;
 	}
-	if ((uint64_t)cfg->max_keys * (SAVE_ARG_BYTES_PER_KEY) > cfg->arg_bytes_max) {
+	if ((uint64_t)cfg->max_keys * KVS_SAVE_ARG_SIZE > cfg->arg_bytes_max) {
 		snprintf(err, errlen,
 			 "[session] max_keys %u cannot fit in arg_bytes_max (%u bytes per saved key)",
-			 cfg->max_keys, SAVE_ARG_BYTES_PER_KEY);
+			 cfg->max_keys, KVS_SAVE_ARG_SIZE);
 		return -EINVAL;
 	}
 	if (strcmp(cfg->log_target, "file") == 0 && !cfg->log_file[0]) {
@@ -757,9 +768,10 @@ void config_print(const struct kvs_config *cfg, FILE *f)
 		case T_STR:
 		case T_TARGET:
 		case T_NUMA:
-		case T_CUDA_ENABLE:
-		case T_MOVER:
 			fprintf(f, "%s", *(char *const *)p);
+			break;
+		case T_ENUM:
+			fprintf(f, "%s", k->names[*(const int *)p]);
 			break;
 		case T_U32:
 			fprintf(f, "%" PRIu32, *(const uint32_t *)p);

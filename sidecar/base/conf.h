@@ -20,6 +20,20 @@ struct id_list {
 	uint32_t ids[CONFIG_MAX_IDS];
 };
 
+/* [cuda] enable */
+enum cuda_enable {
+	CUDA_ENABLE_AUTO, /* use the GPUs found */
+	CUDA_ENABLE_YES,  /* refuse to start without one */
+	CUDA_ENABLE_NO,	  /* host backend only */
+};
+
+/* [cuda] mover */
+enum cuda_mover {
+	CUDA_MOVER_AUTO, /* DMA, but the gather kernel for loads of small pieces */
+	CUDA_MOVER_DMA,
+	CUDA_MOVER_KERNEL,
+};
+
 struct kvs_config {
 	/* [server] */
 	char *socket_path;
@@ -71,8 +85,8 @@ struct kvs_config {
 	uint64_t inline_copy_bytes;
 
 	/* [cuda] */
-	char *cuda_enable;	/* auto, yes, no */
-	char *cuda_mover;	/* auto, dma, kernel */
+	enum cuda_enable cuda_enable;
+	enum cuda_mover cuda_mover;
 	uint64_t cuda_kernel_below;
 	uint32_t cuda_kernel_ctas;
 

@@ -24,9 +24,15 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-static inline bool is_pow2_u64(uint64_t v)
+/* MurmurHash3's 64-bit finalizer: every input bit reaches every output bit. */
+static inline uint64_t fmix64(uint64_t k)
 {
-	return v && !(v & (v - 1));
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
 }
 
 static inline uint64_t round_up_u64(uint64_t v, uint64_t align)

@@ -14,6 +14,7 @@
 #include "control/server.h"
 #include "control/session.h"
 #include "control/admin.h"
+#include "obs/metrics.h"
 #include "base/util.h"
 
 #define HDR(m, t, sq) \
@@ -73,7 +74,7 @@ static bool listed(const struct session *s)
 	return s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
 }
 
-int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
+int admin_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 {
 	struct kvs_msg_status_daemon dm = { 0 };
 	struct train t = { 0 };
@@ -123,62 +124,73 @@ int stats_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	return send_train(admin, &t, seq);
 }
 
-int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
+/*
+ * Everything of the global and node messages but sessions_live, which
+ * only the control thread can count: store, lease table and counters
+ * answer on any thread.  The nodes that fit @max; their number.
+ */
+static unsigned sample(struct daemon *d, struct kvs_msg_stats_global *g,
+		       struct kvs_msg_stats_node *nodes, unsigned max)
 {
-	struct kvs_msg_stats_global g = { 0 };
 	struct store_region_stats rs[POOL_MAX_REGIONS];
 	struct store_stats st;
 	struct lease_stats ls;
-	struct train t = { 0 };
-	struct session *s;
 	unsigned nr;
 
 	store_get_stats(d->store, &st);
 	lease_get_stats(d->leases, &ls);
 	nr = store_region_stats(d->store, rs, POOL_MAX_REGIONS);
-	HDR(g, KVS_MSG_STATS_GLOBAL, seq);
-	g.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
+	g->uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	for (unsigned i = 0; i < nr; i++) {
-		g.pool_capacity_bytes += rs[i].capacity_bytes;
-		g.pool_used_bytes += rs[i].used_bytes;
+		g->pool_capacity_bytes += rs[i].capacity_bytes;
+		g->pool_used_bytes += rs[i].used_bytes;
 	}
-	g.blocks_resident = st.resident;
-	g.blocks_partial = st.partial;
-	g.evictions = st.evictions;
-	g.partial_reclaimed = st.partial_reclaimed;
-	g.query_ops = STAT_GET(d, query_ops);
-	g.query_blocks_hit = STAT_GET(d, query_blocks_hit);
-	g.query_blocks_missed = STAT_GET(d, query_blocks_missed);
-	g.save_ops = STAT_GET(d, save_ops);
-	g.save_blocks_stored = STAT_GET(d, save_blocks_stored);
-	g.save_blocks_skipped = STAT_GET(d, save_blocks_skipped);
-	g.load_ops = STAT_GET(d, load_ops);
-	g.load_blocks = STAT_GET(d, load_blocks);
-	g.leases_live = ls.live;
-	g.leases_created = ls.created;
-	g.leases_expired = ls.expired;
-	g.leases_released = ls.released;
-	g.bytes_saved = STAT_GET(d, bytes_saved);
-	g.bytes_loaded = STAT_GET(d, bytes_loaded);
-	g.save_ns = STAT_GET(d, save_ns);
-	g.load_ns = STAT_GET(d, load_ns);
-	g.errors = STAT_GET(d, errors);
+	g->blocks_resident = st.resident;
+	g->blocks_partial = st.partial;
+	g->evictions = st.evictions;
+	g->partial_reclaimed = st.partial_reclaimed;
+	g->leases_live = ls.live;
+	g->leases_created = ls.created;
+	g->leases_expired = ls.expired;
+	g->leases_released = ls.released;
+	counters_global_read(&d->ctr, g);
+	nr = MIN(nr, max);
+	for (unsigned i = 0; i < nr; i++) {
+		struct kvs_msg_stats_node *m = &nodes[i];
+
+		m->node = rs[i].node;
+		m->hugepages = rs[i].huge;
+		m->capacity_bytes = rs[i].capacity_bytes;
+		m->used_bytes = rs[i].used_bytes;
+		m->extents_total = rs[i].extents_total;
+		m->extents_free = rs[i].extents_free;
+	}
+	return nr;
+}
+
+void admin_sample(void *arg, struct metrics_sample *smp)
+{
+	struct daemon *d = arg;
+
+	smp->nr_nodes = sample(d, &smp->global, smp->nodes, smp->max_nodes);
+	smp->ctr = &d->ctr;
+}
+
+int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
+{
+	struct kvs_msg_stats_global g = { 0 };
+	struct kvs_msg_stats_node nodes[POOL_MAX_REGIONS] = { 0 };
+	struct train t = { 0 };
+	struct session *s;
+	unsigned nr;
+
+	nr = sample(d, &g, nodes, POOL_MAX_REGIONS);
+	HDR(g, KVS_MSG_STATS_GLOBAL, seq);
 	g.sessions_live = server_active_sessions(d);
-	g.sessions_total = STAT_GET(d, sessions_total);
-	g.sessions_refused = STAT_GET(d, sessions_refused);
-	g.protocol_errors = STAT_GET(d, protocol_errors);
 	put(&t, &g, sizeof(g));
 	for (unsigned i = 0; i < nr; i++) {
-		struct kvs_msg_stats_node m = { 0 };
-
-		HDR(m, KVS_MSG_STATS_NODE, seq);
-		m.node = rs[i].node;
-		m.hugepages = rs[i].huge;
-		m.capacity_bytes = rs[i].capacity_bytes;
-		m.used_bytes = rs[i].used_bytes;
-		m.extents_total = rs[i].extents_total;
-		m.extents_free = rs[i].extents_free;
-		put(&t, &m, sizeof(m));
+		HDR(nodes[i], KVS_MSG_STATS_NODE, seq);
+		put(&t, &nodes[i], sizeof(nodes[i]));
 	}
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_stats_session m = { 0 };
@@ -189,18 +201,10 @@ int stats_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 		m.session_id = s->id;
 		m.pid = (uint32_t)s->pid;
 		m.tp_rank = s->hello.tp_rank;
-#define GET(f) __atomic_load_n(&s->st.f, __ATOMIC_RELAXED)
-		m.ops = GET(ops);
-		m.errors = GET(errors);
-		m.save_blocks = GET(save_blocks);
-		m.load_blocks = GET(load_blocks);
-		m.query_hits = GET(query_hits);
-		m.query_misses = GET(query_misses);
-		m.bytes_saved = GET(bytes_saved);
-		m.bytes_loaded = GET(bytes_loaded);
-		m.inflight = __atomic_load_n(&s->w.inflight, __ATOMIC_RELAXED);
-#undef GET
 		strscpy_trunc(m.instance, s->hello.instance, sizeof(m.instance));
+		counters_session_read(&s->st, &m);
+		/* The worker's, single writer: a relaxed load of the moment. */
+		m.inflight = __atomic_load_n(&s->w.inflight, __ATOMIC_RELAXED);
 		put(&t, &m, sizeof(m));
 	}
 	return send_train(admin, &t, seq);

@@ -6,10 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
@@ -18,55 +16,34 @@
 #endif
 
 #include "store/store.h"
-#include "io/mem.h"
 #include "io/mover.h"
-#include "movers/cuda/cuda.h"
+#include "control/admin.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "store/lease.h"
 #include "obs/log.h"
+#include "obs/metrics.h"
 #include "control/nspace.h"
 #include "store/pool.h"
 #include "control/server.h"
 #include "control/session.h"
 #include "base/util.h"
 
-#define TICK_MS 100
 #define DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 
-void daemon_ack(struct daemon *d, struct session *s, enum wcmd_type type)
+/* The workers acked (control loop). */
+static void on_acks(struct ev_source *src, uint32_t events)
 {
-	struct ack *a;
-	uint64_t one = 1;
-	ssize_t w;
-
-	while (!(a = malloc(sizeof(*a))))
-		usleep(1000); /* an ack must not be lost: the session would leak */
-	a->s = s;
-	a->type = type;
-	pthread_mutex_lock(&d->ack_lock);
-	cds_list_add_tail(&a->node, &d->acks);
-	pthread_mutex_unlock(&d->ack_lock);
-	w = write(d->ack_fd, &one, sizeof(one));
-	(void)w;
-}
-
-static void process_acks(struct daemon *d)
-{
+	struct daemon *d = container_of(src, struct daemon, acked);
 	struct cds_list_head list;
-	struct ack *a, *tmp;
-	uint64_t v;
-	ssize_t r = read(d->ack_fd, &v, sizeof(v));
+	struct wmsg *a, *tmp;
 
-	(void)r;
 	CDS_INIT_LIST_HEAD(&list);
-	pthread_mutex_lock(&d->ack_lock);
-	cds_list_splice(&d->acks, &list);
-	CDS_INIT_LIST_HEAD(&d->acks);
-	pthread_mutex_unlock(&d->ack_lock);
+	worker_acks_take(&d->acks, &list);
 	cds_list_for_each_entry_safe(a, tmp, &list, node) {
+		/* Off the list first: the session may be freed, or get this type again. */
+		cds_list_del(&a->node);
 		session_on_ack(a->s, a->type);
-		free(a);
 	}
 }
 
@@ -81,19 +58,9 @@ static int parse_nodes(const struct kvs_config *cfg, int *nodes, unsigned max)
 		nodes[0] = -1;
 		return 1;
 	}
-	if (strcmp(cfg->numa, "auto") == 0 && cuda_device_count()) {
-		/* One region per NUMA node that hosts a GPU. */
-		for (unsigned i = 0; i < cuda_device_count(); i++) {
-			int node = cuda_device(i)->numa_node;
-			bool seen = false;
-
-			for (unsigned j = 0; j < n; j++)
-				seen |= nodes[j] == node;
-			if (!seen && n < max)
-				nodes[n++] = node;
-		}
+	/* One region per NUMA node that hosts a device (a GPU). */
+	if (strcmp(cfg->numa, "auto") == 0 && (n = movers_device_nodes(nodes, max)) > 0)
 		return (int)n;
-	}
 	if (strcmp(cfg->numa, "auto") == 0) {
 		/* Without GPUs the host worker is the only device: one region on its node. */
 		int cpu = sched_getcpu();
@@ -141,10 +108,68 @@ static unsigned fds_per_uid(const struct kvs_config *cfg)
 	return (unsigned)MIN(rl.rlim_cur / 2, 1u << 30);
 }
 
+/*
+ * One I/O worker per device of every mover, in table order, each on its
+ * device's NUMA node (devices without one: @node, the pool's first): the
+ * host worker is workers[0], GPU i's workers[1 + i].
+ */
+static int start_workers(struct daemon *d, int node)
+{
+	const struct worker_env env = {
+		.cfg = d->cfg,
+		.acks = &d->acks,
+		.ctr = &d->ctr,
+		.store = d->store,
+		.leases = d->leases,
+	};
+	const struct mover_ops *mv;
+	unsigned devs;
+
+	for (unsigned k = 0; (mv = mover_at(k, &devs)); k++) {
+		for (unsigned dev = 0; dev < devs; dev++) {
+			struct worker *w;
+			int r;
+
+			/* Sized for every device: a worker missing here would be a hole at HELLO. */
+			if (d->nr_workers == MAX_WORKERS)
+				return log_error_errno(E2BIG, "more than %u devices", MAX_WORKERS);
+			r = worker_start(&env, d->nr_workers,
+					 mv->device_node ? mv->device_node(dev) : node, mv, dev,
+					 &w);
+			if (r < 0)
+				return log_error_errno(r, "cannot start the I/O worker of %s %u",
+						       mv->dev_name, dev);
+			d->workers[d->nr_workers++] = w;
+			if (mv == mover_for_device(KVS_DEVICE_HOST))
+				d->host_worker = w;
+		}
+	}
+	return 0;
+}
+
+/* Every tick (100 ms): lease TTLs; listening again after EMFILE. */
+static void on_tick(struct ev_timer *t, uint64_t now)
+{
+	struct daemon *d = container_of(t, struct daemon, tick);
+
+	lease_sweep(d->leases);
+	server_resume(d);
+}
+
+/* Each second: partial blocks, idle namespaces, silent connections. */
+static void on_sweep(struct ev_timer *t, uint64_t now)
+{
+	struct daemon *d = container_of(t, struct daemon, sweep);
+
+	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
+	nspace_sweep(d->nspaces);
+	slots_sweep(d, now);
+}
+
+static void handle_signals(struct ev_source *src, uint32_t events);
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	struct itimerspec its = { { 0, TICK_MS * 1000000L }, { 0, TICK_MS * 1000000L } };
 	const struct lease_params lp = {
 		.ttl_ms = cfg->lease_ttl_ms,
 		.max_per_holder = cfg->max_leases,
@@ -162,14 +187,12 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
 	d->config_path = config_path;
-	d->listen_fd = d->timer_fd = d->signal_fd = d->ack_fd = d->lock_fd = d->epfd = -1;
+	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
-	CDS_INIT_LIST_HEAD(&d->graveyard);
-	CDS_INIT_LIST_HEAD(&d->acks);
 	slots_init(d);
 	d->fds_per_uid = fds_per_uid(cfg);
-	pthread_mutex_init(&d->ack_lock, NULL);
+	d->acks.efd = -1;
 
 	/* Signals go to the signalfd only: block them before any thread starts. */
 	sigemptyset(&mask);
@@ -179,26 +202,31 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	d->ack_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->epfd < 0 || d->signal_fd < 0 || d->timer_fd < 0 || d->ack_fd < 0)
-		return log_error_errno(errno, "cannot create the control loop's fds");
-	timerfd_settime(d->timer_fd, 0, &its, NULL);
-	ev.data.ptr = &d->signal_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->signal_fd, &ev);
-	ev.data.ptr = &d->timer_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timer_fd, &ev);
-	ev.data.ptr = &d->ack_fd;
-	epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->ack_fd, &ev);
+	/* The loop first: it makes what daemon_fini() takes apart (also on failure). */
+	r = ev_loop_init(&d->loop);
+	if (r == 0)
+		r = worker_acks_init(&d->acks);
+	if (r == 0) {
+		d->signals.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+		r = d->signals.fd < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		return log_error_errno(r, "cannot create the control loop's fds");
+	d->signals.fn = handle_signals;
+	d->acked.fd = d->acks.efd;
+	d->acked.fn = on_acks;
+	ev_add(&d->loop, &d->signals, EPOLLIN);
+	ev_add(&d->loop, &d->acked, EPOLLIN);
+	ev_timer_add(&d->loop, &d->tick, 0, on_tick);
+	ev_timer_add(&d->loop, &d->sweep, NSEC_PER_SEC, on_sweep);
 
 	urcu_memb_register_thread();
 	r = lease_table_new(&lp, &d->leases);
 	if (r < 0)
 		return log_error_errno(r, "cannot create the lease table");
 
-	r = cuda_init(cfg);
+	/* Every mover finds its devices: the pool goes where they are. */
+	r = movers_init(cfg);
 	if (r < 0)
 		return r;
 	n = parse_nodes(cfg, nodes, POOL_MAX_REGIONS);
@@ -212,10 +240,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	if (r < 0)
 		return r;
 	for (unsigned i = 0; i < pool->nr_regions; i++) {
-		r = cuda_pin(pool->regions[i].base, pool->regions[i].size);
+		r = movers_pin(pool->regions[i].base, pool->regions[i].size);
 		if (r < 0) {
 			for (unsigned j = 0; j < i; j++)
-				cuda_unpin(pool->regions[j].base);
+				movers_unpin(pool->regions[j].base);
 			pool_destroy(pool);
 			return r;
 		}
@@ -233,46 +261,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 		r = instance_table_new(d->store, &d->instances);
 	if (r < 0)
 		return log_error_errno(r, "cannot create the namespace and instance tables");
-	r = copy_host_init(cfg);
-	if (r < 0)
-		return log_error_errno(r, "cannot start the copy threads");
-	r = mem_release_start();
-	if (r < 0)
-		return log_error_errno(r, "cannot start the engine-memory release thread");
-	r = worker_start(d, 0, nodes[0], -1, &d->host_worker);
-	if (r < 0)
-		return log_error_errno(r, "cannot start the host I/O worker");
-	d->workers[d->nr_workers++] = d->host_worker;
-	r = metrics_start(d);
+	r = start_workers(d, nodes[0]);
 	if (r < 0)
 		return r;
-	/* One worker per GPU, on the GPU's NUMA node: workers[1 + device index]. */
-	for (unsigned i = 0; i < cuda_device_count() && d->nr_workers < MAX_WORKERS; i++) {
-		struct worker *w;
-
-		r = worker_start(d, d->nr_workers, cuda_device(i)->numa_node, (int)i, &w);
-		if (r < 0)
-			return log_error_errno(r, "cannot start the I/O worker of GPU %u", i);
-		d->workers[d->nr_workers++] = w;
-	}
-	return 0;
-}
-
-static void tick(struct daemon *d)
-{
-	static uint64_t last_slow;
-	uint64_t now = now_ns(), v;
-	ssize_t r = read(d->timer_fd, &v, sizeof(v));
-
-	(void)r;
-	lease_sweep(d->leases);
-	server_resume(d);
-	if (now - last_slow < NSEC_PER_SEC)
-		return;
-	last_slow = now;
-	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
-	nspace_sweep(d->nspaces);
-	slots_sweep(d, now);
+	return metrics_start(cfg->metrics_listen, admin_sample, d);
 }
 
 static void begin_drain(struct daemon *d)
@@ -290,11 +282,13 @@ static void begin_drain(struct daemon *d)
 		session_close(s, -ESHUTDOWN);
 }
 
-static void handle_signals(struct daemon *d)
+/* The signalfd is readable (control loop). */
+static void handle_signals(struct ev_source *src, uint32_t events)
 {
+	struct daemon *d = container_of(src, struct daemon, signals);
 	struct signalfd_siginfo si;
 
-	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+	while (read(src->fd, &si, sizeof(si)) == sizeof(si)) {
 		switch (si.ssi_signo) {
 		case SIGTERM:
 		case SIGINT:
@@ -311,56 +305,15 @@ static void handle_signals(struct daemon *d)
 	}
 }
 
-static void free_graveyard(struct daemon *d)
-{
-	struct session *s, *tmp;
-
-	cds_list_for_each_entry_safe(s, tmp, &d->graveyard, node) {
-		cds_list_del(&s->node);
-		free(s);
-	}
-}
-
 int daemon_run(struct daemon *d)
 {
 	uint64_t drain_deadline = 0;
 
 	while (!d->stopping || d->nr_sessions) {
-		struct epoll_event evs[64];
-		int n = epoll_wait(d->epfd, evs, 64, TICK_MS);
+		int r = ev_loop_run_once(&d->loop, EV_TICK_MS);
 
-		if (n < 0 && errno != EINTR)
-			return log_error_errno(errno, "epoll_wait");
-		for (int i = 0; i < n; i++) {
-			void *p = evs[i].data.ptr;
-
-			if (p == &d->listen_fd) {
-				server_accept(d);
-			} else if (p == &d->signal_fd) {
-				handle_signals(d);
-			} else if (p == &d->timer_fd) {
-				tick(d);
-			} else if (p == &d->ack_fd) {
-				process_acks(d);
-			} else {
-				struct session *s = p;
-				uint32_t e = evs[i].events;
-				int r = 0;
-
-				/* Closed by an earlier event of this batch: nothing to read. */
-				if (s->state == S_CLOSING)
-					continue;
-				if (e & EPOLLOUT)
-					r = session_flush(s);
-				if (r == 0 && (e & EPOLLIN))
-					r = session_handle_input(s);
-				else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
-					r = -ECONNRESET;
-				if (r < 0)
-					session_close(s, r);
-			}
-		}
-		free_graveyard(d);
+		if (r < 0)
+			return log_error_errno(r, "epoll_wait");
 		if (d->stopping) {
 			if (!drain_deadline)
 				drain_deadline = now_ns() + DRAIN_TIMEOUT_NS;
@@ -382,8 +335,6 @@ void daemon_fini(struct daemon *d)
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;
-	copy_host_fini();
-	mem_release_stop(); /* after the last session: it drains what they left */
 	/* Leases first (they pin blocks and hold instances), the pool last (the store's slots). */
 	lease_table_free(d->leases);
 	d->leases = NULL;
@@ -391,25 +342,20 @@ void daemon_fini(struct daemon *d)
 	d->store = NULL;
 	if (d->pool)
 		for (unsigned i = 0; i < d->pool->nr_regions; i++)
-			cuda_unpin(d->pool->regions[i].base);
+			movers_unpin(d->pool->regions[i].base);
 	pool_destroy(d->pool);
 	d->pool = NULL;
-	cuda_fini();
+	movers_fini(); /* after the last session: the host's drains what they left mapped */
 	nspace_table_free(d->nspaces);
 	d->nspaces = NULL;
 	instance_table_free(d->instances);
 	d->instances = NULL;
 	server_unlisten(d);
-	free_graveyard(d);
+	ev_loop_fini(&d->loop); /* frees the sessions freed in the last batch */
 	slots_fini(d);
-	log_ratelimit_flush(&d->accept_rl, NULL, "accept");
-	if (d->epfd >= 0)
-		close(d->epfd);
-	if (d->signal_fd >= 0)
-		close(d->signal_fd);
-	if (d->timer_fd >= 0)
-		close(d->timer_fd);
-	if (d->ack_fd >= 0)
-		close(d->ack_fd);
+	log_ratelimit_flush(&d->accept_rl, "accept");
+	if (d->signals.fd >= 0)
+		close(d->signals.fd);
+	worker_acks_fini(&d->acks);
 	urcu_memb_unregister_thread();
 }

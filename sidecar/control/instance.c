@@ -215,17 +215,6 @@ void instance_put(struct instance *inst)
 	store_tenant_put(dead);
 }
 
-void instance_for_each_session(struct instance *inst, void (*fn)(struct session *, void *),
-			       void *arg)
-{
-	struct session *s;
-
-	pthread_mutex_lock(&inst->tab->lock);
-	cds_list_for_each_entry(s, &inst->sessions, inst_node)
-		fn(s, arg);
-	pthread_mutex_unlock(&inst->tab->lock);
-}
-
 static void holder_get(struct lease_holder *h)
 {
 	instance_get(caa_container_of(h, struct instance, lh));

@@ -89,10 +89,6 @@ static inline bool instance_sealed(const struct instance *inst)
 	return __atomic_load_n(&inst->sealed, __ATOMIC_ACQUIRE);
 }
 
-/* Call @fn for every session of the instance (under the table lock). */
-void instance_for_each_session(struct instance *inst, void (*fn)(struct session *, void *),
-			       void *arg);
-
 unsigned instance_count(struct instance_table *tab);
 
 /*

@@ -81,10 +81,4 @@ int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, 
 /* Free namespaces nobody uses; returns how many. */
 unsigned nspace_sweep(struct nspace_table *tab);
 
-/* Shards a block of this namespace has. */
-static inline uint32_t nspace_shards(const struct nspace *ns)
-{
-	return ns->replicated ? 1 : ns->tp_size;
-}
-
 #endif /* KVS_NSPACE_H */

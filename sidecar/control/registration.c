@@ -8,7 +8,7 @@
 #include "control/nspace.h"
 #include "control/registration.h"
 #include "io/mem.h"
-#include "movers/cuda/cuda.h"
+#include "io/mover.h"
 #include "wire/layout.h"
 #include "wire/proto.h"
 
@@ -31,6 +31,7 @@ int registration_build(const struct registration_spec *spec, struct registration
 	const struct reg_req *req = spec->req;
 	struct registration *reg = calloc(1, sizeof(*reg));
 	uint64_t *sizes = calloc(req->nr_mems, sizeof(*sizes)), host_bytes = 0;
+	const struct mover_ops *mv = mover_for_device(spec->device_kind);
 	bool first;
 	int r = 0;
 
@@ -56,16 +57,16 @@ int registration_build(const struct registration_spec *spec, struct registration
 	free(sizes);
 	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
 		const struct kvs_wire_mem *m = &req->mems[i];
-		bool host = m->kind == KVS_MEM_HOST_FD;
+		const struct mover_ops *mk = mover_for_mem(m->kind);
 		uint64_t lo, hi, n;
 
-		if (host != (spec->device_kind == KVS_DEVICE_HOST)) {
+		if (mk != mv) {
 			snprintf(why, wl, "allocation %u: %s memory in a %s session", i,
-				 host ? "host" : "GPU", host ? "GPU" : "host");
+				 mk ? mk->dev_name : "unknown", mv->dev_name);
 			r = -EINVAL;
-		} else if (host) {
+		} else if (mv->map_bytes) {
 			layout_mem_span(reg->layout, i, &lo, &hi);
-			n = mem_host_map_bytes(lo, hi);
+			n = mv->map_bytes(lo, hi);
 			if (__builtin_add_overflow(host_bytes, n, &host_bytes))
 				host_bytes = UINT64_MAX;
 		}
@@ -75,17 +76,11 @@ int registration_build(const struct registration_spec *spec, struct registration
 	for (uint32_t i = 0; i < req->nr_mems && !r; i++) {
 		const struct kvs_wire_mem *m = &req->mems[i];
 		char w2[KVS_TEXT_MAX - 32];
-		bool host = m->kind == KVS_MEM_HOST_FD;
-		int fd = (host || m->kind == KVS_MEM_CUDA_VMM_FD) ? spec->fds[m->fd_index] : -1;
+		int fd = proto_mem_has_fd(m->kind) ? spec->fds[m->fd_index] : -1;
 		uint64_t lo, hi;
 
-		if (host) {
-			layout_mem_span(reg->layout, i, &lo, &hi);
-			r = mem_import_host(m, fd, lo, hi, &reg->mems[i], w2, sizeof(w2));
-		} else {
-			r = cuda_mem_import((unsigned)spec->cuda_dev, m, fd, &reg->mems[i], w2,
-					    sizeof(w2));
-		}
+		layout_mem_span(reg->layout, i, &lo, &hi);
+		r = mem_import(mv, spec->dev, m, fd, lo, hi, &reg->mems[i], w2, sizeof(w2));
 		if (r < 0) {
 			snprintf(why, wl, "allocation %u: %s", i, w2);
 			break;
@@ -94,7 +89,7 @@ int registration_build(const struct registration_spec *spec, struct registration
 			spec->fds[m->fd_index] = -1; /* the import owns it now */
 		reg->nr_mems = i + 1;
 		reg->nr_fds += reg->mems[i].fd >= 0;
-		reg->mapped_bytes += host ? reg->mems[i].map_len : reg->mems[i].size;
+		reg->mapped_bytes += reg->mems[i].mapped;
 	}
 	if (!r &&
 	    (r = store_class_get(spec->store, reg->layout->slot_bytes, &reg->place.class_id)) < 0) {

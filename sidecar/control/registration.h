@@ -40,8 +40,8 @@ struct registration {
 struct registration_spec {
 	const struct reg_req *req;
 	int *fds;	      /* received with it; an import takes its fd and leaves -1 */
-	uint32_t device_kind; /* the session's (KVS_DEVICE_*) */
-	int cuda_dev;	      /* the worker's GPU (CUDA sessions) */
+	uint32_t device_kind; /* the session's (KVS_DEVICE_*): its mover imports the memory */
+	unsigned dev;	      /* the worker's device, of that mover */
 	int node;	      /* the worker's NUMA node: the pool region */
 	uint32_t tp_rank;
 	uint32_t tp_size;

@@ -98,11 +98,16 @@ static int lock_socket(struct daemon *d, const char *path)
 	return 0;
 }
 
+/* The listening socket is readable (control loop). */
+static void on_listen(struct ev_source *src, uint32_t events)
+{
+	server_accept(container_of(src, struct daemon, listen));
+}
+
 int server_listen(struct daemon *d)
 {
 	const struct kvs_config *cfg = d->cfg;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct epoll_event ev = { .events = EPOLLIN };
 	char dirbuf[PATH_MAX];
 	gid_t gid;
 	int fd, r;
@@ -155,14 +160,16 @@ int server_listen(struct daemon *d)
 		unlink(cfg->socket_path);
 		return r;
 	}
-	ev.data.ptr = &d->listen_fd;
-	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		r = log_error_errno(errno, "epoll_ctl");
+	d->listen.fd = fd;
+	d->listen.fn = on_listen;
+	r = ev_add(&d->loop, &d->listen, EPOLLIN);
+	if (r < 0) {
+		d->listen.fd = -1;
+		log_error_errno(r, "epoll_ctl");
 		close(fd);
 		unlink(cfg->socket_path);
 		return r;
 	}
-	d->listen_fd = fd;
 	log_info("listening on %s (mode %04o%s%s)", cfg->socket_path, cfg->socket_mode,
 		 cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
 	return 0;
@@ -170,11 +177,11 @@ int server_listen(struct daemon *d)
 
 void server_unlisten(struct daemon *d)
 {
-	if (d->listen_fd >= 0) {
-		epoll_ctl(d->epfd, EPOLL_CTL_DEL, d->listen_fd, NULL);
-		close(d->listen_fd);
+	if (d->listen.fd >= 0) {
+		ev_del(&d->loop, &d->listen);
+		close(d->listen.fd);
 		unlink(d->cfg->socket_path);
-		d->listen_fd = -1;
+		d->listen.fd = -1;
 	}
 	if (d->lock_fd >= 0) {
 		close(d->lock_fd);
@@ -263,7 +270,7 @@ static int peer_check(struct daemon *d, int fd, struct ucred *ret_cred, bool *re
 		n = peer_groups(fd, &groups);
 		if (n < 0) {
 			/* Fail closed: only the primary group counts. */
-			log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, n, NULL,
+			log_at_rl(&d->accept_rl, "accept", LOG_WARNING, n, NULL,
 				  "SO_PEERGROUPS: the peer's supplementary groups are ignored");
 			n = 0;
 		}
@@ -275,11 +282,9 @@ static int peer_check(struct daemon *d, int fd, struct ucred *ret_cred, bool *re
 
 void server_resume(struct daemon *d)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &d->listen_fd };
-
-	if (!d->accept_paused || d->listen_fd < 0)
+	if (!d->accept_paused || d->listen.fd < 0)
 		return;
-	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->listen_fd, &ev) == 0)
+	if (ev_mod(&d->loop, &d->listen, EPOLLIN) == 0)
 		d->accept_paused = false;
 }
 
@@ -291,12 +296,10 @@ void server_resume(struct daemon *d)
  */
 static void pause_accept(struct daemon *d, int err)
 {
-	struct epoll_event ev = { .events = 0, .data.ptr = &d->listen_fd };
-
-	log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, err, NULL,
+	log_at_rl(&d->accept_rl, "accept", LOG_WARNING, err, NULL,
 		  "cannot accept connections (%u sessions); retrying at the next tick",
 		  d->nr_sessions);
-	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->listen_fd, &ev) == 0)
+	if (ev_mod(&d->loop, &d->listen, 0) == 0)
 		d->accept_paused = true;
 }
 
@@ -304,12 +307,11 @@ static void pause_accept(struct daemon *d, int err)
 
 void server_accept(struct daemon *d)
 {
-	for (unsigned i = 0; i < ACCEPT_BATCH && d->listen_fd >= 0; i++) {
+	for (unsigned i = 0; i < ACCEPT_BATCH && d->listen.fd >= 0; i++) {
 		struct ucred cred;
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct session *s;
 		bool allowed = false;
-		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), r;
+		int fd = accept4(d->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), r;
 
 		if (fd < 0) {
 			int err = errno;
@@ -319,20 +321,19 @@ void server_accept(struct daemon *d)
 			if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 				pause_accept(d, err);
 			else if (err != EAGAIN)
-				log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, err, NULL,
+				log_at_rl(&d->accept_rl, "accept", LOG_WARNING, err, NULL,
 					  "accept");
 			return;
 		}
 		r = peer_check(d, fd, &cred, &allowed);
 		if (r < 0) {
-			log_at_rl(&d->accept_rl, NULL, "accept", LOG_WARNING, r, NULL,
-				  "SO_PEERCRED");
+			log_at_rl(&d->accept_rl, "accept", LOG_WARNING, r, NULL, "SO_PEERCRED");
 			close(fd);
 			continue;
 		}
 		s = session_new(d, fd, cred.pid, cred.uid, cred.gid);
 		if (!s) {
-			log_at_rl(&d->accept_rl, NULL, "accept", LOG_ERR, ENOMEM, NULL,
+			log_at_rl(&d->accept_rl, "accept", LOG_ERR, ENOMEM, NULL,
 				  "cannot accept a session");
 			close(fd);
 			continue;
@@ -343,9 +344,8 @@ void server_accept(struct daemon *d)
 			session_close(s, r);
 			continue;
 		}
-		ev.data.ptr = s;
-		if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			r = -errno;
+		r = ev_add(&d->loop, &s->ev, EPOLLIN | EPOLLRDHUP);
+		if (r < 0) {
 			clog_warning_errno(s, r, "epoll_ctl");
 			session_close(s, r);
 			continue;

@@ -11,23 +11,21 @@
 
 #include "common/wireio.h"
 #include "store/store.h"
-#include "movers/cuda/cuda.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "wire/layout.h"
 #include "store/lease.h"
 #include "obs/log.h"
 #include "io/mem.h"
+#include "io/mover.h"
 #include "control/nspace.h"
 #include "control/server.h"
 #include "control/session.h"
 #include "control/admin.h"
+#include "obs/account.h"
 #include "base/util.h"
 
-const char *session_log_prefix(const struct session *s)
-{
-	return s->prefix;
-}
+static void on_event(struct ev_source *src, uint32_t events);
 
 void session_set_prefix(struct session *s)
 {
@@ -57,7 +55,8 @@ struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_
 	if (!s)
 		return NULL;
 	s->id = ++d->next_session_id;
-	s->fd = fd;
+	s->ev.fd = fd;
+	s->ev.fn = on_event;
 	s->pid = pid;
 	s->uid = uid;
 	s->gid = gid;
@@ -81,7 +80,7 @@ static int send_msg(struct session *s, const void *msg, size_t len, const int *f
 	 * Non-blocking: a client that never reads must not stall the control
 	 * thread.  A full buffer ends that session instead.
 	 */
-	int r = wireio_send(s->fd, msg, len, fds, nfds, MSG_DONTWAIT);
+	int r = wireio_send(s->ev.fd, msg, len, fds, nfds, MSG_DONTWAIT);
 
 	if (r < 0)
 		slog_info_errno_rl(&s->log_rl, s, r, "cannot send a reply; closing");
@@ -176,6 +175,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	struct kvs_msg_hello_reply rep;
 	char why[KVS_TEXT_MAX] = "";
 	struct worker *w;
+	unsigned wid = 0;
 	int fd, r;
 
 	if (s->state != S_NEW) {
@@ -185,14 +185,14 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	r = proto_parse_hello(buf, len, &s->hello, why, sizeof(why));
 	if (r < 0) {
 		clog_warning(s, "HELLO refused: %s", why);
-		STAT_ADD(d, sessions_refused, 1);
+		account_session_refused(&d->ctr);
 		reply(s, seq, r, "%s", why);
 		return r;
 	}
 	session_set_prefix(s);
 	if (!s->peer_allowed) {
 		clog_warning(s, "uid %u gid %u is not in the allow-list: refused", s->uid, s->gid);
-		STAT_ADD(d, sessions_refused, 1);
+		account_session_refused(&d->ctr);
 		reply(s, seq, -EACCES, "uid %u is not allowed to use this kvstashd", s->uid);
 		return -EACCES;
 	}
@@ -212,12 +212,9 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	if ((r = slots_hello(s, SLOT_ENGINE, why, sizeof(why))) < 0 ||
 	    (r = slots_take_fds(s, 2, why, sizeof(why))) < 0) {
 		/* why set */
-	} else if (s->hello.device_kind == KVS_DEVICE_CUDA &&
-		   (r = cuda_device_find(s->hello.device_uuid)) < 0) {
-		snprintf(why, sizeof(why), "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s",
-			 s->hello.device_uuid[0], s->hello.device_uuid[1], s->hello.device_uuid[2],
-			 s->hello.device_uuid[3],
-			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
+	} else if ((r = mover_route(s->hello.device_kind, s->hello.device_uuid, &wid, why,
+				    sizeof(why))) < 0) {
+		/* why set */
 	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
 		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
@@ -228,15 +225,13 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	}
 	if (r < 0) {
 		clog_warning_errno(s, r, "HELLO refused: %s", why);
-		STAT_ADD(d, sessions_refused, 1);
+		account_session_refused(&d->ctr);
 		reply(s, seq, r, "%s", why);
 		return r;
 	}
 
-	/* CUDA sessions go to their GPU's worker, workers[1 + device index]. */
-	w = d->host_worker;
-	if (s->hello.device_kind == KVS_DEVICE_CUDA)
-		w = d->workers[1 + cuda_device_find(s->hello.device_uuid)];
+	/* The worker of the device it named (start_workers() made one per device, in order). */
+	w = d->workers[wid];
 	memset(&rep, 0, sizeof(rep));
 	proto_make_reply(&rep.r, seq, 0, NULL);
 	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
@@ -263,7 +258,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		return r;
 	s->worker = w;
 	s->state = S_ACTIVE;
-	STAT_ADD(d, sessions_total, 1);
+	account_session_open(&d->ctr);
 	slog_info(s, "connected: uid %u, namespace %s, tp %u/%u, %s, SQ %u CQ %u args %" PRIu64
 		  " KiB", s->uid, s->hello.ns, s->hello.tp_rank, s->hello.tp_size,
 		  s->hello.role == KVS_ROLE_WORKER ? "worker" : "scheduler", s->sq_entries,
@@ -348,7 +343,7 @@ static int build_registration(struct session *s, const struct reg_req *req, int 
 		.req = req,
 		.fds = fds,
 		.device_kind = s->hello.device_kind,
-		.cuda_dev = s->worker->dev,
+		.dev = s->worker->dev,
 		.node = s->worker->node,
 		.tp_rank = s->hello.tp_rank,
 		.tp_size = s->hello.tp_size,
@@ -416,7 +411,7 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 
 static void update_events(struct session *s)
 {
-	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = s };
+	uint32_t events = EPOLLRDHUP;
 
 	/*
 	 * While waiting for the worker, or while a reply train waits for room,
@@ -424,10 +419,10 @@ static void update_events(struct session *s)
 	 * so a client that never reads costs one reply's memory, not more.
 	 */
 	if (s->out.buf)
-		ev.events |= EPOLLOUT;
+		events |= EPOLLOUT;
 	else if (!s->waiting)
-		ev.events |= EPOLLIN;
-	epoll_ctl(s->d->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+		events |= EPOLLIN;
+	ev_mod(&s->d->loop, &s->ev, events);
 }
 
 int session_flush(struct session *s)
@@ -439,7 +434,7 @@ int session_flush(struct session *s)
 	while (q->buf && q->off < q->len) {
 		const struct kvs_msg_hdr *h = (const void *)(q->buf + q->off);
 
-		r = wireio_send(s->fd, h, h->size, NULL, 0, MSG_DONTWAIT);
+		r = wireio_send(s->ev.fd, h, h->size, NULL, 0, MSG_DONTWAIT);
 		if (r == -EAGAIN) {
 			r = 0;
 			break;
@@ -501,7 +496,7 @@ int session_handle_input(struct session *s)
 	char why[KVS_TEXT_MAX] = "";
 	int r;
 
-	n = wireio_recv(s->fd, buf, sizeof(buf), fds, KVS_MAX_FDS, &nfds, MSG_DONTWAIT);
+	n = wireio_recv(s->ev.fd, buf, sizeof(buf), fds, KVS_MAX_FDS, &nfds, MSG_DONTWAIT);
 	if (n == -EAGAIN)
 		return 0;
 	if (n == 0)
@@ -565,9 +560,9 @@ int session_handle_input(struct session *s)
 		} else if (s->hello.role != KVS_ROLE_ADMIN) {
 			r = reply(s, seq, -EPERM, "status and stats need an admin session");
 		} else if (type == KVS_MSG_STATUS) {
-			r = stats_send_status(s->d, s, seq);
+			r = admin_send_status(s->d, s, seq);
 		} else {
-			r = stats_send_stats(s->d, s, seq);
+			r = admin_send_stats(s->d, s, seq);
 		}
 		break;
 	default:
@@ -583,7 +578,33 @@ bad_role:
 	return -EPERM;
 }
 
+/* ---- events --------------------------------------------------------- */
+
+/* The socket's events (control loop). */
+static void on_event(struct ev_source *src, uint32_t e)
+{
+	struct session *s = container_of(src, struct session, ev);
+	int r = 0;
+
+	/* Closed by an earlier event of this batch: nothing to read. */
+	if (s->state == S_CLOSING)
+		return;
+	if (e & EPOLLOUT)
+		r = session_flush(s);
+	if (r == 0 && (e & EPOLLIN))
+		r = session_handle_input(s);
+	else if (r == 0 && (e & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
+		r = -ECONNRESET;
+	if (r < 0)
+		session_close(s, r);
+}
+
 /* ---- closing ------------------------------------------------------- */
+
+static void free_memory(struct ev_deferred *dead)
+{
+	free(container_of(dead, struct session, dead));
+}
 
 static void session_free(struct session *s)
 {
@@ -591,7 +612,7 @@ static void session_free(struct session *s)
 
 	/* Sessions given to a worker (HELLO answered) were counted in sessions_total. */
 	if (s->worker)
-		STAT_ADD(d, sessions_closed, 1);
+		account_session_closed(&d->ctr);
 	lease_drop_creator(d->leases, s->id);
 	if (s->reg) {
 		instance_unregister(s->inst);
@@ -604,16 +625,16 @@ static void session_free(struct session *s)
 	shmq_region_destroy(s->region);
 	free(s->w.backlog);
 	free(s->out.buf);
-	if (s->fd >= 0)
-		close(s->fd);
+	if (s->ev.fd >= 0)
+		close(s->ev.fd);
 	/* The worker's state: its DETACH ack (or no worker at all) orders this read. */
-	log_ratelimit_flush(&s->w.log_rl, s, NULL);
-	log_ratelimit_flush(&s->log_rl, s, NULL);
+	log_ratelimit_flush(&s->w.log_rl, s->prefix);
+	log_ratelimit_flush(&s->log_rl, s->prefix);
 	slots_release(s);
 	cds_list_del(&s->node);
 	d->nr_sessions--;
 	/* Freed after the event batch: a later event of it may name this session. */
-	cds_list_add_tail(&s->node, &d->graveyard);
+	ev_defer(&d->loop, &s->dead, free_memory);
 }
 
 void session_close(struct session *s, int why)
@@ -629,12 +650,12 @@ void session_close(struct session *s, int why)
 			slog_info_errno(s, why, "disconnected after an error");
 	}
 	s->state = S_CLOSING;
-	epoll_ctl(s->d->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	ev_del(&s->d->loop, &s->ev);
 	/*
 	 * Shut the socket at once, so the engine sees EOF now even while its
 	 * copies drain; the fd itself is closed with the session.
 	 */
-	shutdown(s->fd, SHUT_RDWR);
+	shutdown(s->ev.fd, SHUT_RDWR);
 	if (s->worker && s->region)
 		worker_command(s->worker, WCMD_DETACH, s);
 	else
@@ -664,7 +685,7 @@ void session_on_ack(struct session *s, enum wcmd_type type)
 		update_events(s);
 		break;
 	case WCMD_BROKEN:
-		STAT_ADD(s->d, protocol_errors, 1);
+		account_protocol_error(&s->d->ctr);
 		session_close(s, -EPROTO);
 		break;
 	default:

@@ -6,7 +6,8 @@
  * side (struct wsess).  They hand over through worker commands and acks.
  *
  * Lifetime: created on accept, freed by the control thread after the
- * worker acknowledged DETACH (no op in flight, nothing of it referenced).
+ * worker acknowledged DETACH (no op in flight, nothing of it referenced);
+ * its memory goes after the batch of events that freed it (ev_defer()).
  */
 #ifndef KVS_SESSION_H
 #define KVS_SESSION_H
@@ -19,8 +20,11 @@
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
 
+#include "control/loop.h"
 #include "control/registration.h"
 #include "control/slots.h"
+#include "io/worker.h"
+#include "obs/counters.h"
 #include "obs/log.h"
 #include "wire/proto.h"
 
@@ -33,17 +37,6 @@ enum session_state {
 	S_NEW,	    /* connected, no HELLO yet */
 	S_ACTIVE,   /* HELLO done */
 	S_CLOSING,  /* socket gone or GOODBYE: waiting for the worker */
-};
-
-struct session_stats { /* relaxed atomics */
-	uint64_t ops;
-	uint64_t errors;
-	uint64_t save_blocks;
-	uint64_t load_blocks;
-	uint64_t query_hits;
-	uint64_t query_misses;
-	uint64_t bytes_saved;
-	uint64_t bytes_loaded;
 };
 
 /* Worker-owned ring state. */
@@ -68,7 +61,8 @@ struct wsess {
 	/*
 	 * The worker's lines about this session (rejected SQEs).  The control
 	 * thread reads it only in session_free(), after the DETACH ack: the
-	 * ack list's mutex orders the worker's last write before it.
+	 * ack queue's mutex (struct worker_acks) orders the worker's last
+	 * write before it.
 	 */
 	struct log_ratelimit log_rl;
 };
@@ -85,7 +79,7 @@ struct out_queue {
 
 struct session {
 	uint64_t id;
-	int fd;
+	struct ev_source ev; /* the socket (ev.fd) in the control loop */
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
@@ -112,6 +106,9 @@ struct session {
 
 	struct worker *worker;
 	struct wsess w;
+	/* To and from the worker, one of each type (struct wmsg says why). */
+	struct wmsg cmds[WCMD_TYPES];
+	struct wmsg acks[WCMD_TYPES];
 
 	/* control thread: a request waiting for the worker's ack */
 	bool waiting;
@@ -125,7 +122,7 @@ struct session {
 	 */
 	uint64_t mapped_host;
 
-	struct session_stats st;
+	struct counters_session st;
 	uint64_t created_ns;
 
 	/* Connection slots (slots.c). */
@@ -137,9 +134,8 @@ struct session {
 
 	struct log_ratelimit log_rl; /* the control thread's lines about this session */
 	struct out_queue out;
+	struct ev_deferred dead; /* frees the memory after the batch */
 };
-
-const char *session_log_prefix(const struct session *s);
 
 /* Control thread. */
 struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid);
@@ -155,7 +151,7 @@ int session_queue(struct session *s, uint8_t *buf, size_t len);
 int session_flush(struct session *s);
 /* Begin closing (EOF, error, GOODBYE, shutdown); frees once the worker acked. */
 void session_close(struct session *s, int why);
-enum wcmd_type;
+/* The worker answered @type (control/daemon.c takes the acks). */
 void session_on_ack(struct session *s, enum wcmd_type type);
 
 /* Build the log prefix after HELLO. */

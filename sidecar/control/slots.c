@@ -6,6 +6,7 @@
 #include "control/daemon.h"
 #include "control/session.h"
 #include "control/slots.h"
+#include "obs/account.h"
 #include "base/util.h"
 
 #define HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
@@ -28,7 +29,7 @@ void slots_fini(struct daemon *d)
 	struct uid_slots *u, *tmp;
 
 	cds_list_for_each_entry_safe(u, tmp, &d->uids, node) {
-		log_ratelimit_flush(&u->rl, NULL, u->name);
+		log_ratelimit_flush(&u->rl, u->name);
 		cds_list_del(&u->node);
 		free(u);
 	}
@@ -117,7 +118,7 @@ static void make_room(struct daemon *d, struct session *s, enum slot_kind kind, 
 		v = victim(d, kind, NULL);
 	if (!v)
 		return;
-	STAT_ADD(d, sessions_refused, 1);
+	account_session_refused(&d->ctr);
 	clog_info(v, "closed to make room for a new %s connection: %s", kind_names[kind],
 		  own ? "its uid holds its share of the pool"
 		      : "the pool is full, its uid holds most");
@@ -236,7 +237,7 @@ void slots_sweep(struct daemon *d, uint64_t now)
 		 */
 		if (!empty || (u->rl.begin_ns && now - u->rl.begin_ns < window))
 			continue;
-		log_ratelimit_flush(&u->rl, NULL, u->name);
+		log_ratelimit_flush(&u->rl, u->name);
 		cds_list_del(&u->node);
 		free(u);
 	}

@@ -69,7 +69,7 @@ struct uid_slots {
  * that reconnecting in a loop cannot flood the log.
  */
 #define clog_at(s, level, err, ...) \
-	log_at_rl(&(s)->owner->rl, NULL, (s)->owner->name, (level), (err), (s), __VA_ARGS__)
+	log_at_rl(&(s)->owner->rl, (s)->owner->name, (level), (err), (s)->prefix, __VA_ARGS__)
 #define clog_warning(s, ...)		clog_at((s), LOG_WARNING, 0, __VA_ARGS__)
 #define clog_info(s, ...)		clog_at((s), LOG_INFO, 0, __VA_ARGS__)
 #define clog_warning_errno(s, err, ...) clog_at((s), LOG_WARNING, (err), __VA_ARGS__)

@@ -4,18 +4,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <urcu/urcu-memb.h>
 
 #include "store/store.h"
-#include "movers/cuda/cuda.h"
-#include "control/daemon.h"
+#include "base/conf.h"
 #include "control/instance.h"
 #include "wire/layout.h"
 #include "store/lease.h"
+#include "obs/account.h"
 #include "obs/log.h"
-#include "io/mem.h"
+#include "io/batch.h"
+#include "io/mover.h"
 #include "control/nspace.h"
 #include "control/session.h"
 #include "wire/sqe.h"
@@ -38,14 +40,8 @@ static void bump(struct worker *w)
 
 void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
 {
-	struct wcmd *c = malloc(sizeof(*c));
+	struct wmsg *c = &s->cmds[type];
 
-	if (!c) {
-		/* Cannot queue: retry costs nothing, losing a detach leaks a session. */
-		log_error("worker %u: out of memory queueing a command; retrying", w->id);
-		while (!(c = malloc(sizeof(*c))))
-			usleep(1000);
-	}
 	c->type = type;
 	c->s = s;
 	pthread_mutex_lock(&w->lock);
@@ -54,12 +50,51 @@ void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
 	bump(w);
 }
 
-void worker_complete(struct worker *w, struct op *op)
+/* ---- acks to the control thread ---------------------------------- */
+
+int worker_acks_init(struct worker_acks *a)
 {
-	pthread_mutex_lock(&w->lock);
-	cds_list_add_tail(&op->node, &w->done);
-	pthread_mutex_unlock(&w->lock);
-	bump(w);
+	CDS_INIT_LIST_HEAD(&a->list);
+	pthread_mutex_init(&a->lock, NULL);
+	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return a->efd < 0 ? -errno : 0;
+}
+
+void worker_acks_fini(struct worker_acks *a)
+{
+	if (a->efd >= 0)
+		close(a->efd);
+	a->efd = -1;
+	pthread_mutex_destroy(&a->lock);
+}
+
+void worker_acks_take(struct worker_acks *a, struct cds_list_head *list)
+{
+	uint64_t v;
+	ssize_t r = read(a->efd, &v, sizeof(v));
+
+	(void)r; /* the list says what is there; the count only woke us */
+	pthread_mutex_lock(&a->lock);
+	cds_list_splice(&a->list, list);
+	CDS_INIT_LIST_HEAD(&a->list);
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* Tell the control thread about @s (any worker thread). */
+static void ack(struct worker *w, struct session *s, enum wcmd_type type)
+{
+	struct wmsg *a = &s->acks[type];
+	uint64_t one = 1;
+	ssize_t r;
+
+	a->type = type;
+	a->s = s;
+	/* The unlock orders this session's state before the control thread's take. */
+	pthread_mutex_lock(&w->acks->lock);
+	cds_list_add_tail(&a->node, &w->acks->list);
+	pthread_mutex_unlock(&w->acks->lock);
+	r = write(w->acks->efd, &one, sizeof(one));
+	(void)r; /* full only past 2^64-2 unread acks */
 }
 
 /* ---- completions ------------------------------------------------- */
@@ -89,9 +124,7 @@ static void post(struct worker *w, struct session *s, uint64_t user_data, int32_
 	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
 	__atomic_store_n(&s->w.inflight, s->w.inflight - 1, __ATOMIC_RELAXED);
 	if (res < 0) {
-		__atomic_fetch_add(&s->st.errors, 1, __ATOMIC_RELAXED);
-		STAT_ADD(w->d, errors, 1);
-		STAT_ADD(w->d, errors_by_kind[err_kind_of(res)], 1);
+		account_error(w->ctr, &s->st, res);
 		if (log_enabled(LOG_DEBUG))
 			slog_debug(s, "op completed with %s", strerror(-res));
 	}
@@ -116,13 +149,22 @@ static bool drain_backlog(struct session *s)
 	return any;
 }
 
-static void commit_cq(struct session *s)
+/*
+ * Publish the CQEs posted this round: one release store of each CQ's tail
+ * (shmq_prod_commit(), pairing with the engine's load-acquire of it) for
+ * all of them, waking the engine if it asked.  Before any ack of the round
+ * (settle_sessions()), so an UNREGISTER reply never overtakes a completion.
+ */
+static void publish_cqs(struct worker *w)
 {
-	if (!s->w.cq_dirty)
-		return;
-	s->w.cq_dirty = false;
-	/* One release store of the tail for every CQE of this round; wakes if asked. */
-	shmq_prod_commit(&s->w.cq, 0);
+	struct session *s;
+
+	cds_list_for_each_entry(s, &w->sessions, w.wnode) {
+		if (!s->w.cq_dirty)
+			continue;
+		s->w.cq_dirty = false;
+		shmq_prod_commit(&s->w.cq, 0);
+	}
 }
 
 static void op_free(struct op *op)
@@ -136,19 +178,14 @@ static void finish_save(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
 	bool ok = op->batch.err == 0;
-	uint64_t ns = now_ns() - op->batch.t0;
+	uint64_t ns = now_ns() - op->t0;
 
-	store_save_end(w->d->store, op->ents, op->nents, ok);
+	store_save_end(w->store, op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
 	instance_save_leave(s->inst, &op->imark);
 	s->w.copies--;
 	if (ok) {
-		STAT_ADD(w->d, save_blocks_stored, op->nents);
-		STAT_ADD(w->d, bytes_saved, op->batch.bytes);
-		STAT_ADD(w->d, save_ns, ns);
-		hist_observe(&w->d->stats.save_hist, ns);
-		__atomic_fetch_add(&s->st.bytes_saved, op->batch.bytes, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->st.save_blocks, op->nents, __ATOMIC_RELAXED);
+		account_save_done(w->ctr, &s->st, op->nents, op->batch.bytes, ns);
 		/* The instance's own share first: it is what the engine can change. */
 		op->res = op->quota	? -EDQUOT
 			  : op->nospace ? -ENOSPC
@@ -167,17 +204,10 @@ static void finish_load(struct worker *w, struct op *op)
 {
 	struct session *s = op->s;
 
-	lease_put(w->d->leases, op->lease);
+	lease_put(w->leases, op->lease);
 	s->w.copies--;
 	if (op->batch.err == 0) {
-		STAT_ADD(w->d, load_blocks, op->nblocks);
-		STAT_ADD(w->d, bytes_loaded, op->batch.bytes);
-		uint64_t ns = now_ns() - op->batch.t0;
-
-		STAT_ADD(w->d, load_ns, ns);
-		hist_observe(&w->d->stats.load_hist, ns);
-		__atomic_fetch_add(&s->st.load_blocks, op->nblocks, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&s->st.bytes_loaded, op->batch.bytes, __ATOMIC_RELAXED);
+		account_load_done(w->ctr, &s->st, op->nblocks, op->batch.bytes, now_ns() - op->t0);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
 	} else {
 		slog_error_errno_rl(&s->w.log_rl, s, op->batch.err, "load of %u blocks failed",
@@ -198,20 +228,13 @@ static void finish(struct worker *w, struct op *op)
 static bool reap_done(struct worker *w)
 {
 	struct cds_list_head list;
-	struct op *op, *tmp;
-	bool any;
+	struct copy_batch *b, *tmp;
 
-	CDS_INIT_LIST_HEAD(&list);
-	pthread_mutex_lock(&w->lock);
-	cds_list_splice(&w->done, &list);
-	CDS_INIT_LIST_HEAD(&w->done);
-	pthread_mutex_unlock(&w->lock);
-	cds_list_splice(&w->local_done, &list);
-	CDS_INIT_LIST_HEAD(&w->local_done);
-	any = !cds_list_empty(&list);
-	cds_list_for_each_entry_safe(op, tmp, &list, node)
-		finish(w, op);
-	return any;
+	if (!batch_sink_reap(&w->sink, &list))
+		return false;
+	cds_list_for_each_entry_safe(b, tmp, &list, node)
+		finish(w, caa_container_of(b, struct op, batch));
+	return true;
 }
 
 /* ---- operations ---------------------------------------------------- */
@@ -242,27 +265,25 @@ static bool check_flushes(struct worker *w)
 	return any;
 }
 
-/* Engine address of an allocation: a host pointer or a device address. */
-static uint64_t mem_base(const struct registration *reg, uint32_t mem)
-{
-	return reg->mems[mem].base;
-}
-
-static void submit_copy(struct worker *w, struct op *op)
+/*
+ * Every SAVE and LOAD that took a copy count ends here, copied or not: its
+ * batch comes back through the sink, finish() drops the count.  @copy:
+ * hand the batch to the mover; else it completes as it is (nothing to
+ * copy, or it failed while it was built).
+ */
+static void submit_copy(struct worker *w, struct op *op, bool copy)
 {
 	struct session *s = op->s;
 
 	s->w.copies++;
-	op->batch.t0 = now_ns();
-	/* A GPU worker serves only CUDA sessions; the host worker only host ones. */
-	if (w->dev < 0) {
-		copy_host_submit(w, op);
-	} else if (w->cuda) {
-		copy_cuda_submit(w, op);
-	} else {
-		op->batch.err = -EIO; /* the GPU could not be set up at start */
-		cds_list_add_tail(&op->node, &w->local_done);
-	}
+	op->t0 = now_ns();
+	op->batch.sink = &w->sink;
+	if (!copy)
+		batch_complete(&op->batch, 0);
+	else if (w->mover)
+		w->mover->ops->submit(w->mover, &op->batch);
+	else
+		batch_complete(&op->batch, -EIO); /* the device could not be set up at start */
 }
 
 static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -271,7 +292,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	const struct layout *lay = reg->layout;
 	struct op *op = calloc(1, sizeof(*op));
 
-	STAT_ADD(w->d, save_ops, 1);
+	account_save(w->ctr);
 	if (op)
 		op->ents = malloc(a->n * sizeof(*op->ents));
 	if (!op || !op->ents) {
@@ -282,41 +303,19 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->s = s;
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
-	op->batch.dir = COPY_SAVE;
-	store_save_begin(w->d->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
+	op->batch.dir = COPY_TO_POOL;
+	store_save_begin(w->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
 			 a->block_ids, a->n, op->ents, &op->nents, &op->skipped, &op->nospace,
 			 &op->quota);
-	STAT_ADD(w->d, save_blocks_skipped, op->skipped);
-	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++) {
-		const struct save_ent *e = &op->ents[i];
-
-		for (uint32_t l = 0; l < lay->nr_layers && !op->batch.err; l++) {
-			const struct layer_view *v = &lay->layers[l];
-
-			for (uint32_t seg = 0; seg < v->segments; seg++) {
-				uint64_t eng = mem_base(reg, v->mem) +
-					       layer_block_offset(v, e->block_id, seg);
-
-				if (copy_batch_add(&op->batch, eng,
-						   e->shard->slot.addr + v->slot_off +
-							   seg * v->segment_bytes,
-						   v->segment_bytes) < 0) {
-					op->batch.err = -ENOMEM;
-					break;
-				}
-			}
-		}
-	}
+	account_save_skipped(w->ctr, op->skipped);
+	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++)
+		op->batch.err =
+			copy_batch_add_block(&op->batch, lay, reg->mems, op->ents[i].block_id,
+					     op->ents[i].shard->slot.addr, 0, lay->nr_layers);
 	op->seq = s->w.save_next++;
 	cds_list_add_tail(&op->snode, &s->w.saves);
 	instance_save_enter(s->inst, &op->imark);
-	if (op->nents == 0 || op->batch.err) {
-		s->w.copies++; /* finish_save() drops it */
-		op->batch.t0 = now_ns();
-		cds_list_add_tail(&op->node, &w->local_done);
-		return;
-	}
-	submit_copy(w, op);
+	submit_copy(w, op, op->nents && !op->batch.err);
 }
 
 static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -327,14 +326,14 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	struct op *op;
 	int r;
 
-	STAT_ADD(w->d, load_ops, 1);
+	account_load(w->ctr);
 	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
 	op = calloc(1, sizeof(*op));
 	if (!op) {
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	r = lease_take(w->d->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
+	r = lease_take(w->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
 	if (r < 0) {
 		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
@@ -346,32 +345,13 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->user_data = sqe->user_data;
 	op->lease = lease;
 	op->nblocks = a->n;
-	op->batch.dir = COPY_LOAD;
-	for (uint32_t i = 0; i < a->n && !op->batch.err; i++) {
-		const struct shard *sh = &lease->blocks[i]->shards[reg->place.shard];
-
-		for (uint32_t l = a->layer_begin; l < a->layer_begin + a->layer_count; l++) {
-			const struct layer_view *v = &lay->layers[l];
-
-			for (uint32_t seg = 0; seg < v->segments; seg++) {
-				uint64_t eng = mem_base(reg, v->mem) +
-					       layer_block_offset(v, a->block_ids[i], seg);
-
-				if (copy_batch_add(&op->batch, eng,
-						   sh->slot.addr + v->slot_off +
-							   seg * v->segment_bytes,
-						   v->segment_bytes) < 0)
-					op->batch.err = -ENOMEM;
-			}
-		}
-	}
-	if (op->batch.err) {
-		s->w.copies++;
-		op->batch.t0 = now_ns();
-		cds_list_add_tail(&op->node, &w->local_done);
-		return;
-	}
-	submit_copy(w, op);
+	op->batch.dir = COPY_FROM_POOL;
+	for (uint32_t i = 0; i < a->n && !op->batch.err; i++)
+		op->batch.err =
+			copy_batch_add_block(&op->batch, lay, reg->mems, a->block_ids[i],
+					     lease->blocks[i]->shards[reg->place.shard].slot.addr,
+					     a->layer_begin, a->layer_count);
+	submit_copy(w, op, !op->batch.err);
 }
 
 static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
@@ -379,18 +359,14 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint64_t id = 0, ttl = 0, pinned = 0;
-	uint32_t hits = store_query(w->d->store, &s->ns->in_store, a->keys, a->n, !nolease,
-				    w->blocks, &pinned);
+	uint32_t hits = store_query(w->store, &s->ns->in_store, a->keys, a->n, !nolease, w->blocks,
+				    &pinned);
 	char why[256];
 	int r;
 
-	STAT_ADD(w->d, query_ops, 1);
-	STAT_ADD(w->d, query_blocks_hit, hits);
-	STAT_ADD(w->d, query_blocks_missed, a->n - hits);
-	__atomic_fetch_add(&s->st.query_hits, hits, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->st.query_misses, a->n - hits, __ATOMIC_RELAXED);
+	account_query(w->ctr, &s->st, hits, a->n);
 	if (hits && !nolease) {
-		r = lease_create(w->d->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
+		r = lease_create(w->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
 				 &id, &ttl, why, sizeof(why));
 		if (r < 0) {
 			if (why[0])
@@ -425,7 +401,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	struct registration *reg = s->w.unregistering ? NULL : session_reg(s);
 	struct sqe_limits lim = {
 		.role = s->hello.role,
-		.max_keys = w->d->cfg->max_keys,
+		.max_keys = w->cfg->max_keys,
 		.num_blocks = reg ? reg->layout->num_blocks : 0,
 		.nr_layers = reg ? reg->layout->nr_layers : 0,
 	};
@@ -433,7 +409,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	int r;
 
 	__atomic_store_n(&s->w.inflight, s->w.inflight + 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->st.ops, 1, __ATOMIC_RELAXED);
+	account_sqe(&s->st);
 	r = sqe_decode(sqe, s->w.args, s->w.args_size, &lim, w->scratch, &a);
 	if (r == 0 && (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||
 		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
@@ -454,7 +430,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		do_query(w, s, sqe, &a);
 		break;
 	case KVS_OP_RELEASE:
-		post(w, s, sqe->user_data, lease_release(w->d->leases, sqe->lease, &s->inst->lh), 0,
+		post(w, s, sqe->user_data, lease_release(w->leases, sqe->lease, &s->inst->lh), 0,
 		     0);
 		break;
 	case KVS_OP_SAVE:
@@ -511,7 +487,7 @@ static void attach(struct worker *w, struct session *s)
 
 static bool process_cmds(struct worker *w)
 {
-	struct wcmd *c, *tmp;
+	struct wmsg *c, *tmp;
 	struct cds_list_head list;
 	bool any;
 
@@ -522,6 +498,8 @@ static bool process_cmds(struct worker *w)
 	pthread_mutex_unlock(&w->lock);
 	any = !cds_list_empty(&list);
 	cds_list_for_each_entry_safe(c, tmp, &list, node) {
+		/* Off every list before it is handled: the session may send this type again. */
+		cds_list_del(&c->node);
 		switch (c->type) {
 		case WCMD_ATTACH:
 			attach(w, c->s);
@@ -536,7 +514,6 @@ static bool process_cmds(struct worker *w)
 		default:
 			break;
 		}
-		free(c);
 	}
 	return any;
 }
@@ -547,19 +524,18 @@ static void settle_sessions(struct worker *w)
 	struct session *s, *tmp;
 
 	cds_list_for_each_entry_safe(s, tmp, &w->sessions, w.wnode) {
-		commit_cq(s);
 		if (s->w.broken && !s->w.broken_acked) {
 			/* The control thread closes the socket, then sends DETACH. */
 			s->w.broken_acked = true;
 			w->rings_stale = true;
 			slog_error(s, "ring protocol violated (impossible index): ending the session");
-			daemon_ack(w->d, s, WCMD_BROKEN);
+			ack(w, s, WCMD_BROKEN);
 		}
 		if (s->w.unregistering && s->w.copies == 0) {
 			s->retired = session_reg(s);
 			session_publish_reg(s, NULL);
 			s->w.unregistering = false;
-			daemon_ack(w->d, s, WCMD_UNREGISTER);
+			ack(w, s, WCMD_UNREGISTER);
 		}
 		if (s->w.detaching && s->w.copies == 0) {
 			bool flushing = false;
@@ -573,7 +549,7 @@ static void settle_sessions(struct worker *w)
 			w->nr_sessions--;
 			w->rings_stale = true;
 			s->w.attached = false;
-			daemon_ack(w->d, s, WCMD_DETACH);
+			ack(w, s, WCMD_DETACH);
 		}
 	}
 }
@@ -624,35 +600,45 @@ static bool needs_short_sleep(struct worker *w)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t spin_ns = (uint64_t)w->d->cfg->spin_us * 1000;
+	uint64_t spin_ns = (uint64_t)w->cfg->spin_us * 1000;
 	uint64_t idle_since = now_ns();
 	int nrings = 0;
 
 	urcu_memb_register_thread();
+	batch_sink_own(&w->sink);
 	if (w->node >= 0 && numa_available() >= 0)
 		numa_run_on_node(w->node);
-	if (w->dev >= 0 && cuda_worker_init(w, (unsigned)w->dev) < 0)
-		log_error("worker %u: GPU %d unusable: its sessions will fail their copies", w->id,
-			  w->dev);
+	/* Here, not in worker_start(): a device context may belong to the thread that made it. */
+	if (w->mover_ops->worker_init(w->dev, w->id, &w->mover) < 0) {
+		w->mover = NULL;
+		log_error("worker %u: %s %u unusable: its sessions will fail their copies", w->id,
+			  w->mover_ops->dev_name, w->dev);
+	}
 	for (;;) {
-		/* Pairs with the release in bump(): commands queued before are seen. */
+		/*
+		 * Pairs with the release in bump() and in batch_complete():
+		 * commands and completions queued before are seen.
+		 */
 		uint32_t seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
 		struct session *s;
 		bool busy = false;
 
 		busy |= process_cmds(w);
-		busy |= copy_cuda_poll(w);
+		if (w->mover && w->mover->ops->poll)
+			busy |= w->mover->ops->poll(w->mover);
 		busy |= reap_done(w);
 		cds_list_for_each_entry(s, &w->sessions, w.wnode)
 			busy |= poll_session(w, s);
 		busy |= reap_done(w); /* inline copies finished above */
 		busy |= check_flushes(w);
+		publish_cqs(w);
 		settle_sessions(w);
 		/* Pairs with the store-release in worker_stop(). */
 		if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE) && w->nr_sessions == 0)
 			break;
-		/* GPU copies in flight: keep polling their events, do not sleep. */
-		if (busy || copy_cuda_inflight(w)) {
+		/* Copies only polling completes (GPU events): keep polling, do not sleep. */
+		if (busy ||
+		    (w->mover && w->mover->ops->inflight && w->mover->ops->inflight(w->mover))) {
 			idle_since = now_ns();
 			continue;
 		}
@@ -676,12 +662,14 @@ static void *worker_main(void *arg)
 		}
 		idle_since = now_ns();
 	}
-	cuda_worker_fini(w);
+	if (w->mover)
+		w->mover->ops->worker_fini(w->mover);
 	urcu_memb_unregister_thread();
 	return NULL;
 }
 
-int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker **ret)
+int worker_start(const struct worker_env *env, unsigned id, int node, const struct mover_ops *mover,
+		 unsigned dev, struct worker **ret)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 	int r;
@@ -690,18 +678,22 @@ int worker_start(struct daemon *d, unsigned id, int node, int dev, struct worker
 		return -ENOMEM;
 	w->id = id;
 	w->node = node;
+	w->mover_ops = mover;
 	w->dev = dev;
-	w->d = d;
+	w->cfg = env->cfg;
+	w->acks = env->acks;
+	w->ctr = env->ctr;
+	w->store = env->store;
+	w->leases = env->leases;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);
 	CDS_INIT_LIST_HEAD(&w->cmds);
-	CDS_INIT_LIST_HEAD(&w->done);
+	batch_sink_init(&w->sink, &w->word);
 	CDS_INIT_LIST_HEAD(&w->sessions);
 	CDS_INIT_LIST_HEAD(&w->flushes);
-	CDS_INIT_LIST_HEAD(&w->local_done);
-	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, d->cfg->max_keys) + 8;
+	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, w->cfg->max_keys) + 8;
 	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
-	w->blocks = calloc(d->cfg->max_keys, sizeof(*w->blocks));
+	w->blocks = calloc(w->cfg->max_keys, sizeof(*w->blocks));
 	if (!w->scratch || !w->blocks) {
 		free(w->scratch);
 		free(w->blocks);
@@ -734,6 +726,7 @@ void worker_stop(struct worker *w)
 	free(w->ring_sessions);
 	free(w->scratch);
 	free(w->blocks);
+	batch_sink_fini(&w->sink);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }

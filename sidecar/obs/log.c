@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "obs/log.h"
-#include "control/session.h"
 #include "base/util.h"
 
 static struct {
@@ -158,17 +157,12 @@ void log_close(void)
 	pthread_mutex_unlock(&L.lock);
 }
 
-void log_set_level(int level)
-{
-	__atomic_store_n(&L.level, level, __ATOMIC_RELAXED);
-}
-
 int log_get_level(void)
 {
 	return __atomic_load_n(&L.level, __ATOMIC_RELAXED);
 }
 
-int log_fullv(int level, int err, const struct session *s, const char *fmt, va_list ap)
+int log_fullv(int level, int err, const char *prefix, const char *fmt, va_list ap)
 {
 	char line[1024];
 	size_t n = 0;
@@ -189,8 +183,8 @@ int log_fullv(int level, int err, const struct session *s, const char *fmt, va_l
 				      ts.tv_nsec / 1000000, log_level_to_string(level));
 		}
 	}
-	if (s && n < sizeof(line))
-		n += snprintf(line + n, sizeof(line) - n, "%s: ", session_log_prefix(s));
+	if (prefix && n < sizeof(line))
+		n += snprintf(line + n, sizeof(line) - n, "%s: ", prefix);
 	if (n < sizeof(line))
 		n += vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 	if (err && n < sizeof(line))
@@ -211,13 +205,13 @@ int log_fullv(int level, int err, const struct session *s, const char *fmt, va_l
 	return -err;
 }
 
-int log_full(int level, int err, const struct session *s, const char *fmt, ...)
+int log_full(int level, int err, const char *prefix, const char *fmt, ...)
 {
 	va_list ap;
 	int r;
 
 	va_start(ap, fmt);
-	r = log_fullv(level, err, s, fmt, ap);
+	r = log_fullv(level, err, prefix, fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -229,21 +223,16 @@ void log_set_ratelimit(uint64_t interval_ns, unsigned burst)
 	L.rl_burst = burst;
 }
 
-void log_ratelimit_flush(struct log_ratelimit *rl, const struct session *s, const char *who)
+void log_ratelimit_flush(struct log_ratelimit *rl, const char *who)
 {
 	if (!rl || !rl->suppressed)
 		return;
-	if (s)
-		log_full(rl->level, 0, s, "%u similar log lines suppressed", rl->suppressed);
-	else
-		log_full(rl->level, 0, NULL, "%s: %u similar log lines suppressed", who ? who : "?",
-			 rl->suppressed);
+	log_full(rl->level, 0, who ? who : "?", "%u similar log lines suppressed", rl->suppressed);
 	rl->suppressed = 0;
 	rl->level = LOG_DEBUG;
 }
 
-bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const struct session *s,
-			const char *who)
+bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const char *who)
 {
 	uint64_t now;
 
@@ -252,7 +241,7 @@ bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const struct sessio
 	now = now_ns();
 	if (!rl->begin_ns || now - rl->begin_ns >= L.rl_interval_ns) {
 		/* A new window: say what the last one dropped before its first line. */
-		log_ratelimit_flush(rl, s, who);
+		log_ratelimit_flush(rl, who);
 		rl->begin_ns = now;
 		rl->printed = 0;
 	}

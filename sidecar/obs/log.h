@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kvstashd logging.  Lines carry a level, and for session events the
- * session's id, pid, instance and rank; errors carry the errno text.
+ * kvstashd logging.  Lines carry a level, a prefix naming what they are
+ * about (for session events the session's id, pid, instance and rank: its
+ * `prefix`), and for errors the errno text.
  *
  * Targets: stderr (plain timestamps, or syslog priority prefixes "<3>"
  * when stderr is connected to journald), syslog, or a file reopened on
@@ -22,26 +23,26 @@ enum log_target {
 	LOG_TARGET_FILE,
 };
 
-struct session;
-
 int log_open(enum log_target target, const char *file, int level);
 int log_reopen(void);
 void log_close(void);
-void log_set_level(int level);
 int log_get_level(void);
 int log_level_from_string(const char *s);
 const char *log_level_to_string(int level);
 
-/* Returns -abs(err) when err != 0, else 0: `return log_errno(...)`. */
-int log_full(int level, int err, const struct session *s, const char *fmt, ...)
+/*
+ * "PREFIX: text: errno text"; @prefix NULL: none.  Returns -abs(err) when
+ * err != 0, else 0: `return log_error_errno(...)`.
+ */
+int log_full(int level, int err, const char *prefix, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-int log_fullv(int level, int err, const struct session *s, const char *fmt, va_list ap)
+int log_fullv(int level, int err, const char *prefix, const char *fmt, va_list ap)
 	__attribute__((format(printf, 4, 0)));
 
 #define log_enabled(level) ((level) <= log_get_level())
 
-#define log_at(level, err, s, ...) \
-	(log_enabled(level) ? log_full((level), (err), (s), __VA_ARGS__) : -abs(err))
+#define log_at(level, err, prefix, ...) \
+	(log_enabled(level) ? log_full((level), (err), (prefix), __VA_ARGS__) : -abs(err))
 
 #define log_error(...) log_at(LOG_ERR, 0, NULL, __VA_ARGS__)
 #define log_warning(...) log_at(LOG_WARNING, 0, NULL, __VA_ARGS__)
@@ -53,16 +54,20 @@ int log_fullv(int level, int err, const struct session *s, const char *fmt, va_l
 #define log_info_errno(err, ...) log_at(LOG_INFO, (err), NULL, __VA_ARGS__)
 #define log_debug_errno(err, ...) log_at(LOG_DEBUG, (err), NULL, __VA_ARGS__)
 
-/* Session-scoped: prefix "session N (pid P, instance I rank R): ". */
-#define slog_error(s, ...) log_at(LOG_ERR, 0, (s), __VA_ARGS__)
-#define slog_warning(s, ...) log_at(LOG_WARNING, 0, (s), __VA_ARGS__)
-#define slog_notice(s, ...) log_at(LOG_NOTICE, 0, (s), __VA_ARGS__)
-#define slog_info(s, ...) log_at(LOG_INFO, 0, (s), __VA_ARGS__)
-#define slog_debug(s, ...) log_at(LOG_DEBUG, 0, (s), __VA_ARGS__)
-#define slog_error_errno(s, err, ...) log_at(LOG_ERR, (err), (s), __VA_ARGS__)
-#define slog_warning_errno(s, err, ...) log_at(LOG_WARNING, (err), (s), __VA_ARGS__)
-#define slog_info_errno(s, err, ...) log_at(LOG_INFO, (err), (s), __VA_ARGS__)
-#define slog_debug_errno(s, err, ...) log_at(LOG_DEBUG, (err), (s), __VA_ARGS__)
+/*
+ * Scoped to @s, anything with a `prefix` string (a session: "session N
+ * (pid P, instance I rank R)"); the macros only read s->prefix, so this
+ * file knows no session.
+ */
+#define slog_error(s, ...)		log_at(LOG_ERR, 0, (s)->prefix, __VA_ARGS__)
+#define slog_warning(s, ...)		log_at(LOG_WARNING, 0, (s)->prefix, __VA_ARGS__)
+#define slog_notice(s, ...)		log_at(LOG_NOTICE, 0, (s)->prefix, __VA_ARGS__)
+#define slog_info(s, ...)		log_at(LOG_INFO, 0, (s)->prefix, __VA_ARGS__)
+#define slog_debug(s, ...)		log_at(LOG_DEBUG, 0, (s)->prefix, __VA_ARGS__)
+#define slog_error_errno(s, err, ...)	log_at(LOG_ERR, (err), (s)->prefix, __VA_ARGS__)
+#define slog_warning_errno(s, err, ...) log_at(LOG_WARNING, (err), (s)->prefix, __VA_ARGS__)
+#define slog_info_errno(s, err, ...)	log_at(LOG_INFO, (err), (s)->prefix, __VA_ARGS__)
+#define slog_debug_errno(s, err, ...)	log_at(LOG_DEBUG, (err), (s)->prefix, __VA_ARGS__)
 
 /*
  * Rate limiting, after systemd's log_ratelimit: through one state, at most
@@ -75,8 +80,8 @@ int log_fullv(int level, int err, const struct session *s, const char *fmt, va_l
  *
  * A state belongs to one thread (a session's control-side state and the
  * uid states: the control thread; a session's ring state: its worker), so
- * it takes no lock.  The prefix of the count's line is the session's, or
- * @who when @s is NULL.
+ * it takes no lock.  The count's line carries the prefix @who (the state's
+ * owner: a session's prefix, "uid N", "accept").
  */
 struct log_ratelimit {
 	uint64_t begin_ns;   /* start of the current window */
@@ -88,28 +93,28 @@ struct log_ratelimit {
 /* Set once at start, before any thread that logs (burst 0: no limit). */
 void log_set_ratelimit(uint64_t interval_ns, unsigned burst);
 /* May a line at @level pass now?  Logs the count of dropped lines first. */
-bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const struct session *s,
-			const char *who);
+bool log_ratelimit_pass(struct log_ratelimit *rl, int level, const char *who);
 /* Log the count of lines dropped since the last report, if any. */
-void log_ratelimit_flush(struct log_ratelimit *rl, const struct session *s, const char *who);
+void log_ratelimit_flush(struct log_ratelimit *rl, const char *who);
 
 /*
- * A line through @rl: the count of dropped lines goes out with @rs's
- * prefix (or @who's), the line itself with @s's.
+ * A line through @rl: the count of dropped lines goes out with the prefix
+ * @who, the line itself with @prefix.
  */
-#define log_at_rl(rl, rs, who, level, err, s, ...)                            \
-	(log_enabled(level) && log_ratelimit_pass((rl), (level), (rs), (who)) \
-		 ? log_full((level), (err), (s), __VA_ARGS__)                 \
+#define log_at_rl(rl, who, level, err, prefix, ...)                     \
+	(log_enabled(level) && log_ratelimit_pass((rl), (level), (who)) \
+		 ? log_full((level), (err), (prefix), __VA_ARGS__)      \
 		 : -abs(err))
 
-/* Session-scoped and rate-limited through @rl, a state of that session. */
-#define slog_warning_rl(rl, s, ...) log_at_rl((rl), (s), NULL, LOG_WARNING, 0, (s), __VA_ARGS__)
-#define slog_info_rl(rl, s, ...)    log_at_rl((rl), (s), NULL, LOG_INFO, 0, (s), __VA_ARGS__)
+/* Scoped to @s (see slog_error()) and rate-limited through @rl, a state of @s. */
+#define slog_warning_rl(rl, s, ...) \
+	log_at_rl((rl), (s)->prefix, LOG_WARNING, 0, (s)->prefix, __VA_ARGS__)
+#define slog_info_rl(rl, s, ...) log_at_rl((rl), (s)->prefix, LOG_INFO, 0, (s)->prefix, __VA_ARGS__)
 #define slog_error_errno_rl(rl, s, err, ...) \
-	log_at_rl((rl), (s), NULL, LOG_ERR, (err), (s), __VA_ARGS__)
+	log_at_rl((rl), (s)->prefix, LOG_ERR, (err), (s)->prefix, __VA_ARGS__)
 #define slog_warning_errno_rl(rl, s, err, ...) \
-	log_at_rl((rl), (s), NULL, LOG_WARNING, (err), (s), __VA_ARGS__)
+	log_at_rl((rl), (s)->prefix, LOG_WARNING, (err), (s)->prefix, __VA_ARGS__)
 #define slog_info_errno_rl(rl, s, err, ...) \
-	log_at_rl((rl), (s), NULL, LOG_INFO, (err), (s), __VA_ARGS__)
+	log_at_rl((rl), (s)->prefix, LOG_INFO, (err), (s)->prefix, __VA_ARGS__)
 
 #endif /* KVS_LOG_H */

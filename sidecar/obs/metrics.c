@@ -13,74 +13,100 @@
 #include <microhttpd.h>
 #endif
 
-#include <kvstash/abi.h>
+#include <kvstash/wire.h>
 
-#include "store/store.h"
-#include "control/daemon.h"
-#include "control/instance.h"
-#include "store/lease.h"
 #include "obs/log.h"
 #include "obs/metrics.h"
 #include "base/util.h"
 
-const double hist_bounds_s[HIST_BUCKETS - 1] = {
-	100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,
-};
-
-void hist_observe(struct hist *h, uint64_t ns)
-{
-	unsigned b = 0;
-
-	while (b < HIST_BUCKETS - 1 && (double)ns > hist_bounds_s[b] * 1e9)
-		b++;
-	__atomic_fetch_add(&h->buckets[b], 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&h->sum_ns, ns, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&h->count, 1, __ATOMIC_RELAXED);
-}
-
-static const char *const err_names[ERRK_COUNT] = {
-	[ERRK_INVAL] = "invalid",	 [ERRK_RANGE] = "block_out_of_range",
-	[ERRK_TOOBIG] = "too_many_keys", [ERRK_FAULT] = "bad_arguments",
-	[ERRK_NOTSUP] = "unknown_op",	 [ERRK_PERM] = "not_permitted",
-	[ERRK_UNSEALED] = "unsealed",	 [ERRK_NOLEASE] = "unknown_lease",
-	[ERRK_ALREADY] = "lease_already_used", [ERRK_ACCES] = "foreign_lease",
-	[ERRK_NOSPC] = "pool_full",	 [ERRK_BUSY] = "lease_limit",
-	[ERRK_IO] = "copy_failed",	 [ERRK_CANCELED] = "canceled",
-	[ERRK_NOMEM] = "out_of_memory",	 [ERRK_OTHER] = "other",
-};
-
-enum err_kind err_kind_of(int e)
-{
-	switch (-e) {
-	case EINVAL: return ERRK_INVAL;
-	case ERANGE: return ERRK_RANGE;
-	case E2BIG: return ERRK_TOOBIG;
-	case EFAULT: return ERRK_FAULT;
-	case EOPNOTSUPP: return ERRK_NOTSUP;
-	case EPERM: return ERRK_PERM;
-	case KVS_EUNSEALED: return ERRK_UNSEALED;
-	case ENOENT: return ERRK_NOLEASE;
-	case EALREADY: return ERRK_ALREADY;
-	case EACCES: return ERRK_ACCES;
-	case ENOSPC: return ERRK_NOSPC;
-	case EBUSY: return ERRK_BUSY;
-	case EIO: return ERRK_IO;
-	case ECANCELED: return ERRK_CANCELED;
-	case ENOMEM: return ERRK_NOMEM;
-	default: return ERRK_OTHER;
-	}
-}
-
-const char *err_kind_name(enum err_kind k)
-{
-	return k < ERRK_COUNT ? err_names[k] : "other";
-}
-
 #if HAVE_MICROHTTPD
+
+/*
+ * The rows of the tables of <kvstash/stats.h> as Prometheus sees them: a
+ * value (a field of the group's message, a difference of counters, a
+ * histogram, the error kinds) or a label (a KEY field), or the place of
+ * another group's families.
+ */
+enum prow_what {
+	PR_SKIP,
+	PR_FIELD,   /* a field of the message, at off */
+	PR_LABEL,   /* a KEY field of the message, at off: a label of its samples */
+	PR_CTR,	    /* a counter, at off in the counters */
+	PR_DIFF,    /* counters at off minus off_b */
+	PR_HIST,    /* a struct hist at off in the counters */
+	PR_ERRKIND, /* the error kinds' counts at off in the counters */
+	PR_GROUP,   /* the families of group `group` */
+};
+
+enum prow_group {
+	PG_NODE,
+	PG_SESSION,
+};
+
+struct prow {
+	uint8_t what;
+	uint8_t type; /* PR_FIELD, PR_LABEL: KVS_STATS_T_* */
+	uint8_t unit; /* PR_FIELD: KVS_STATS_U_* */
+	uint8_t group;
+	uint32_t off, off_b;
+	const char *prom; /* the family's name, then its constant labels in braces */
+	const char *ptype;
+	const char *help;
+};
+
+#define PR_KIND_KEY	PR_LABEL
+#define PR_KIND_COUNTER PR_FIELD
+#define PR_KIND_GAUGE	PR_FIELD
+#define PR_TYPE_KEY	NULL
+#define PR_TYPE_COUNTER "counter"
+#define PR_TYPE_GAUGE	"gauge"
+#define PR_I_U64	PR_CTR, "counter"
+#define PR_I_HIST	PR_HIST, "histogram"
+#define PR_I_ERRKIND	PR_ERRKIND, "counter"
+
+/* PMSG and PCTR: the message and counter structs of the table expanded. */
+#define PROW_(shape, ...) PROW_##shape(__VA_ARGS__)
+#define PROW_F(type, name, kind, src, unit, sec, key, line, text, prom, help) \
+	{ PR_KIND_##kind,                                                     \
+	  KVS_STATS_T_##type,                                                 \
+	  KVS_STATS_U_##unit,                                                 \
+	  0,                                                                  \
+	  offsetof(PMSG, name),                                               \
+	  0,                                                                  \
+	  prom,                                                               \
+	  PR_TYPE_##kind,                                                     \
+	  help },
+#define PROW_D(name, formula, a, b, sec, key, line, text, prom, help) \
+	PROW_D_##formula(a, b, prom, help)
+#define PROW_D_DIFF(a, b, prom, help) \
+	{ PR_DIFF, 0, 0, 0, offsetof(PCTR, a), offsetof(PCTR, b), prom, "gauge", help },
+#define PROW_D_SUB0(...)
+#define PROW_D_PCT(...)
+#define PROW_D_SHARE(...)
+#define PROW_D_RATE(...)
+#define PROW_D_PAIR(...)
+#define PROW_S(group, ...)	       { PR_GROUP, 0, 0, PG_##group, 0, 0, NULL, NULL, NULL },
+#define PROW_I(type, name, prom, help) PROW_I2(PR_I_##type, name, prom, help)
+#define PROW_I2(...)		       PROW_I3(__VA_ARGS__)
+#define PROW_I3(what, ptype, name, prom, help) \
+	{ what, 0, 0, 0, offsetof(PCTR, name), 0, prom, ptype, help },
+
+#define PMSG struct kvs_msg_stats_global
+#define PCTR struct counters_global
+static const struct prow global_rows[] = { KVS_STATS_GLOBAL(PROW_) };
+#undef PMSG
+#undef PCTR
+#define PMSG struct kvs_msg_stats_node
+static const struct prow node_rows[] = { KVS_STATS_NODE(PROW_) };
+#undef PMSG
+#define PMSG struct kvs_msg_stats_session
+static const struct prow session_rows[] = { KVS_STATS_SESSION(PROW_) };
+#undef PMSG
 
 static struct {
 	struct MHD_Daemon *mhd;
-	struct daemon *d;
+	metrics_sample_fn *sample;
+	void *arg;
 	int ready; /* atomic */
 } M;
 
@@ -88,6 +114,8 @@ struct buf {
 	char *p;
 	size_t len, cap;
 	bool oom;
+	const char *family; /* the last family whose header went out */
+	size_t family_len;
 };
 
 static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -119,111 +147,178 @@ static void put(struct buf *b, const char *fmt, ...)
 	}
 }
 
-static void family(struct buf *b, const char *name, const char *type, const char *help)
+static size_t name_len(const char *prom)
 {
-	put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	return strcspn(prom, "{");
 }
 
-static void scalar(struct buf *b, const char *name, const char *type, const char *help, uint64_t v)
+/* HELP and TYPE of @r's family, unless the row before it began the same family. */
+static void family(struct buf *b, const struct prow *r)
 {
-	family(b, name, type, help);
-	put(b, "%s %" PRIu64 "\n", name, v);
+	size_t n = name_len(r->prom);
+
+	if (b->family && b->family_len == n && memcmp(b->family, r->prom, n) == 0)
+		return;
+	b->family = r->prom;
+	b->family_len = n;
+	put(b, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)n, r->prom, r->help, (int)n, r->prom,
+	    r->ptype);
 }
 
-static void histogram(struct buf *b, const char *dir, const struct hist *h)
+/* "{constant labels,@more}" of @r's samples, or "" with neither. */
+static const char *labels(char *out, size_t len, const struct prow *r, const char *more)
 {
+	const char *c = r->prom + name_len(r->prom);
+	size_t cl = c[0] ? strlen(c) - 2 : 0; /* the constant labels, braces off */
+
+	if (!cl && !more[0])
+		out[0] = '\0';
+	else
+		snprintf(out, len, "{%.*s%s%s}", (int)cl, cl ? c + 1 : "", cl && more[0] ? "," : "",
+			 more);
+	return out;
+}
+
+static uint64_t msg_u64(const void *msg, const struct prow *r)
+{
+	uint64_t v = 0;
+	uint32_t v32;
+
+	if (r->type == KVS_STATS_T_U64) {
+		memcpy(&v, (const uint8_t *)msg + r->off, sizeof(v));
+	} else { /* U32, BOOL: an I32 field is a KEY (a label) so far */
+		memcpy(&v32, (const uint8_t *)msg + r->off, sizeof(v32));
+		v = v32;
+	}
+	/* Time in milliseconds is exported in whole seconds (uptime_ms). */
+	return r->unit == KVS_STATS_U_MS ? v / 1000 : v;
+}
+
+static uint64_t ctr_u64(const struct counters_global *c, uint32_t off)
+{
+	return counter_get((const uint64_t *)((const uint8_t *)c + off));
+}
+
+static void histogram(struct buf *b, const struct prow *r, const struct hist *live)
+{
+	size_t n = name_len(r->prom);
+	const char *c = r->prom + n; /* "{direction=\"save\"}" or "" */
+	int cl = c[0] ? (int)strlen(c) - 2 : 0;
+	const char *cv = cl ? c + 1 : ""; /* the constant labels, braces off */
+	struct hist h;
 	uint64_t cum = 0;
 
+	hist_read(live, &h);
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-		cum += __atomic_load_n(&h->buckets[i], __ATOMIC_RELAXED);
+		cum += h.buckets[i];
 		if (i < HIST_BUCKETS - 1)
-			put(b, "kvstash_copy_duration_seconds_bucket{direction=\"%s\",le=\"%g\"} %" PRIu64 "\n",
-			    dir, hist_bounds_s[i], cum);
+			put(b, "%.*s_bucket{%.*s%sle=\"%g\"} %" PRIu64 "\n", (int)n, r->prom, cl,
+			    cv, cl ? "," : "", hist_bounds_s[i], cum);
 		else
-			put(b, "kvstash_copy_duration_seconds_bucket{direction=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
-			    dir, cum);
+			put(b, "%.*s_bucket{%.*s%sle=\"+Inf\"} %" PRIu64 "\n", (int)n, r->prom, cl,
+			    cv, cl ? "," : "", cum);
 	}
-	put(b, "kvstash_copy_duration_seconds_sum{direction=\"%s\"} %.9f\n", dir,
-	    __atomic_load_n(&h->sum_ns, __ATOMIC_RELAXED) / 1e9);
-	put(b, "kvstash_copy_duration_seconds_count{direction=\"%s\"} %" PRIu64 "\n", dir,
-	    __atomic_load_n(&h->count, __ATOMIC_RELAXED));
+	put(b, "%.*s_sum%s %.9f\n", (int)n, r->prom, c, h.sum_ns / 1e9);
+	put(b, "%.*s_count%s %" PRIu64 "\n", (int)n, r->prom, c, h.count);
 }
 
-/* Everything here is readable from any thread: atomics or lock-taking getters. */
-static void render(struct buf *b, struct daemon *d)
+/* The families of a group with @n messages of @size bytes each. */
+static void group(struct buf *b, const struct prow *rows, size_t nrows, const void *msgs,
+		  unsigned n, size_t size)
 {
-	struct store_region_stats rs[POOL_MAX_REGIONS];
-	struct store_stats st;
-	struct lease_stats ls;
-	unsigned nr = store_region_stats(d->store, rs, POOL_MAX_REGIONS);
-	uint64_t total = STAT_GET(d, sessions_total), closed = STAT_GET(d, sessions_closed);
+	for (size_t i = 0; i < nrows; i++) {
+		const struct prow *r = &rows[i];
 
-	store_get_stats(d->store, &st);
-	lease_get_stats(d->leases, &ls);
+		if (r->what != PR_FIELD || !r->prom)
+			continue;
+		family(b, r);
+		for (unsigned m = 0; m < n; m++) {
+			const uint8_t *msg = (const uint8_t *)msgs + m * size;
+			char lab[256] = "", all[384];
+			size_t ll = 0;
 
-	family(b, "kvstash_build_info", "gauge", "Version of the running kvstashd.");
+			/* Its KEY fields that name a label. */
+			for (size_t k = 0; k < nrows && ll < sizeof(lab); k++) {
+				const struct prow *kr = &rows[k];
+				int32_t i32;
+				uint32_t u32;
+				uint64_t u64;
+
+				if (kr->what != PR_LABEL || !kr->prom)
+					continue;
+				if (kr->type == KVS_STATS_T_I32) {
+					memcpy(&i32, msg + kr->off, sizeof(i32));
+					ll += snprintf(lab + ll, sizeof(lab) - ll, "%s%s=\"%d\"",
+						       ll ? "," : "", kr->prom, i32);
+				} else if (kr->type == KVS_STATS_T_U64) {
+					memcpy(&u64, msg + kr->off, sizeof(u64));
+					ll += snprintf(lab + ll, sizeof(lab) - ll,
+						       "%s%s=\"%" PRIu64 "\"", ll ? "," : "",
+						       kr->prom, u64);
+				} else {
+					memcpy(&u32, msg + kr->off, sizeof(u32));
+					ll += snprintf(lab + ll, sizeof(lab) - ll, "%s%s=\"%u\"",
+						       ll ? "," : "", kr->prom, u32);
+				}
+			}
+			put(b, "%.*s%s %" PRIu64 "\n", (int)name_len(r->prom), r->prom,
+			    labels(all, sizeof(all), r, lab), msg_u64(msg, r));
+		}
+	}
+}
+
+/* Everything here is readable from any thread: the sampler's figures and atomics. */
+static void render(struct buf *b, const struct metrics_sample *smp)
+{
+	const struct counters_global *c = smp->ctr;
+	char lab[128];
+
+	family(b, &(struct prow){ .prom = "kvstash_build_info",
+				  .ptype = "gauge",
+				  .help = "Version of the running kvstashd." });
 	put(b, "kvstash_build_info{version=\"%s\"} 1\n", PACKAGE_VERSION);
-	scalar(b, "kvstash_uptime_seconds", "gauge", "Seconds since kvstashd started.",
-	       (now_ns() - d->start_ns) / NSEC_PER_SEC);
+	for (size_t i = 0; i < ARRAY_SIZE(global_rows); i++) {
+		const struct prow *r = &global_rows[i];
+		const uint64_t *kinds;
 
-	family(b, "kvstash_pool_capacity_bytes", "gauge", "Host pool bytes, per NUMA node.");
-	for (unsigned i = 0; i < nr; i++)
-		put(b, "kvstash_pool_capacity_bytes{node=\"%d\"} %" PRIu64 "\n", rs[i].node,
-		    rs[i].capacity_bytes);
-	family(b, "kvstash_pool_used_bytes", "gauge", "Host pool bytes holding blocks, per NUMA node.");
-	for (unsigned i = 0; i < nr; i++)
-		put(b, "kvstash_pool_used_bytes{node=\"%d\"} %" PRIu64 "\n", rs[i].node,
-		    rs[i].used_bytes);
+		if (r->what == PR_GROUP) {
+			if (r->group == PG_NODE)
+				group(b, node_rows, ARRAY_SIZE(node_rows), smp->nodes,
+				      smp->nr_nodes, sizeof(*smp->nodes));
+			else
+				group(b, session_rows, ARRAY_SIZE(session_rows), NULL, 0,
+				      sizeof(struct kvs_msg_stats_session));
+			continue;
+		}
+		if (!r->prom || r->what == PR_LABEL || r->what == PR_SKIP)
+			continue;
+		family(b, r);
+		switch (r->what) {
+		case PR_FIELD:
+			put(b, "%s %" PRIu64 "\n", r->prom, msg_u64(&smp->global, r));
+			break;
+		case PR_CTR:
+			put(b, "%s %" PRIu64 "\n", r->prom, ctr_u64(c, r->off));
+			break;
+		case PR_DIFF:
+			put(b, "%s %" PRIu64 "\n", r->prom,
+			    ctr_u64(c, r->off) - ctr_u64(c, r->off_b));
+			break;
+		case PR_HIST:
+			histogram(b, r, (const struct hist *)((const uint8_t *)c + r->off));
+			break;
+		case PR_ERRKIND:
+			kinds = (const uint64_t *)((const uint8_t *)c + r->off);
+			for (unsigned k = 0; k < ERRK_COUNT; k++) {
+				char kind[64];
 
-	scalar(b, "kvstash_blocks_resident", "gauge", "Blocks visible to QUERY (every shard saved).",
-	       st.resident);
-	scalar(b, "kvstash_blocks_partial", "gauge", "Blocks waiting for shards of other ranks.",
-	       st.partial);
-	scalar(b, "kvstash_query_ops_total", "counter", "QUERY operations.", STAT_GET(d, query_ops));
-	scalar(b, "kvstash_query_blocks_hit_total", "counter", "Blocks found by QUERY.",
-	       STAT_GET(d, query_blocks_hit));
-	scalar(b, "kvstash_query_blocks_missed_total", "counter",
-	       "Blocks asked for by QUERY and not found (from the first miss on).",
-	       STAT_GET(d, query_blocks_missed));
-	scalar(b, "kvstash_save_ops_total", "counter", "SAVE operations.", STAT_GET(d, save_ops));
-	scalar(b, "kvstash_save_blocks_stored_total", "counter", "Blocks copied into the pool.",
-	       STAT_GET(d, save_blocks_stored));
-	scalar(b, "kvstash_save_blocks_skipped_total", "counter",
-	       "Blocks not copied because they were resident already.",
-	       STAT_GET(d, save_blocks_skipped));
-	scalar(b, "kvstash_load_ops_total", "counter", "LOAD operations.", STAT_GET(d, load_ops));
-	scalar(b, "kvstash_load_blocks_total", "counter", "Blocks copied back to engines.",
-	       STAT_GET(d, load_blocks));
-	scalar(b, "kvstash_evictions_total", "counter", "Blocks evicted to make room.", st.evictions);
-	scalar(b, "kvstash_partial_blocks_reclaimed_total", "counter",
-	       "Blocks dropped because not every shard arrived in time.", st.partial_reclaimed);
-
-	scalar(b, "kvstash_leases_live", "gauge", "Leases pinning blocks now.", ls.live);
-	scalar(b, "kvstash_leases_created_total", "counter", "Leases created by QUERY.", ls.created);
-	scalar(b, "kvstash_leases_expired_total", "counter", "Leases that reached their TTL.",
-	       ls.expired);
-	scalar(b, "kvstash_leases_released_total", "counter",
-	       "Leases dropped by RELEASE or by their session's end.", ls.released);
-
-	family(b, "kvstash_copy_bytes_total", "counter", "Bytes copied, per direction.");
-	put(b, "kvstash_copy_bytes_total{direction=\"save\"} %" PRIu64 "\n", STAT_GET(d, bytes_saved));
-	put(b, "kvstash_copy_bytes_total{direction=\"load\"} %" PRIu64 "\n", STAT_GET(d, bytes_loaded));
-	family(b, "kvstash_copy_duration_seconds", "histogram",
-	       "Time from an operation's copy start to its completion, per direction.");
-	histogram(b, "save", &d->stats.save_hist);
-	histogram(b, "load", &d->stats.load_hist);
-
-	scalar(b, "kvstash_sessions", "gauge", "Engine and scheduler sessions connected.",
-	       total - closed);
-	scalar(b, "kvstash_sessions_total", "counter", "Sessions accepted since start.", total);
-	scalar(b, "kvstash_sessions_refused_total", "counter", "HELLOs refused.",
-	       STAT_GET(d, sessions_refused));
-	scalar(b, "kvstash_protocol_errors_total", "counter",
-	       "Sessions ended for breaking the ring protocol.", STAT_GET(d, protocol_errors));
-	family(b, "kvstash_errors_total", "counter", "Operations that completed with an error, by kind.");
-	for (unsigned k = 0; k < ERRK_COUNT; k++)
-		put(b, "kvstash_errors_total{kind=\"%s\"} %" PRIu64 "\n", err_names[k],
-		    __atomic_load_n(&d->stats.errors_by_kind[k], __ATOMIC_RELAXED));
+				snprintf(kind, sizeof(kind), "kind=\"%s\"", err_kind_name(k));
+				put(b, "%.*s%s %" PRIu64 "\n", (int)name_len(r->prom), r->prom,
+				    labels(lab, sizeof(lab), r, kind), counter_get(&kinds[k]));
+			}
+			break;
+		}
+	}
 }
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type,
@@ -258,11 +353,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 			     MHD_RESPMEM_PERSISTENT);
 	}
 	if (strcmp(url, "/metrics") == 0) {
-		struct buf b = { malloc(16384), 0, 16384, false };
+		struct buf b = { .p = malloc(16384), .cap = 16384 };
+		struct metrics_sample smp = { .max_nodes = METRICS_MAX_NODES };
 
-		if (!b.p)
+		smp.nodes = calloc(smp.max_nodes, sizeof(*smp.nodes));
+		if (!b.p || !smp.nodes) {
+			free(b.p);
+			free(smp.nodes);
 			return MHD_NO;
-		render(&b, M.d);
+		}
+		M.sample(M.arg, &smp);
+		render(&b, &smp);
+		free(smp.nodes);
 		if (b.oom) {
 			free(b.p);
 			return MHD_NO;
@@ -312,9 +414,8 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss)
 	return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -EINVAL;
 }
 
-int metrics_start(struct daemon *d)
+int metrics_start(const char *listen, metrics_sample_fn *fn, void *arg)
 {
-	const char *listen = d->cfg->metrics_listen;
 	struct sockaddr_storage ss;
 	/* poll(), not select(): kvstashd's fds pass FD_SETSIZE (main() raises RLIMIT_NOFILE). */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
@@ -325,7 +426,8 @@ int metrics_start(struct daemon *d)
 		return log_error_errno(EINVAL, "[metrics] listen = %s: expected HOST:PORT", listen);
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	M.d = d;
+	M.sample = fn;
+	M.arg = arg;
 	M.mhd = MHD_start_daemon(flags, ntohs(((struct sockaddr_in *)&ss)->sin_port), NULL, NULL,
 				 handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				 MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
@@ -351,9 +453,9 @@ void metrics_stop(void)
 
 #else /* !HAVE_MICROHTTPD */
 
-int metrics_start(struct daemon *d)
+int metrics_start(const char *listen, metrics_sample_fn *fn, void *arg)
 {
-	if (d->cfg->metrics_listen[0])
+	if (listen[0])
 		return log_error_errno(ENOTSUP, "[metrics] listen is set but kvstashd was built without libmicrohttpd");
 	return 0;
 }

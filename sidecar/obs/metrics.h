@@ -2,9 +2,11 @@
 /*
  * Prometheus endpoint: [metrics] listen = HOST:PORT serves /metrics (text
  * format 0.0.4) and /health (200 once ready, 503 before and while
- * draining) with libmicrohttpd on its own thread.  The figures are those
- * of `kvstash stats`; labels are bounded (node, direction, error kind),
- * never per key or per session.
+ * draining) with libmicrohttpd on its own thread.  The families are the
+ * rows of <kvstash/stats.h> that name one, in table order; their figures
+ * are those of `kvstash stats`, taken by the daemon's sampler on this
+ * thread.  Labels are bounded (node, direction, error kind), never per key
+ * or per session.
  *
  * Built without libmicrohttpd, metrics_start() refuses a non-empty listen
  * address with a clear error.
@@ -13,46 +15,31 @@
 #define KVS_METRICS_H
 
 #include <stdbool.h>
-#include <stdint.h>
 
-struct daemon;
+#include <kvstash/wire.h>
 
-/* Copy latency buckets (seconds) of kvstash_copy_duration_seconds. */
-#define HIST_BUCKETS 14
-extern const double hist_bounds_s[HIST_BUCKETS - 1];
+#include "obs/counters.h"
 
-struct hist { /* relaxed atomics */
-	uint64_t buckets[HIST_BUCKETS]; /* the last one is +Inf */
-	uint64_t sum_ns;
-	uint64_t count;
+#define METRICS_MAX_NODES 64u
+
+/*
+ * One scrape's figures.  The sampler fills the messages as for a STATS
+ * reply (nodes: at most max_nodes, their number in nr_nodes) and points
+ * ctr at the live counters, which Prometheus alone shows more of
+ * (histograms, error kinds).  It runs on the metrics thread: it may only
+ * read what is safe to read from any thread.
+ */
+struct metrics_sample {
+	struct kvs_msg_stats_global global;
+	struct kvs_msg_stats_node *nodes;
+	unsigned max_nodes, nr_nodes;
+	const struct counters_global *ctr;
 };
 
-void hist_observe(struct hist *h, uint64_t ns);
+typedef void metrics_sample_fn(void *arg, struct metrics_sample *smp);
 
-/* Error kinds of kvstash_errors_total{kind}: a bounded set. */
-enum err_kind {
-	ERRK_INVAL,
-	ERRK_RANGE,
-	ERRK_TOOBIG,
-	ERRK_FAULT,
-	ERRK_NOTSUP,
-	ERRK_PERM,
-	ERRK_UNSEALED,
-	ERRK_NOLEASE,
-	ERRK_ALREADY,
-	ERRK_ACCES,
-	ERRK_NOSPC,
-	ERRK_BUSY,
-	ERRK_IO,
-	ERRK_CANCELED,
-	ERRK_NOMEM,
-	ERRK_OTHER,
-	ERRK_COUNT,
-};
-enum err_kind err_kind_of(int neg_errno);
-const char *err_kind_name(enum err_kind k);
-
-int metrics_start(struct daemon *d);
+/* Serve [metrics] listen (@listen; "" for none), sampling with @fn(@arg). */
+int metrics_start(const char *listen, metrics_sample_fn *fn, void *arg);
 void metrics_set_ready(bool ready);
 void metrics_stop(void);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/util.h"
 #include "ssd/index.h"
 
 struct ssd_ns_ent {
@@ -12,16 +13,6 @@ struct ssd_ns_ent {
 	uint16_t len;
 	uint8_t ident[];
 };
-
-static uint64_t fmix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
 
 /*
  * Keyed with a random seed: keys are engine-chosen hashes, and an engine

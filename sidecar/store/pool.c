@@ -138,7 +138,7 @@ static unsigned free_hugepages(int node)
 	return v;
 }
 
-static int region_map(struct pool_region *r, const struct kvs_config *cfg)
+static int region_map(struct pool_region *r)
 {
 	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 	void *p;
@@ -173,7 +173,6 @@ static int region_map(struct pool_region *r, const struct kvs_config *cfg)
 		log_debug_errno(errno, "pool: transparent hugepages not available");
 	/* A fork (e.g. a helper) must not copy-on-write the pool. */
 	madvise(p, r->size, MADV_DONTFORK);
-	(void)cfg;
 	return 0;
 }
 
@@ -183,7 +182,7 @@ static int region_init(struct pool *pool, struct pool_region *r, const struct kv
 	unsigned threads;
 	int err;
 
-	err = region_map(r, cfg);
+	err = region_map(r);
 	if (err)
 		return err;
 	threads = cfg->prefault_threads ? cfg->prefault_threads : MIN(node_cpus(r->node), 8u);

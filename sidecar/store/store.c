@@ -84,16 +84,6 @@ struct lookup_key {
 	const uint8_t *key;
 };
 
-static inline uint64_t fmix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 static inline unsigned long hash_key(const struct store *st, uint32_t ns_id, uint32_t shard,
 				     const uint8_t *key)
 {

@@ -152,7 +152,7 @@ void proto_reg_free(struct reg_req *req)
 	req->layers = NULL;
 }
 
-static bool mem_kind_has_fd(uint32_t kind)
+bool proto_mem_has_fd(uint32_t kind)
 {
 	return kind == KVS_MEM_HOST_FD || kind == KVS_MEM_CUDA_VMM_FD;
 }
@@ -232,7 +232,7 @@ int proto_parse_register(const void *buf, size_t len, unsigned nfds, uint32_t ma
 		} else if (mm->size == 0) {
 			WHY("allocation %u: size 0", i);
 			err = -EINVAL;
-		} else if (mem_kind_has_fd(mm->kind)) {
+		} else if (proto_mem_has_fd(mm->kind)) {
 			if (mm->fd_index >= nfds) {
 				WHY("allocation %u: fd %u missing (%u received)", i, mm->fd_index, nfds);
 				err = -EBADF;

@@ -8,6 +8,7 @@
 #ifndef KVS_PROTO_H
 #define KVS_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,9 @@ int proto_parse_hello(const void *buf, size_t len, struct hello_req *ret, char *
 int proto_parse_register(const void *buf, size_t len, unsigned nfds, uint32_t max_layers,
 			 struct reg_req *ret, char *why, size_t wl);
 void proto_reg_free(struct reg_req *req);
+
+/* Does memory kind @kind (KVS_MEM_*) come with an fd (its fd_index)? */
+bool proto_mem_has_fd(uint32_t kind);
 
 /* A message that must be just a header (UNREGISTER, GOODBYE, STATUS, STATS). */
 int proto_parse_empty(const void *buf, size_t len, char *why, size_t wl);

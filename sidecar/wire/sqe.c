@@ -11,11 +11,11 @@ uint64_t sqe_arg_bytes(uint8_t opcode, uint32_t count)
 {
 	switch (opcode) {
 	case KVS_OP_SAVE:
-		return (uint64_t)count * (KVS_KEY_SIZE + sizeof(uint32_t));
+		return (uint64_t)count * KVS_SAVE_ARG_SIZE;
 	case KVS_OP_QUERY:
-		return (uint64_t)count * KVS_KEY_SIZE;
+		return (uint64_t)count * KVS_QUERY_ARG_SIZE;
 	case KVS_OP_LOAD:
-		return (uint64_t)count * sizeof(uint32_t);
+		return (uint64_t)count * KVS_LOAD_ARG_SIZE;
 	default:
 		return 0;
 	}

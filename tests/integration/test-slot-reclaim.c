@@ -23,6 +23,23 @@
 #define NS	64u
 #define WAIT_NS 10000000000ull
 
+/*
+ * Connect rank 0 of @inst, retrying (bounded) while kvstashd still holds
+ * that rank's previous session: kvs_close() returns before the daemon
+ * freed it, so a rank that connects again at once may get -EADDRINUSE.
+ */
+static int connect_rank(const struct kvsd *d, const char *inst, const char *ns,
+			struct kvs_client **ret)
+{
+	uint64_t t0 = test_now_ns();
+	int r;
+
+	while ((r = test_connect(d, KVS_ROLE_WORKER, inst, ns, 0, 1, ret)) == -EADDRINUSE &&
+	       test_now_ns() - t0 < WAIT_NS)
+		usleep(20000);
+	return r;
+}
+
 static struct kvs_client *join(const struct kvsd *d, unsigned i, struct test_kv *kv, int *ret)
 {
 	char inst[48], ns[48];
@@ -33,7 +50,7 @@ static struct kvs_client *join(const struct kvsd *d, unsigned i, struct test_kv 
 	snprintf(ns, sizeof(ns), "reclaim/ns-%u", i);
 	r = test_kv_alloc(kv, LAYOUT_PAGE_FIRST, 1, 4, 512);
 	CHECK(r == 0, "test_kv_alloc");
-	r = test_connect(d, KVS_ROLE_WORKER, inst, ns, 0, 1, &c);
+	r = connect_rank(d, inst, ns, &c);
 	if (r == 0) {
 		r = test_kv_register(c, kv);
 		CHECK(r == 0, "REGISTER in %s: %s", ns, kvs_strerror(r));
@@ -145,7 +162,7 @@ static struct kvs_client *sized(const struct kvsd *d, unsigned i, struct test_kv
 	snprintf(inst, sizeof(inst), "reclaim-size-%u", i);
 	snprintf(ns, sizeof(ns), "reclaim/size-%u", i);
 	CHECK(test_kv_alloc(kv, LAYOUT_PAGE_FIRST, 1, 4, 512ull * (i + 1)) == 0, "test_kv_alloc");
-	r = test_connect(d, KVS_ROLE_WORKER, inst, ns, 0, 1, &c);
+	r = connect_rank(d, inst, ns, &c);
 	CHECK(r == 0, "connect %s: %s", inst, kvs_strerror(r));
 	r = test_kv_register(c, kv);
 	*ret = r;

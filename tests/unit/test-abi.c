@@ -138,6 +138,10 @@ START_TEST(test_abi_constants)
 	ck_assert_uint_eq(KVS_PART_ARGS, 3);
 	ck_assert_uint_eq(KVS_KEY_SIZE, 16);
 	ck_assert_uint_eq(KVS_ARG_ALIGN, 8);
+	/* Argument bytes per key: a SAVE's key and its u32 block id, a QUERY's key, a LOAD's id. */
+	ck_assert_uint_eq(KVS_SAVE_ARG_SIZE, 20);
+	ck_assert_uint_eq(KVS_QUERY_ARG_SIZE, 16);
+	ck_assert_uint_eq(KVS_LOAD_ARG_SIZE, 4);
 	ck_assert_uint_eq(KVS_OP_NOP, 0);
 	ck_assert_uint_eq(KVS_OP_SAVE, 1);
 	ck_assert_uint_eq(KVS_OP_QUERY, 2);

@@ -917,8 +917,8 @@ static void assert_config_eq(const struct kvs_config *a, const struct kvs_config
 	ck_assert_str_eq(a->log_target, b->log_target);
 	ck_assert_str_eq(a->log_file, b->log_file);
 	ck_assert_str_eq(a->metrics_listen, b->metrics_listen);
-	ck_assert_str_eq(a->cuda_enable, b->cuda_enable);
-	ck_assert_str_eq(a->cuda_mover, b->cuda_mover);
+	ck_assert_int_eq(a->cuda_enable, b->cuda_enable);
+	ck_assert_int_eq(a->cuda_mover, b->cuda_mover);
 	ck_assert_uint_eq(a->cuda_kernel_below, b->cuda_kernel_below);
 	ck_assert_uint_eq(a->cuda_kernel_ctas, b->cuda_kernel_ctas);
 }

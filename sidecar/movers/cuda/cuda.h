@@ -1,30 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CUDA backend of kvstashd: GPU discovery (by UUID, never ordinal),
- * pinning the pool, importing engine GPU memory (legacy IPC handles and
- * VMM POSIX fds), and the GPU mover (copy engines and a gather kernel).
+ * The CUDA mover, as the rest of kvstashd sees it: its ops table (for the
+ * mover table in io/movers.c) and the GPUs it found, by UUID (never by
+ * ordinal: CUDA_VISIBLE_DEVICES renumbers), for HELLO and status.
+ *
+ *   device.c  GPU discovery, pool pinning, the driver entry points and
+ *             the CUresult / cudaError_t -> errno mapping
+ *   import.c  engine GPU memory: legacy IPC handles and VMM fds
+ *   mover.c   the data path: copy engines and a gather kernel
+ *   stub.c    all of it for builds without CUDA: no device
  *
  * The CUDA runtime is linked statically and driver functions are reached
  * through cudaGetDriverEntryPointByVersion, so kvstashd needs no libcuda
- * to link and starts on hosts without a driver: cuda_init() then finds no
- * device, host sessions work, and CUDA registrations are refused.
+ * to link and starts on hosts without a driver: the mover then finds no
+ * device, host sessions work, and CUDA sessions are refused.
  *
- * Built without CUDA, every function here reports "no device".
+ * This header needs no CUDA header; internal.h is the folder's own.
  */
-#ifndef KVS_CUDA_H
-#define KVS_CUDA_H
+#ifndef KVS_MOVERS_CUDA_H
+#define KVS_MOVERS_CUDA_H
 
-#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
-#include <kvstash/wire.h>
+#include "io/mover.h"
 
-#define CUDA_MAX_DEVICES 64
+#define CUDA_MAX_DEVICES MOVER_MAX_DEVICES
 
-struct kvs_config;
-struct mem_import;
-struct worker;
-struct op;
+extern const struct mover_ops cuda_mover;
 
 struct cuda_device_info {
 	int ordinal;		 /* inside kvstashd only: engines name devices by UUID */
@@ -35,38 +39,25 @@ struct cuda_device_info {
 	unsigned sms;
 };
 
-/*
- * Find the GPUs.  Returns how many (0 without a driver or device, or when
- * [cuda] enable = no), or -errno when [cuda] enable = yes and none is
- * usable.  Logs what it found.
- */
-int cuda_init(const struct kvs_config *cfg);
-void cuda_fini(void);
+/* After the mover's init (movers_init()): the GPUs found, 0 without a driver or device. */
 unsigned cuda_device_count(void);
 const struct cuda_device_info *cuda_device(unsigned idx);
 /* Index of the device with @uuid, or -ENODEV. */
 int cuda_device_find(const uint8_t uuid[16]);
 
-/* Pin a pool region (mapped, portable); logs the time it took. */
-int cuda_pin(void *base, uint64_t size);
-void cuda_unpin(void *base);
-
 /*
- * Import allocation @m for device @dev: a legacy IPC handle (one import
- * per distinct handle, shared and reference-counted) or a VMM fd (taken
- * over on success).  Bounds are checked against the real allocation.
+ * The find_device op of both CUDA mover tables (mover.c, stub.c): the
+ * GPU a HELLO names by UUID, or -ENODEV and what the engine is told.
  */
-int cuda_mem_import(unsigned dev, const struct kvs_wire_mem *m, int fd, struct mem_import *ret,
-		    char *why, size_t wl);
+static inline int cuda_find_device(const uint8_t uuid[16], char *why, size_t wl)
+{
+	int r = cuda_device_find(uuid);
 
-/* Per-worker GPU state: streams, events, descriptor rings, the kernel. */
-int cuda_worker_init(struct worker *w, unsigned dev);
-void cuda_worker_fini(struct worker *w);
-/* Start @op's copies on the worker's GPU; completion via copy_cuda_poll(). */
-void copy_cuda_submit(struct worker *w, struct op *op);
-/* Move finished ops to the worker's done list; true if any finished. */
-bool copy_cuda_poll(struct worker *w);
-/* Ops submitted and not yet finished. */
-unsigned copy_cuda_inflight(const struct worker *w);
+	if (r < 0)
+		snprintf(why, wl, "GPU %02x%02x%02x%02x-... is not visible to kvstashd%s", uuid[0],
+			 uuid[1], uuid[2], uuid[3],
+			 cuda_device_count() ? "" : " (no CUDA device or driver here)");
+	return r;
+}
 
-#endif /* KVS_CUDA_H */
+#endif /* KVS_MOVERS_CUDA_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Host mover: engine memory is a memfd mapped into kvstashd, so a copy is
- * memcpy.  Small batches are copied by the I/O worker itself (no hand-off
+ * Host mover: engine memory is a memfd mapped into kvstashd (import.c), so
+ * a copy is memcpy.  Small batches are copied by the I/O worker itself (no hand-off
  * latency); large ones are cut into chunks of about equal bytes and spread
  * over the copy threads so one session can approach memory bandwidth.
  */
@@ -12,22 +12,26 @@
 #include <unistd.h>
 
 #include "base/conf.h"
-#include "io/mover.h"
-#include "obs/log.h"
 #include "base/util.h"
-#include "io/worker.h"
+#include "io/batch.h"
+#include "io/mover.h"
+#include "movers/host/host.h"
+#include "obs/log.h"
 
 #define CHUNK_MIN (256u << 10) /* below this, a thread hand-off costs more than it saves */
 
+struct job;
+
 struct chunk {
-	struct worker *w;
-	struct op *op;
+	struct copy_batch *b;
+	struct job *j;
 	struct piece *pieces; /* into the job's sub-piece array */
 	uint32_t n;
 	struct cds_list_head node;
 };
 
 struct job {
+	uint32_t left; /* atomic: chunks not yet copied */
 	struct piece *sub;
 	struct chunk chunks[];
 };
@@ -42,45 +46,12 @@ static struct {
 	uint64_t inline_bytes;
 } H = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-int copy_batch_add(struct copy_batch *b, uint64_t eng, uint8_t *pool, uint64_t len)
-{
-	if (b->n) {
-		struct piece *p = &b->pieces[b->n - 1];
-
-		/* Adjacent on both sides: one copy instead of two. */
-		if (p->eng + p->len == eng && p->pool + p->len == pool) {
-			p->len += len;
-			b->bytes += len;
-			return 0;
-		}
-	}
-	if (b->n == b->cap) {
-		uint32_t cap = b->cap ? 2 * b->cap : 16;
-		struct piece *p = realloc(b->pieces, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		b->pieces = p;
-		b->cap = cap;
-	}
-	b->pieces[b->n++] = (struct piece){ eng, pool, len };
-	b->bytes += len;
-	return 0;
-}
-
-void copy_batch_free(struct copy_batch *b)
-{
-	free(b->pieces);
-	b->pieces = NULL;
-	b->n = b->cap = 0;
-}
-
 static void run(enum copy_dir dir, const struct piece *p, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		void *eng = (void *)(uintptr_t)p[i].eng;
+		void *eng = (void *)(uintptr_t)p[i].dev;
 
-		if (dir == COPY_SAVE)
+		if (dir == COPY_TO_POOL)
 			memcpy(p[i].pool, eng, p[i].len);
 		else
 			memcpy(eng, p[i].pool, p[i].len);
@@ -103,27 +74,40 @@ static void *copy_thread(void *arg)
 		cds_list_del(&c->node);
 		pthread_mutex_unlock(&H.lock);
 
-		run(c->op->batch.dir, c->pieces, c->n);
+		run(c->b->dir, c->pieces, c->n);
 		/*
 		 * acq_rel: every chunk's copy happens-before the last
-		 * decrement, whose thread hands the op back (worker_complete
-		 * then publishes it to the worker under its lock).
+		 * decrement, whose thread hands the batch back
+		 * (batch_complete() then publishes it to the worker under the
+		 * sink's lock).
 		 */
-		if (__atomic_sub_fetch(&c->op->batch.chunks_left, 1, __ATOMIC_ACQ_REL) == 0) {
-			struct op *op = c->op;
-			struct worker *w = c->w;
-			struct job *j = (struct job *)op->batch_priv;
+		if (__atomic_sub_fetch(&c->j->left, 1, __ATOMIC_ACQ_REL) == 0) {
+			struct copy_batch *b = c->b;
+			struct job *j = c->j;
 
 			free(j->sub);
 			free(j);
-			op->batch_priv = NULL;
-			worker_complete(w, op);
+			b->priv = NULL;
+			batch_complete(b, 0);
 		}
 	}
 	return NULL;
 }
 
-int copy_host_init(const struct kvs_config *cfg)
+static void copy_threads_stop(void)
+{
+	pthread_mutex_lock(&H.lock);
+	H.stop = true;
+	pthread_cond_broadcast(&H.cond);
+	pthread_mutex_unlock(&H.lock);
+	for (unsigned i = 0; i < H.n; i++)
+		pthread_join(H.threads[i], NULL);
+	free(H.threads);
+	H.threads = NULL;
+	H.n = 0;
+}
+
+static int copy_threads_start(const struct kvs_config *cfg)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = cfg->copy_threads ? cfg->copy_threads : (unsigned)MIN(MAX(cpus, 1), 8);
@@ -138,7 +122,7 @@ int copy_host_init(const struct kvs_config *cfg)
 		int r = pthread_create(&H.threads[H.n], NULL, copy_thread, NULL);
 
 		if (r) {
-			copy_host_fini();
+			copy_threads_stop();
 			return -r;
 		}
 		pthread_setname_np(H.threads[H.n], "kvs-copy");
@@ -146,35 +130,53 @@ int copy_host_init(const struct kvs_config *cfg)
 	return 0;
 }
 
-void copy_host_fini(void)
+/* One device, the host: one worker serves every host session. */
+static int host_init(const struct kvs_config *cfg)
 {
-	pthread_mutex_lock(&H.lock);
-	H.stop = true;
-	pthread_cond_broadcast(&H.cond);
-	pthread_mutex_unlock(&H.lock);
-	for (unsigned i = 0; i < H.n; i++)
-		pthread_join(H.threads[i], NULL);
-	free(H.threads);
-	H.threads = NULL;
-	H.n = 0;
+	int r = copy_threads_start(cfg);
+
+	if (r < 0)
+		return log_error_errno(r, "cannot start the copy threads");
+	r = host_release_start();
+	if (r < 0)
+		return log_error_errno(r, "cannot start the engine-memory release thread");
+	return 1;
+}
+
+static void host_fini(void)
+{
+	copy_threads_stop();
+	host_release_stop(); /* after the last session: it drains what they left */
+}
+
+/* Nothing per worker: the copy threads are the process's. */
+static struct mover host_instance = { .ops = &host_mover };
+
+static int host_worker_init(unsigned dev, unsigned wid, struct mover **ret)
+{
+	*ret = &host_instance;
+	return 0;
+}
+
+static void host_worker_fini(struct mover *m)
+{
 }
 
 /* Inline: the worker thread copies and completes without any hand-off. */
-static void inline_copy(struct worker *w, struct op *op)
+static void inline_copy(struct copy_batch *b)
 {
-	run(op->batch.dir, op->batch.pieces, op->batch.n);
-	cds_list_add_tail(&op->node, &w->local_done);
+	run(b->dir, b->pieces, b->n);
+	batch_complete(b, 0);
 }
 
-void copy_host_submit(struct worker *w, struct op *op)
+static void host_submit(struct mover *m, struct copy_batch *b)
 {
-	struct copy_batch *b = &op->batch;
 	uint64_t target, acc = 0;
 	uint32_t nchunks, ci = 0, si = 0;
 	struct job *j;
 
 	if (b->bytes <= H.inline_bytes || H.n == 0) {
-		inline_copy(w, op);
+		inline_copy(b);
 		return;
 	}
 	nchunks = (uint32_t)MIN((uint64_t)H.n, MAX(b->bytes / CHUNK_MIN, 1));
@@ -184,36 +186,51 @@ void copy_host_submit(struct worker *w, struct op *op)
 		j->sub = malloc((b->n + nchunks) * sizeof(*j->sub));
 	if (!j || !j->sub) {
 		free(j);
-		inline_copy(w, op); /* no memory for the plan: still copy */
+		inline_copy(b); /* no memory for the plan: still copy */
 		return;
 	}
 	/* Cut the pieces into chunks of ~target bytes, splitting a piece if needed. */
-	j->chunks[0] = (struct chunk){ w, op, j->sub, 0 };
+	j->chunks[0] = (struct chunk){ b, j, j->sub, 0 };
 	for (uint32_t i = 0; i < b->n; i++) {
 		struct piece p = b->pieces[i];
 
 		while (p.len) {
 			uint64_t take = MIN(p.len, target - acc);
 
-			j->sub[si++] = (struct piece){ p.eng, p.pool, take };
+			j->sub[si++] = (struct piece){ p.dev, p.pool, take };
 			j->chunks[ci].n++;
-			p.eng += take;
+			p.dev += take;
 			p.pool += take;
 			p.len -= take;
 			acc += take;
 			if (acc == target && ci + 1 < nchunks) {
 				ci++;
 				acc = 0;
-				j->chunks[ci] = (struct chunk){ w, op, &j->sub[si], 0 };
+				j->chunks[ci] = (struct chunk){ b, j, &j->sub[si], 0 };
 			}
 		}
 	}
 	nchunks = ci + 1;
-	op->batch_priv = j;
-	b->chunks_left = nchunks;
+	b->priv = j;
+	j->left = nchunks;
 	pthread_mutex_lock(&H.lock);
 	for (uint32_t c = 0; c < nchunks; c++)
 		cds_list_add_tail(&j->chunks[c].node, &H.queue);
 	pthread_cond_broadcast(&H.cond);
 	pthread_mutex_unlock(&H.lock);
 }
+
+const struct mover_ops host_mover = {
+	.name = "host",
+	.dev_name = "host",
+	.device_kind = KVS_DEVICE_HOST,
+	.mem_kinds = MEM_KIND(KVS_MEM_HOST_FD),
+	.init = host_init,
+	.fini = host_fini,
+	.map_bytes = host_map_bytes,
+	.import = host_mem_import,
+	.release = host_mem_release,
+	.worker_init = host_worker_init,
+	.worker_fini = host_worker_fini,
+	.submit = host_submit,
+};

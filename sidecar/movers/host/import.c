@@ -36,8 +36,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "io/mover.h"
 #include "io/mem.h"
+#include "movers/host/host.h"
 
 #define WHY(...) (snprintf(why, wl, __VA_ARGS__))
 
@@ -50,7 +50,7 @@ static uint64_t page_size(void)
 	return pg;
 }
 
-uint64_t mem_host_map_bytes(uint64_t lo, uint64_t hi)
+uint64_t host_map_bytes(uint64_t lo, uint64_t hi)
 {
 	uint64_t pg = page_size();
 
@@ -60,10 +60,10 @@ uint64_t mem_host_map_bytes(uint64_t lo, uint64_t hi)
 	return ((hi + pg - 1) & ~(pg - 1)) - (lo & ~(pg - 1));
 }
 
-int mem_import_host(const struct kvs_wire_mem *m, int fd, uint64_t lo, uint64_t hi,
+int host_mem_import(unsigned dev, const struct kvs_wire_mem *m, int fd, uint64_t lo, uint64_t hi,
 		    struct mem_import *ret, char *why, size_t wl)
 {
-	uint64_t off = lo & ~(page_size() - 1), len = mem_host_map_bytes(lo, hi);
+	uint64_t off = lo & ~(page_size() - 1), len = host_map_bytes(lo, hi);
 	struct statfs sfs;
 	struct stat st;
 	int seals;
@@ -141,6 +141,7 @@ int mem_import_host(const struct kvs_wire_mem *m, int fd, uint64_t lo, uint64_t 
 		.size = m->size,
 		/* Modular: byte 0 may lie before the mapping; views start at off or later. */
 		.base = (uint64_t)(uintptr_t)p - off,
+		.mapped = len,
 		.map = p,
 		.map_len = len,
 		.fd = fd,
@@ -192,7 +193,7 @@ static void *release_thread(void *arg)
 		struct unmap *u = U.head;
 
 		if (!u) {
-			/* Drain first: mem_release_stop() returns with nothing mapped. */
+			/* Drain first: host_release_stop() returns with nothing mapped. */
 			if (U.stop)
 				break;
 			pthread_cond_wait(&U.cond, &U.lock);
@@ -210,7 +211,7 @@ static void *release_thread(void *arg)
 	return NULL;
 }
 
-int mem_release_start(void)
+int host_release_start(void)
 {
 	int r;
 
@@ -225,7 +226,7 @@ int mem_release_start(void)
 	return 0;
 }
 
-void mem_release_stop(void)
+void host_release_stop(void)
 {
 	if (!U.running)
 		return;
@@ -255,25 +256,9 @@ static void release_host(struct mem_import *imp)
 	pthread_mutex_unlock(&U.lock);
 }
 
-void mem_release(struct mem_import *imp)
+void host_mem_release(struct mem_import *imp)
 {
-	if (!imp)
-		return;
-	switch (imp->kind) {
-	case KVS_MEM_HOST_FD:
-		/* Exactly what was mapped: a shorter length would leave the rest mapped. */
-		release_host(imp);
-		imp->fd = -1;
-		break;
-	case KVS_MEM_CUDA_IPC:
-	case KVS_MEM_CUDA_VMM_FD:
-		copy_cuda_mem_release(imp);
-		break;
-	}
-	if (imp->fd >= 0)
-		close(imp->fd);
-	imp->fd = -1;
-	imp->base = 0;
-	imp->map = NULL;
-	imp->map_len = 0;
+	/* Exactly what was mapped: a shorter length would leave the rest mapped. */
+	release_host(imp);
+	imp->fd = -1; /* the release thread closes it with the mapping */
 }

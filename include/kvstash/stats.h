@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvstash counters: one table per stats group, every view generated from it.
+ *
+ * A group is one kind of message in the reply to KVS_MSG_STATS (wire.h):
+ * global (one message), node (one per pool region), session (one per engine
+ * session).  A later module adds its own group (one per SSD drive, one per
+ * peer, one for the registry client): a table here, a message type in
+ * wire.h, an entry in kvs_stats_group().  Each table lists its message's
+ * fields in wire order, and from it come
+ *
+ *   - the message's struct (wire.h): the fields, then reserved words up to
+ *     the group's size;
+ *   - kvstashd's counters of the group (rows it counts as events happen)
+ *     and their copy into the reply (sidecar/obs/counters.h);
+ *   - the Prometheus families (sidecar/obs/metrics.c);
+ *   - what `kvstash stats` prints, as text and as JSON (tools/kvstash.c);
+ *   - the descriptors libkvstash exports, kvs_stats_group() and
+ *     kvs_stats_field(), from which the Python binding builds its
+ *     structures (python/kvstash/admin.py).
+ *
+ * So a new counter is one row (plus the line that counts it); it appears in
+ * every view.  Its row goes at the end of its table: the fields before it
+ * keep their offsets, and it takes a reserved word (a reader that does not
+ * know it ignores the word, one that does reads 0 from an older daemon,
+ * as reserved words are zero).  When a group's reserved words are used up,
+ * its size grows with the wire's minor revision (KVS_WIRE_MINOR): libkvstash
+ * reads the part of a longer message it knows, and skips message types it
+ * does not know, when the daemon's minor revision is newer than its own.
+ *
+ * A table is called with X, and X with the row's shape first, so that a
+ * view can take the shapes it needs (#define V(shape, ...) V_##shape(...)):
+ *
+ *   F(type, name, kind, src, unit, section, key, line, text, prom, help)
+ *     A field of the message.
+ *     type     U64, U32, I32, BOOL (a u32 that is 0 or 1), NAME
+ *              (char[KVS_NAME_MAX], NUL-terminated).
+ *     kind     KEY: says which node, session ... the message is about;
+ *              COUNTER: only grows; GAUGE: a value of the moment.
+ *     src      CTR: counted by kvstashd as it happens (its counters);
+ *              SMP: read from its owner (store, lease table) for each reply.
+ *     unit     NONE, COUNT, BYTES, NS, MS.
+ *     section, key   JSON: member @key of object @section ("": the top
+ *              level; a group shown as a list: its items).  key NULL: not
+ *              in the JSON by this table (KEY rows: the CLI prints them).
+ *     line, text     Text: for the global group, @text is a fragment of the
+ *              line titled @line, "%s" standing for the value; for a group
+ *              shown as a table, @line is NULL and @text the column title.
+ *              text NULL: not in the text.
+ *     prom     Prometheus family, constant labels in braces after it; for a
+ *              KEY row, the label it gives the group's samples.  NULL: not
+ *              exported.  Labels stay bounded: never per session or per key.
+ *     help     What it is (the HELP line of its family).
+ *
+ *   D(name, formula, a, b, section, key, line, text, prom, help)
+ *     A value derived from two others, in the views that name it:
+ *     SUB0 a - b, not below 0 (in a's unit); PCT a / b as a percentage;
+ *     SHARE a / (a + b), a ratio in JSON, a percentage in text; RATE a per
+ *     second of b nanoseconds; PAIR "a/b": of fields of the message, for
+ *     the CLI.  DIFF a - b: of kvstashd's counters, for Prometheus.
+ *
+ *   S(group, section, key, line)
+ *     Where the messages of another group appear in this group's views:
+ *     the JSON list @key in @section, the text table after line @line
+ *     (NULL: after the last), the Prometheus families at this place.
+ *
+ *   I(type, name, prom, help)
+ *     A counter of kvstashd not in the message: U64, HIST (a latency
+ *     histogram), ERRKIND (one count per error kind); Prometheus only.
+ *
+ * Within a section (and a line), values appear in table order; sections
+ * and lines appear in the order of their first row.  A Prometheus family
+ * spans consecutive exported rows of the same name.
+ */
+#ifndef KVSTASH_STATS_H
+#define KVSTASH_STATS_H
+
+/* clang-format off */
+
+#define KVS_STATS_GLOBAL(X)                                                                        \
+	X(F, U64, uptime_ms, GAUGE, SMP, MS, "", "uptime_ms", NULL, NULL,                          \
+	  "kvstash_uptime_seconds", "Seconds since kvstashd started.")                             \
+	X(F, U64, pool_capacity_bytes, GAUGE, SMP, BYTES, "pool", "capacity_bytes",                \
+	  "Pool", "%s capacity", NULL, "Host pool bytes, all nodes together.")                     \
+	X(F, U64, pool_used_bytes, GAUGE, SMP, BYTES, "pool", "used_bytes",                        \
+	  "Pool", ", %s used", NULL, "Host pool bytes holding blocks, all nodes together.")        \
+	X(D, pool_used_pct, PCT, pool_used_bytes, pool_capacity_bytes, NULL, NULL,                 \
+	  "Pool", " (%s)", NULL, NULL)                                                             \
+	X(D, pool_free_bytes, SUB0, pool_capacity_bytes, pool_used_bytes, "pool", "free_bytes",    \
+	  "Pool", ", %s free", NULL, NULL)                                                         \
+	X(S, NODE, "pool", "nodes", "Pool")                                                        \
+	X(F, U64, blocks_resident, GAUGE, SMP, COUNT, "blocks", "resident",                        \
+	  "Blocks", "%s resident",                                                                 \
+	  "kvstash_blocks_resident", "Blocks visible to QUERY (every shard saved).")               \
+	X(F, U64, blocks_partial, GAUGE, SMP, COUNT, "blocks", "partial",                          \
+	  "Blocks", ", %s partial (waiting for shards)",                                           \
+	  "kvstash_blocks_partial", "Blocks waiting for shards of other ranks.")                   \
+	X(F, U64, query_ops, COUNTER, CTR, COUNT, "queries", "ops",                                \
+	  "Queries", "%s ops:",                                                                    \
+	  "kvstash_query_ops_total", "QUERY operations.")                                          \
+	X(F, U64, query_blocks_hit, COUNTER, CTR, COUNT, "queries", "blocks_hit",                  \
+	  "Queries", " %s blocks hit",                                                             \
+	  "kvstash_query_blocks_hit_total", "Blocks found by QUERY.")                              \
+	X(F, U64, query_blocks_missed, COUNTER, CTR, COUNT, "queries", "blocks_missed",            \
+	  "Queries", ", %s missed",                                                                \
+	  "kvstash_query_blocks_missed_total",                                                     \
+	  "Blocks asked for by QUERY and not found (from the first miss on).")                     \
+	X(D, query_hit_ratio, SHARE, query_blocks_hit, query_blocks_missed, "queries", "hit_ratio",\
+	  "Queries", ", hit ratio %s", NULL, NULL)                                                 \
+	X(F, U64, save_ops, COUNTER, CTR, COUNT, "saves", "ops",                                   \
+	  "Saves", "%s ops:",                                                                      \
+	  "kvstash_save_ops_total", "SAVE operations.")                                            \
+	X(F, U64, save_blocks_stored, COUNTER, CTR, COUNT, "saves", "blocks_stored",               \
+	  "Saves", " %s blocks stored",                                                            \
+	  "kvstash_save_blocks_stored_total", "Blocks copied into the pool.")                      \
+	X(F, U64, save_blocks_skipped, COUNTER, CTR, COUNT, "saves", "blocks_skipped",             \
+	  "Saves", ", %s skipped (already resident)",                                              \
+	  "kvstash_save_blocks_skipped_total",                                                     \
+	  "Blocks not copied because they were resident already.")                                 \
+	X(F, U64, load_ops, COUNTER, CTR, COUNT, "loads", "ops",                                   \
+	  "Loads", "%s ops:",                                                                      \
+	  "kvstash_load_ops_total", "LOAD operations.")                                            \
+	X(F, U64, load_blocks, COUNTER, CTR, COUNT, "loads", "blocks",                             \
+	  "Loads", " %s blocks",                                                                   \
+	  "kvstash_load_blocks_total", "Blocks copied back to engines.")                           \
+	X(F, U64, evictions, COUNTER, SMP, COUNT, "blocks", "evictions",                           \
+	  "Evictions", "%s",                                                                       \
+	  "kvstash_evictions_total", "Blocks evicted to make room.")                               \
+	X(F, U64, partial_reclaimed, COUNTER, SMP, COUNT, "blocks", "partial_reclaimed",           \
+	  "Evictions", ", partial blocks reclaimed %s",                                            \
+	  "kvstash_partial_blocks_reclaimed_total",                                                \
+	  "Blocks dropped because not every shard arrived in time.")                               \
+	X(F, U64, leases_live, GAUGE, SMP, COUNT, "leases", "live",                                \
+	  "Leases", "%s live",                                                                     \
+	  "kvstash_leases_live", "Leases pinning blocks now.")                                     \
+	X(F, U64, leases_created, COUNTER, SMP, COUNT, "leases", "created",                        \
+	  "Leases", ", %s created",                                                                \
+	  "kvstash_leases_created_total", "Leases created by QUERY.")                              \
+	X(F, U64, leases_expired, COUNTER, SMP, COUNT, "leases", "expired",                        \
+	  "Leases", ", %s expired",                                                                \
+	  "kvstash_leases_expired_total", "Leases that reached their TTL.")                        \
+	X(F, U64, leases_released, COUNTER, SMP, COUNT, "leases", "released",                      \
+	  "Leases", ", %s released",                                                               \
+	  "kvstash_leases_released_total", "Leases dropped by RELEASE or by their session's end.") \
+	X(F, U64, bytes_saved, COUNTER, CTR, BYTES, "saves", "bytes",                              \
+	  "Copies", "saved %s",                                                                    \
+	  "kvstash_copy_bytes_total{direction=\"save\"}", "Bytes copied, per direction.")          \
+	X(D, save_rate, RATE, bytes_saved, save_ns, NULL, NULL, "Copies", " at %s", NULL, NULL)    \
+	X(F, U64, bytes_loaded, COUNTER, CTR, BYTES, "loads", "bytes",                             \
+	  "Copies", ", loaded %s",                                                                 \
+	  "kvstash_copy_bytes_total{direction=\"load\"}", "Bytes copied, per direction.")          \
+	X(D, load_rate, RATE, bytes_loaded, load_ns, NULL, NULL, "Copies", " at %s", NULL, NULL)   \
+	X(I, HIST, save_hist, "kvstash_copy_duration_seconds{direction=\"save\"}",                 \
+	  "Time from an operation's copy start to its completion, per direction.")                 \
+	X(I, HIST, load_hist, "kvstash_copy_duration_seconds{direction=\"load\"}",                 \
+	  "Time from an operation's copy start to its completion, per direction.")                 \
+	X(F, U64, save_ns, COUNTER, CTR, NS, "saves", "copy_ns", NULL, NULL,                       \
+	  NULL, "Time spent in save copies.")                                                      \
+	X(D, save_bytes_per_second, RATE, bytes_saved, save_ns, "saves", "bytes_per_second",       \
+	  NULL, NULL, NULL, NULL)                                                                  \
+	X(F, U64, load_ns, COUNTER, CTR, NS, "loads", "copy_ns", NULL, NULL,                       \
+	  NULL, "Time spent in load copies.")                                                      \
+	X(D, load_bytes_per_second, RATE, bytes_loaded, load_ns, "loads", "bytes_per_second",      \
+	  NULL, NULL, NULL, NULL)                                                                  \
+	X(F, U64, errors, COUNTER, CTR, COUNT, "", "errors",                                       \
+	  "Errors", "%s operations failed",                                                        \
+	  NULL, "Completions with a negative result.")                                             \
+	X(F, U64, sessions_live, GAUGE, SMP, COUNT, "sessions", "live",                            \
+	  "Sessions", "%s live",                                                                   \
+	  NULL, "Engine and scheduler sessions past their handshake.")                             \
+	X(D, sessions, DIFF, sessions_total, sessions_closed, NULL, NULL, NULL, NULL,              \
+	  "kvstash_sessions", "Engine and scheduler sessions connected.")                          \
+	X(F, U64, sessions_total, COUNTER, CTR, COUNT, "sessions", "total",                        \
+	  "Sessions", ", %s total",                                                                \
+	  "kvstash_sessions_total", "Sessions accepted since start.")                              \
+	X(F, U64, sessions_refused, COUNTER, CTR, COUNT, "sessions", "refused",                    \
+	  "Sessions", ", %s refused",                                                              \
+	  "kvstash_sessions_refused_total", "HELLOs refused.")                                     \
+	X(F, U64, protocol_errors, COUNTER, CTR, COUNT, "sessions", "protocol_errors",             \
+	  "Sessions", ", %s protocol errors",                                                      \
+	  "kvstash_protocol_errors_total", "Sessions ended for breaking the ring protocol.")       \
+	X(I, U64, sessions_closed, NULL, "Sessions of sessions_total freed since.")                \
+	X(I, ERRKIND, errors_by_kind, "kvstash_errors_total",                                      \
+	  "Operations that completed with an error, by kind.")                                     \
+	X(S, SESSION, "", "per_session", NULL)
+
+#define KVS_STATS_NODE(X)                                                                          \
+	X(F, I32, node, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                    \
+	  "node", "NUMA node of the pool region; -1: not bound.")                                  \
+	X(F, BOOL, hugepages, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                              \
+	  NULL, "Backed by hugetlb pages (else transparent hugepages are advised).")               \
+	X(F, U64, capacity_bytes, GAUGE, SMP, BYTES, "", "capacity_bytes", NULL, "CAPACITY",       \
+	  "kvstash_pool_capacity_bytes", "Host pool bytes, per NUMA node.")                        \
+	X(F, U64, used_bytes, GAUGE, SMP, BYTES, "", "used_bytes", NULL, "USED",                   \
+	  "kvstash_pool_used_bytes", "Host pool bytes holding blocks, per NUMA node.")             \
+	X(D, free_bytes, SUB0, capacity_bytes, used_bytes, "", "free_bytes", NULL, "FREE",         \
+	  NULL, NULL)                                                                              \
+	X(F, U64, extents_total, GAUGE, SMP, COUNT, "", "extents_total", NULL, NULL,               \
+	  NULL, "Extents of the region.")                                                          \
+	X(F, U64, extents_free, GAUGE, SMP, COUNT, "", "extents_free", NULL, NULL,                 \
+	  NULL, "Extents given to no block size.")                                                 \
+	X(D, extents, PAIR, extents_free, extents_total, NULL, NULL, NULL, "EXTENTS FREE/TOTAL",   \
+	  NULL, NULL)
+
+#define KVS_STATS_SESSION(X)                                                                       \
+	X(F, U64, session_id, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                              \
+	  NULL, "The session's id.")                                                               \
+	X(F, U32, pid, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                     \
+	  NULL, "The engine's process id.")                                                        \
+	X(F, U32, tp_rank, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                 \
+	  NULL, "The session's tensor-parallel rank.")                                             \
+	X(F, U64, ops, COUNTER, CTR, COUNT, "", "ops", NULL, "OPS",                                \
+	  NULL, "SQEs taken.")                                                                     \
+	X(F, U64, errors, COUNTER, CTR, COUNT, "", "errors", NULL, "ERRORS",                       \
+	  NULL, "Completions with a negative result.")                                             \
+	X(F, U64, save_blocks, COUNTER, CTR, COUNT, "", "save_blocks", NULL, "SAVED",              \
+	  NULL, "Blocks copied into the pool.")                                                    \
+	X(F, U64, load_blocks, COUNTER, CTR, COUNT, "", "load_blocks", NULL, "LOADED",             \
+	  NULL, "Blocks copied back to the engine.")                                               \
+	X(F, U64, query_hits, COUNTER, CTR, COUNT, "", "query_hits", NULL, "HITS",                 \
+	  NULL, "Blocks found by QUERY.")                                                          \
+	X(F, U64, query_misses, COUNTER, CTR, COUNT, "", "query_misses", NULL, "MISSES",           \
+	  NULL, "Blocks asked for by QUERY and not found.")                                        \
+	X(F, U64, bytes_saved, COUNTER, CTR, BYTES, "", "bytes_saved", NULL, "BYTES SAVED",        \
+	  NULL, "Bytes copied into the pool.")                                                     \
+	X(F, U64, bytes_loaded, COUNTER, CTR, BYTES, "", "bytes_loaded", NULL, "BYTES LOADED",     \
+	  NULL, "Bytes copied back to the engine.")                                                \
+	X(F, U64, inflight, GAUGE, SMP, COUNT, "", "inflight", NULL, NULL,                         \
+	  NULL, "SQEs taken and not completed yet.")                                               \
+	X(F, NAME, instance, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                               \
+	  NULL, "The engine instance of the session.")
+
+/* clang-format on */
+
+/*
+ * Message sizes, header and reserved words included: fixed for a wire
+ * minor revision (see above).
+ */
+#define KVS_STATS_GLOBAL_SIZE  304u
+#define KVS_STATS_NODE_SIZE    88u
+#define KVS_STATS_SESSION_SIZE 200u
+
+/* ---- the message structs (wire.h) ------------------------------------ */
+
+#define KVS_STATS_CTYPE_U64  uint64_t
+#define KVS_STATS_CTYPE_U32  uint32_t
+#define KVS_STATS_CTYPE_I32  int32_t
+#define KVS_STATS_CTYPE_BOOL uint32_t
+#define KVS_STATS_CTYPE_NAME char
+#define KVS_STATS_CDIM_U64
+#define KVS_STATS_CDIM_U32
+#define KVS_STATS_CDIM_I32
+#define KVS_STATS_CDIM_BOOL
+#define KVS_STATS_CDIM_NAME [KVS_NAME_MAX]
+
+#define KVS_STATS_MEMBER_(shape, ...)	    KVS_STATS_MEMBER_##shape(__VA_ARGS__)
+#define KVS_STATS_MEMBER_F(type, name, ...) KVS_STATS_CTYPE_##type name KVS_STATS_CDIM_##type;
+#define KVS_STATS_MEMBER_D(...)
+#define KVS_STATS_MEMBER_S(...)
+#define KVS_STATS_MEMBER_I(...)
+
+#define KVS_STATS_BYTES_(shape, ...) KVS_STATS_BYTES_##shape(__VA_ARGS__)
+#define KVS_STATS_BYTES_F(type, ...) +sizeof(KVS_STATS_CTYPE_##type KVS_STATS_CDIM_##type)
+#define KVS_STATS_BYTES_D(...)
+#define KVS_STATS_BYTES_S(...)
+#define KVS_STATS_BYTES_I(...)
+
+/* Reserved words left in a message of @size bytes with the fields of @table. */
+#define KVS_STATS_RESV(size, table) \
+	(((size) - sizeof(struct kvs_msg_hdr) - (0 table(KVS_STATS_BYTES_))) / sizeof(uint64_t))
+
+/* The struct of a group's message: header, fields, reserved words (zero). */
+/* clang-format off */
+#define KVS_STATS_STRUCT(tag, table, size)                          \
+	struct tag {                                                \
+		struct kvs_msg_hdr hdr;                             \
+		table(KVS_STATS_MEMBER_)                            \
+		uint64_t resv[KVS_STATS_RESV(size, table)];         \
+	}
+/* clang-format on */
+
+/* ---- descriptors exported by libkvstash (kvstash.h) ------------------ */
+
+/* kvs_stats_field.type */
+#define KVS_STATS_T_U64	 1u
+#define KVS_STATS_T_U32	 2u
+#define KVS_STATS_T_I32	 3u
+#define KVS_STATS_T_BOOL 4u
+#define KVS_STATS_T_NAME 5u
+
+/* kvs_stats_field.kind */
+#define KVS_STATS_K_KEY	    1u
+#define KVS_STATS_K_COUNTER 2u
+#define KVS_STATS_K_GAUGE   3u
+
+/* kvs_stats_field.unit */
+#define KVS_STATS_U_NONE  0u
+#define KVS_STATS_U_COUNT 1u
+#define KVS_STATS_U_BYTES 2u
+#define KVS_STATS_U_NS	  3u
+#define KVS_STATS_U_MS	  4u
+
+#endif /* KVSTASH_STATS_H */

@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA mover's data path: two ways of moving a batch, one completion
+ * path.
+ *
+ *   dma     one cudaMemcpyAsync per coalesced piece on the direction's
+ *           stream (the worker builds pieces that merge ranges adjacent on
+ *           both sides): free for the engine, at the PCIe limit when
+ *           pieces are large (page-first layouts);
+ *   kernel  one launch of kvs_gather over a descriptor array in mapped
+ *           pinned memory: near the PCIe limit for 16-64 KiB fragments,
+ *           but it time-slices with the engine's kernels.
+ *
+ * Each worker (one per GPU) owns a save stream and a load stream so both
+ * directions run at once.  A batch's copies are followed by an event; the
+ * worker polls the events in submission order per stream.  The ops table
+ * at the end gathers this file's, device.c's and import.c's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "base/conf.h"
+#include "base/util.h"
+#include "io/batch.h"
+#include "io/mover.h"
+#include "movers/cuda/internal.h"
+#include "obs/log.h"
+
+#define DESC_RING_BYTES (8u << 20) /* per stream: ~350k descriptors */
+#define KERNEL_SPLIT (64u << 10)   /* descriptors of at most this many bytes */
+#define KERNEL_THREADS 512u
+
+struct kvs_desc {
+	uint64_t dst;
+	uint64_t src;
+	uint64_t len;
+};
+
+extern const unsigned char kvs_gather_fatbin[];
+
+struct cuda_stream {
+	cudaStream_t stream;
+	struct cds_list_head fifo; /* batches in submission order (copy_batch.node) */
+	struct kvs_desc *ring;	   /* mapped pinned descriptors */
+	uint64_t cap;		   /* descriptors */
+	uint64_t head, tail;	   /* free-running; [head, tail) in use */
+};
+
+struct cuda_worker {
+	struct mover m;
+	unsigned dev;
+	unsigned wid;		  /* the worker's number, for logs */
+	struct cuda_stream st[2]; /* by enum copy_dir */
+	CUmodule mod;
+	CUfunction gather;
+	unsigned ctas;
+	enum cuda_mover mode;  /* [cuda] mover */
+	uint64_t kernel_below; /* [cuda] kernel_below */
+	unsigned inflight;
+	cudaEvent_t *events; /* free stack */
+	unsigned nevents, cap_events;
+};
+
+/* A batch in flight (copy_batch.priv). */
+struct cuda_op {
+	cudaEvent_t ev;
+	uint64_t desc_end; /* ring tail after this batch (0: no descriptors) */
+	bool kernel;
+	int err; /* a failure at submit, reported when the event says the rest is done */
+};
+
+static inline struct cuda_worker *cuda_worker_of(struct mover *m)
+{
+	return caa_container_of(m, struct cuda_worker, m);
+}
+
+static int cuda_worker_init(unsigned dev, unsigned wid, struct mover **ret)
+{
+	const struct kvs_config *cfg = cuda_config();
+	struct cuda_worker *cw = calloc(1, sizeof(*cw));
+	CUresult cr;
+	cudaError_t e;
+
+	if (!cw)
+		return -ENOMEM;
+	cw->m.ops = &cuda_mover;
+	cw->dev = dev;
+	cw->wid = wid;
+	e = cudaSetDevice(cuda_ordinal(dev));
+	for (int i = 0; i < 2 && e == cudaSuccess; i++) {
+		CDS_INIT_LIST_HEAD(&cw->st[i].fifo);
+		e = cudaStreamCreateWithFlags(&cw->st[i].stream, cudaStreamNonBlocking);
+		if (e == cudaSuccess)
+			e = cudaHostAlloc((void **)&cw->st[i].ring, DESC_RING_BYTES,
+					  cudaHostAllocMapped | cudaHostAllocPortable);
+		cw->st[i].cap = DESC_RING_BYTES / sizeof(struct kvs_desc);
+	}
+	if (e != cudaSuccess) {
+		log_error("cuda: worker %u: cannot create streams: %s", wid, cudaGetErrorString(e));
+		free(cw);
+		return cuda_errno(e);
+	}
+	cr = cuda_drv.module_load_data(&cw->mod, kvs_gather_fatbin);
+	if (cr == CUDA_SUCCESS)
+		cr = cuda_drv.module_get_function(&cw->gather, cw->mod, "kvs_gather");
+	if (cr != CUDA_SUCCESS) {
+		/* Without the kernel the DMA mover still works. */
+		log_warning("cuda: worker %u: cannot load the gather kernel (error %d): DMA only",
+			    wid, (int)cr);
+		cw->gather = NULL;
+	}
+	/* Parsed at load (base/conf.c): nothing is compared per batch but numbers. */
+	cw->mode = cfg->cuda_mover;
+	cw->kernel_below = cfg->cuda_kernel_below;
+	cw->ctas = cfg->cuda_kernel_ctas ? cfg->cuda_kernel_ctas : 4 * cuda_device(dev)->sms;
+	*ret = &cw->m;
+	return 0;
+}
+
+static void cuda_worker_fini(struct mover *m)
+{
+	struct cuda_worker *cw = cuda_worker_of(m);
+
+	cudaSetDevice(cuda_ordinal(cw->dev));
+	for (int i = 0; i < 2; i++) {
+		if (cw->st[i].stream) {
+			cudaStreamSynchronize(cw->st[i].stream);
+			cudaStreamDestroy(cw->st[i].stream);
+		}
+		if (cw->st[i].ring)
+			cudaFreeHost(cw->st[i].ring);
+	}
+	for (unsigned i = 0; i < cw->nevents; i++)
+		cudaEventDestroy(cw->events[i]);
+	free(cw->events);
+	if (cw->mod)
+		cuda_drv.module_unload(cw->mod);
+	free(cw);
+}
+
+static int event_get(struct cuda_worker *cw, cudaEvent_t *ret)
+{
+	if (cw->nevents) {
+		*ret = cw->events[--cw->nevents];
+		return 0;
+	}
+	return cuda_errno(cudaEventCreateWithFlags(ret, cudaEventDisableTiming));
+}
+
+static void event_put(struct cuda_worker *cw, cudaEvent_t ev)
+{
+	if (cw->nevents == cw->cap_events) {
+		unsigned cap = cw->cap_events ? 2 * cw->cap_events : 16;
+		cudaEvent_t *e = realloc(cw->events, cap * sizeof(*e));
+
+		if (!e) {
+			cudaEventDestroy(ev);
+			return;
+		}
+		cw->events = e;
+		cw->cap_events = cap;
+	}
+	cw->events[cw->nevents++] = ev;
+}
+
+/* Which mover for this batch: see [cuda] mover and kernel_below in kvstash.conf(5). */
+static bool want_kernel(const struct cuda_worker *cw, const struct copy_batch *b)
+{
+	if (!cw->gather || b->n == 0 || cw->mode == CUDA_MOVER_DMA)
+		return false;
+	for (uint32_t i = 0; i < b->n; i++)
+		if ((b->pieces[i].dev | (uintptr_t)b->pieces[i].pool | b->pieces[i].len) & 15)
+			return false; /* the kernel moves 16-byte words */
+	if (cw->mode == CUDA_MOVER_KERNEL)
+		return true;
+	/*
+	 * auto: saves run in the background, where DMA costs the engine
+	 * nothing; loads are on the time-to-first-token path, where small
+	 * fragments need the kernel to reach the PCIe limit.
+	 */
+	return b->dir == COPY_FROM_POOL && b->bytes / b->n < cw->kernel_below;
+}
+
+static uint64_t count_descs(const struct copy_batch *b)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < b->n; i++)
+		n += (b->pieces[i].len + KERNEL_SPLIT - 1) / KERNEL_SPLIT;
+	return n;
+}
+
+/* Reserve @n contiguous descriptors in the ring; NULL when it has no room. */
+static struct kvs_desc *ring_take(struct cuda_stream *s, uint64_t n, uint64_t *ret_end)
+{
+	uint64_t pos = s->tail;
+
+	if (n > s->cap)
+		return NULL;
+	if (pos % s->cap + n > s->cap)
+		pos += s->cap - pos % s->cap; /* wrap: never split a launch's array */
+	if (pos + n - s->head > s->cap)
+		return NULL;
+	s->tail = pos + n;
+	*ret_end = s->tail;
+	return &s->ring[pos % s->cap];
+}
+
+static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct copy_batch *b,
+			 struct cuda_op *co)
+{
+	uint64_t n = count_descs(b), k = 0;
+	struct kvs_desc *d = ring_take(s, n, &co->desc_end);
+	unsigned int nd = (unsigned int)n, grid;
+	void *params[2];
+	CUresult cr;
+
+	if (!d || n > UINT32_MAX)
+		return -ENOSPC;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct piece *p = &b->pieces[i];
+
+		for (uint64_t off = 0; off < p->len; off += KERNEL_SPLIT) {
+			uint64_t len = MIN((uint64_t)KERNEL_SPLIT, p->len - off);
+			uint64_t pool = (uint64_t)(uintptr_t)p->pool + off, dev = p->dev + off;
+
+			d[k++] = b->dir == COPY_TO_POOL ? (struct kvs_desc){ pool, dev, len } :
+							  (struct kvs_desc){ dev, pool, len };
+		}
+	}
+	/* Host pointer == device pointer for mapped pinned memory (checked in cuda_pin()). */
+	void *dd = d;
+
+	params[0] = &dd;
+	params[1] = &nd;
+	grid = MIN(nd, cw->ctas);
+	cr = cuda_drv.launch_kernel(cw->gather, grid, 1, 1, KERNEL_THREADS, 1, 1, 0,
+				    (CUstream)s->stream, params, NULL);
+	if (cr != CUDA_SUCCESS) {
+		s->tail = co->desc_end - n; /* nothing was queued: give the descriptors back */
+		co->desc_end = 0;
+		return cuda_drv_errno(cr);
+	}
+	co->kernel = true;
+	return 0;
+}
+
+static int launch_dma(struct cuda_stream *s, const struct copy_batch *b)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct piece *p = &b->pieces[i];
+		void *eng = (void *)(uintptr_t)p->dev;
+		cudaError_t e = b->dir == COPY_TO_POOL ?
+					cudaMemcpyAsync(p->pool, eng, p->len, cudaMemcpyDeviceToHost,
+							s->stream) :
+					cudaMemcpyAsync(eng, p->pool, p->len, cudaMemcpyHostToDevice,
+							s->stream);
+
+		if (e != cudaSuccess) {
+			log_error("cuda: cudaMemcpyAsync of %" PRIu64 " bytes failed: %s", p->len,
+				  cudaGetErrorString(e));
+			cudaGetLastError();
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static void cuda_submit(struct mover *m, struct copy_batch *b)
+{
+	struct cuda_worker *cw = cuda_worker_of(m);
+	struct cuda_stream *s = &cw->st[b->dir];
+	struct cuda_op *co = calloc(1, sizeof(*co));
+	int r = -ENOMEM;
+
+	if (co && event_get(cw, &co->ev) == 0) {
+		r = -ENOSPC;
+		if (want_kernel(cw, b))
+			r = launch_kernel(cw, s, b, co);
+		if (r < 0)
+			r = launch_dma(s, b);
+		if (cudaEventRecord(co->ev, s->stream) != cudaSuccess && r == 0)
+			r = -EIO;
+	}
+	if (r < 0) {
+		/*
+		 * Copies already queued may still run: the batch completes
+		 * through its event when one was recorded, else right away.
+		 */
+		r = r == -ENOSPC ? -EIO : r;
+		if (!co || !co->ev) {
+			free(co);
+			b->priv = NULL;
+			batch_complete(b, r);
+			return;
+		}
+		co->err = r;
+	}
+	b->priv = co;
+	cds_list_add_tail(&b->node, &s->fifo);
+	cw->inflight++;
+}
+
+static bool cuda_poll(struct mover *m)
+{
+	struct cuda_worker *cw = cuda_worker_of(m);
+	bool any = false;
+
+	if (!cw->inflight)
+		return false;
+	for (int i = 0; i < 2; i++) {
+		struct cuda_stream *s = &cw->st[i];
+
+		while (!cds_list_empty(&s->fifo)) {
+			struct copy_batch *b =
+				cds_list_first_entry(&s->fifo, struct copy_batch, node);
+			struct cuda_op *co = b->priv;
+			cudaError_t e = cudaEventQuery(co->ev);
+			int err = co->err;
+
+			if (e == cudaErrorNotReady)
+				break;
+			if (e != cudaSuccess) {
+				log_error("cuda: worker %u: copy failed: %s", cw->wid,
+					  cudaGetErrorString(e));
+				cudaGetLastError();
+				if (!err)
+					err = -EIO;
+			}
+			/* In-order stream: every earlier descriptor is free too. */
+			if (co->desc_end)
+				s->head = co->desc_end;
+			event_put(cw, co->ev);
+			free(co);
+			b->priv = NULL;
+			cds_list_del(&b->node);
+			cw->inflight--;
+			batch_complete(b, err);
+			any = true;
+		}
+	}
+	return any;
+}
+
+static unsigned cuda_inflight(const struct mover *m)
+{
+	return caa_container_of(m, const struct cuda_worker, m)->inflight;
+}
+
+const struct mover_ops cuda_mover = {
+	.name = "cuda",
+	.dev_name = "GPU",
+	.device_kind = KVS_DEVICE_CUDA,
+	.mem_kinds = MEM_KIND(KVS_MEM_CUDA_IPC) | MEM_KIND(KVS_MEM_CUDA_VMM_FD),
+	.init = cuda_init,
+	.fini = cuda_fini,
+	.find_device = cuda_find_device,
+	.device_node = cuda_device_node,
+	.pin = cuda_pin,
+	.unpin = cuda_unpin,
+	.import = cuda_mem_import,
+	.release = cuda_mem_release,
+	.worker_init = cuda_worker_init,
+	.worker_fini = cuda_worker_fini,
+	.submit = cuda_submit,
+	.poll = cuda_poll,
+	.inflight = cuda_inflight,
+};

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stats tables (<kvstash/stats.h>) and what libkvstash exports of them:
+ * the descriptors agree with the structs of wire.h, the fields of wire
+ * revision 1.0 keep their offsets (a row added anywhere but at the end of
+ * its table would move them), every message is its fields then reserved
+ * words, and the rows obey the rules every view relies on (Prometheus
+ * names, text fragments).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvstash/kvstash.h>
+
+#include "unit.h"
+
+struct row {
+	const char *name;
+	size_t off, size;
+	unsigned kind;
+	const char *key, *line, *text, *prom;
+};
+
+/* F rows only, of the message struct M. */
+#define ROW_(shape, ...) ROW_##shape(__VA_ARGS__)
+#define ROW_F(type, name, kind, src, unit, section, key, line, text, prom, help)                 \
+	{ #name, offsetof(M, name), sizeof(((M *)0)->name), KVS_STATS_K_##kind, key, line, text, \
+	  prom },
+#define ROW_D(...)
+#define ROW_S(...)
+#define ROW_I(...)
+
+#define M struct kvs_msg_stats_global
+static const struct row global_rows[] = { KVS_STATS_GLOBAL(ROW_) };
+#undef M
+#define M struct kvs_msg_stats_node
+static const struct row node_rows[] = { KVS_STATS_NODE(ROW_) };
+#undef M
+#define M struct kvs_msg_stats_session
+static const struct row session_rows[] = { KVS_STATS_SESSION(ROW_) };
+#undef M
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct {
+	uint32_t type;
+	const char *name;
+	size_t size;
+	uint32_t flags;
+	const struct row *rows;
+	size_t nrows;
+	size_t resv; /* offset of resv */
+} groups[] = {
+	{ KVS_MSG_STATS_GLOBAL, "global", sizeof(struct kvs_msg_stats_global), 0, global_rows,
+	  N(global_rows), offsetof(struct kvs_msg_stats_global, resv) },
+	{ KVS_MSG_STATS_NODE, "nodes", sizeof(struct kvs_msg_stats_node), KVS_STATS_GROUP_MANY,
+	  node_rows, N(node_rows), offsetof(struct kvs_msg_stats_node, resv) },
+	{ KVS_MSG_STATS_SESSION, "sessions", sizeof(struct kvs_msg_stats_session),
+	  KVS_STATS_GROUP_MANY, session_rows, N(session_rows),
+	  offsetof(struct kvs_msg_stats_session, resv) },
+};
+
+START_TEST(test_descriptors)
+{
+	struct kvs_stats_group g, untouched;
+	struct kvs_stats_field f, fu;
+
+	for (uint32_t i = 0; i < N(groups); i++) {
+		ck_assert_int_eq(kvs_stats_group(i, &g), 0);
+		ck_assert_uint_eq(g.msg_type, groups[i].type);
+		ck_assert_str_eq(g.name, groups[i].name);
+		ck_assert_uint_eq(g.size, groups[i].size);
+		ck_assert_uint_eq(g.flags, groups[i].flags);
+		ck_assert_uint_eq(g.nr_fields, groups[i].nrows);
+		for (uint32_t k = 0; k < groups[i].nrows; k++) {
+			const struct row *r = &groups[i].rows[k];
+
+			ck_assert_int_eq(kvs_stats_field(g.msg_type, k, &f), 0);
+			ck_assert_str_eq(f.name, r->name);
+			ck_assert_uint_eq(f.offset, r->off);
+			ck_assert_uint_eq(f.size, r->size);
+			ck_assert_uint_eq(f.kind, r->kind);
+		}
+		memset(&fu, 0x5a, sizeof(fu));
+		f = fu;
+		ck_assert_int_eq(kvs_stats_field(g.msg_type, g.nr_fields, &f), -ENOENT);
+		ck_assert_mem_eq(&f, &fu, sizeof(f)); /* ret_* untouched on failure */
+	}
+	memset(&untouched, 0x5a, sizeof(untouched));
+	g = untouched;
+	ck_assert_int_eq(kvs_stats_group(N(groups), &g), -ENOENT);
+	ck_assert_mem_eq(&g, &untouched, sizeof(g));
+	ck_assert_int_eq(kvs_stats_field(KVS_MSG_STATUS_DAEMON, 0, &f), -EINVAL);
+	ck_assert_int_eq(kvs_stats_field(0, 0, &f), -EINVAL);
+}
+END_TEST
+
+/* A message is its header, its fields back to back, then reserved words. */
+START_TEST(test_packed)
+{
+	for (size_t i = 0; i < N(groups); i++) {
+		size_t end = sizeof(struct kvs_msg_hdr);
+
+		for (size_t k = 0; k < groups[i].nrows; k++) {
+			ck_assert_uint_eq(groups[i].rows[k].off, end);
+			end += groups[i].rows[k].size;
+		}
+		ck_assert_uint_eq(groups[i].resv, end);
+		ck_assert_uint_gt(groups[i].size, end);
+		ck_assert_uint_eq((groups[i].size - end) % 8, 0);
+	}
+}
+END_TEST
+
+/* Wire revision 1.0: these fields stay where they are, whatever is added. */
+START_TEST(test_frozen)
+{
+	static const char *const global[] = {
+		"uptime_ms",
+		"pool_capacity_bytes",
+		"pool_used_bytes",
+		"blocks_resident",
+		"blocks_partial",
+		"query_ops",
+		"query_blocks_hit",
+		"query_blocks_missed",
+		"save_ops",
+		"save_blocks_stored",
+		"save_blocks_skipped",
+		"load_ops",
+		"load_blocks",
+		"evictions",
+		"partial_reclaimed",
+		"leases_live",
+		"leases_created",
+		"leases_expired",
+		"leases_released",
+		"bytes_saved",
+		"bytes_loaded",
+		"save_ns",
+		"load_ns",
+		"errors",
+		"sessions_live",
+		"sessions_total",
+		"sessions_refused",
+		"protocol_errors",
+	};
+	static const struct {
+		const char *name;
+		size_t off;
+	} node[] = {
+		{ "node", 16 },		 { "hugepages", 20 },	  { "capacity_bytes", 24 },
+		{ "used_bytes", 32 },	 { "extents_total", 40 }, { "extents_free", 48 },
+	}, session[] = {
+		{ "session_id", 16 }, { "pid", 24 },	     { "tp_rank", 28 },
+		{ "ops", 32 },	      { "errors", 40 },	     { "save_blocks", 48 },
+		{ "load_blocks", 56 }, { "query_hits", 64 },  { "query_misses", 72 },
+		{ "bytes_saved", 80 }, { "bytes_loaded", 88 }, { "inflight", 96 },
+		{ "instance", 104 },
+	};
+
+	ck_assert_uint_ge(N(global_rows), N(global));
+	for (size_t i = 0; i < N(global); i++) {
+		ck_assert_str_eq(global_rows[i].name, global[i]);
+		ck_assert_uint_eq(global_rows[i].off, 16 + 8 * i);
+	}
+	ck_assert_uint_ge(N(node_rows), N(node));
+	for (size_t i = 0; i < N(node); i++) {
+		ck_assert_str_eq(node_rows[i].name, node[i].name);
+		ck_assert_uint_eq(node_rows[i].off, node[i].off);
+	}
+	ck_assert_uint_ge(N(session_rows), N(session));
+	for (size_t i = 0; i < N(session); i++) {
+		ck_assert_str_eq(session_rows[i].name, session[i].name);
+		ck_assert_uint_eq(session_rows[i].off, session[i].off);
+	}
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_global), 304);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_node), 88);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_session), 200);
+}
+END_TEST
+
+/* Every row a Prometheus family, with all its rows (D and I ones too). */
+struct prom {
+	const char *prom;
+	unsigned kind; /* KVS_STATS_K_*, or 0: a histogram */
+};
+
+#define PROM_(shape, ...) PROM_##shape(__VA_ARGS__)
+#define PROM_F(type, name, kind, src, unit, section, key, line, text, prom, help) \
+	{ prom, KVS_STATS_K_##kind },
+#define PROM_D(name, formula, a, b, section, key, line, text, prom, help) \
+	{ prom, KVS_STATS_K_GAUGE },
+#define PROM_S(...)
+#define PROM_I(type, name, prom, help) { prom, PROM_I_##type },
+#define PROM_I_U64		       KVS_STATS_K_COUNTER
+#define PROM_I_ERRKIND		       KVS_STATS_K_COUNTER
+#define PROM_I_HIST		       0
+
+static const struct prom proms[] = { KVS_STATS_GLOBAL(PROM_) KVS_STATS_NODE(PROM_)
+					     KVS_STATS_SESSION(PROM_) };
+
+static size_t family_len(const char *p)
+{
+	return strcspn(p, "{");
+}
+
+START_TEST(test_prom_names)
+{
+	for (size_t i = 0; i < N(proms); i++) {
+		const char *p = proms[i].prom;
+		size_t n;
+
+		if (!p)
+			continue;
+		n = family_len(p);
+		if (proms[i].kind == KVS_STATS_K_KEY) {
+			/* A label name: no prefix, no braces. */
+			ck_assert_uint_eq(n, strlen(p));
+			ck_assert_int_ne(strncmp(p, "kvstash_", 8), 0);
+			continue;
+		}
+		ck_assert_msg(strncmp(p, "kvstash_", 8) == 0, "%s: not kvstash_*", p);
+		if (proms[i].kind == KVS_STATS_K_COUNTER)
+			ck_assert_msg(n > 6 && strncmp(p + n - 6, "_total", 6) == 0,
+				      "counter %s does not end in _total", p);
+		else
+			ck_assert_msg(n <= 6 || strncmp(p + n - 6, "_total", 6) != 0,
+				      "%s ends in _total and is no counter", p);
+		if (p[n])
+			ck_assert_msg(p[strlen(p) - 1] == '}', "%s: constant labels not closed", p);
+	}
+}
+END_TEST
+
+/* The text of a line is fragments with one value each; a column title has none. */
+struct text {
+	const char *line, *text;
+};
+
+#define TEXT_(shape, ...)							  TEXT_##shape(__VA_ARGS__)
+#define TEXT_F(type, name, kind, src, unit, section, key, line, text, prom, help) { line, text },
+#define TEXT_D(name, formula, a, b, section, key, line, text, prom, help)	  { line, text },
+#define TEXT_S(...)
+#define TEXT_I(...)
+
+static const struct text global_text[] = { KVS_STATS_GLOBAL(TEXT_) };
+static const struct text table_text[] = { KVS_STATS_NODE(TEXT_) KVS_STATS_SESSION(TEXT_) };
+
+START_TEST(test_text)
+{
+	for (size_t i = 0; i < N(global_text); i++) {
+		const char *t = global_text[i].text, *at;
+
+		if (!t)
+			continue;
+		ck_assert_ptr_nonnull(global_text[i].line);
+		at = strstr(t, "%s");
+		ck_assert_msg(at && !strstr(at + 2, "%") && !memchr(t, '%', (size_t)(at - t)),
+			      "fragment \"%s\" needs exactly one %%s", t);
+	}
+	for (size_t i = 0; i < N(table_text); i++) {
+		ck_assert_ptr_null(table_text[i].line);
+		if (table_text[i].text)
+			ck_assert_ptr_null(strchr(table_text[i].text, '%'));
+	}
+}
+END_TEST
+
+UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_prom_names, test_text)
+
+const struct unit_suite unit_suite = {
+	.name = "stats",
+	.add_tests = add_tests,
+};
