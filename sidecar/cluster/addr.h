@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cluster/registry.h"
+#include "cluster/limits.h"
 
 struct reg_addr {
 	bool unix_path;

@@ -54,12 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define REG_DIGEST_SIZE 16
-#define REG_KEY_SIZE	16  /* = KVS_KEY_SIZE */
-#define REG_NAME_MAX	64  /* cluster and node names, with the NUL */
-#define REG_ADDR_MAX	128 /* Redis and peer addresses, with the NUL */
-#define REG_SECRET_MAX	512 /* AUTH password, with the NUL */
-#define REG_MAX_HOLDERS 4   /* holders a query answers, best first */
+#include "cluster/limits.h"
 
 struct registry;
 

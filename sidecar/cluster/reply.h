@@ -17,7 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "cluster/registry.h"
+#include "cluster/limits.h"
 
 #define REPLY_MAX_OBJECTS (1u << 20)
 #define REPLY_MAX_BYTES	  (64u << 20)

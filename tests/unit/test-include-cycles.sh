@@ -8,9 +8,6 @@
 # joins one fails this test.
 #   io/worker        reads struct session, struct registration and the
 #                    instance's save order: needs a data-path view of them
-#   cluster/registry, cluster/addr, cluster/reply
-#                    registry.c includes addr.h and reply.h, which take the
-#                    registry's limits from registry.h
 
 : "${top_srcdir:?}"
 if ! command -v python3 >/dev/null 2>&1; then
@@ -18,5 +15,4 @@ if ! command -v python3 >/dev/null 2>&1; then
 	exit 77
 fi
 exec python3 "$top_srcdir/scripts/include-cycles" --root "$top_srcdir" \
-	--known io/worker \
-	--known cluster/registry --known cluster/addr --known cluster/reply
+	--known io/worker
