@@ -45,8 +45,21 @@ static bool sock_answers(const char *path)
 	return ok;
 }
 
+static unsigned log_lines(const struct kvsd *d, const char *needle, unsigned max);
+
+/*
+ * kvstashd listens before it is ready (the pool is still being faulted
+ * in and pinned for the GPUs, which opens the driver's fds): a connect
+ * is queued until then.  Tests that count what the daemon holds need it
+ * settled, so wait for this start's "ready" line too (the log is appended
+ * over restarts: one more than before).
+ */
+#define READY_LINE "notice: ready: "
+
 static int spawn(struct kvsd *d)
 {
+	unsigned readies = log_lines(d, READY_LINE, UINT_MAX);
+	bool up = false;
 	char bin[512];
 	int logfd;
 
@@ -66,10 +79,12 @@ static int spawn(struct kvsd *d)
 		_exit(127);
 	}
 	close(logfd);
-	for (int i = 0; i < 1000; i++) {
+	for (int i = 0; i < 3000; i++) {
 		int st;
 
-		if (sock_answers(d->sock))
+		/* One connect that answers is enough: each one is a session to the daemon. */
+		up = up || sock_answers(d->sock);
+		if (up && log_lines(d, READY_LINE, UINT_MAX) > readies)
 			return 0;
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = 0;

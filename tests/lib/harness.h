@@ -28,7 +28,7 @@ struct kvsd {
  * Start kvstashd with a generated config: a small pool (16M unless
  * @extra_ini sets [pool] size), the socket in a temp dir, then @extra_ini
  * appended verbatim (INI text, may be NULL).  Waits until the socket
- * answers.  Returns 0 or -errno (the log is printed on failure).
+ * answers and the daemon has logged that it is ready.  Returns 0 or -errno (the log is printed on failure).
  */
 int kvsd_start(struct kvsd *d, const char *extra_ini);
 /* Start again on the same directory and config (after a kill). */
