@@ -182,7 +182,7 @@ static void finish_save(struct worker *w, struct op *op)
 
 	store_save_end(w->store, op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
-	instance_save_leave(s->inst, &op->imark);
+	save_order_leave(&s->inst->saves, &op->imark);
 	s->w.copies--;
 	if (ok) {
 		account_save_done(w->ctr, &s->st, op->nents, op->batch.bytes, ns);
@@ -244,7 +244,7 @@ static bool flush_done(struct op *op)
 	struct session *s = op->s;
 
 	if (op->flags & KVS_FLUSH_INSTANCE)
-		return instance_saves_done_before(s->inst, op->mark);
+		return save_order_done_before(&s->inst->saves, op->mark);
 	return cds_list_empty(&s->w.saves) ||
 	       cds_list_first_entry(&s->w.saves, struct op, snode)->seq >= op->mark;
 }
@@ -314,7 +314,7 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 					     op->ents[i].shard->slot.addr, 0, lay->nr_layers);
 	op->seq = s->w.save_next++;
 	cds_list_add_tail(&op->snode, &s->w.saves);
-	instance_save_enter(s->inst, &op->imark);
+	save_order_enter(&s->inst->saves, &op->imark);
 	submit_copy(w, op, op->nents && !op->batch.err);
 }
 
@@ -392,7 +392,7 @@ static void do_flush(struct worker *w, struct session *s, const struct kvs_sqe *
 	op->opcode = KVS_OP_FLUSH;
 	op->flags = sqe->flags;
 	op->user_data = sqe->user_data;
-	op->mark = (sqe->flags & KVS_FLUSH_INSTANCE) ? instance_save_mark(s->inst) : s->w.save_next;
+	op->mark = (sqe->flags & KVS_FLUSH_INSTANCE) ? save_order_mark(&s->inst->saves) : s->w.save_next;
 	cds_list_add_tail(&op->node, &w->flushes);
 }
 

@@ -22,6 +22,7 @@
 #include <urcu/list.h>
 
 #include "io/mover.h"
+#include "io/saveorder.h"
 #include "control/instance.h"
 
 struct counters_global;
