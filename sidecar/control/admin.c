@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "store/store.h"
-#include "movers/cuda/cuda.h"
+#include "io/mover.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "wire/layout.h"
@@ -87,7 +87,7 @@ int admin_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	dm.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	dm.nr_workers = d->nr_workers;
 	dm.nr_instances = instance_count(d->instances);
-	dm.cuda_available = cuda_device_count() > 0;
+	dm.cuda_available = movers_device_count(KVS_DEVICE_CUDA) > 0;
 	put(&t, &dm, sizeof(dm));
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_status_session m = { 0 };

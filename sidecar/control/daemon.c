@@ -43,7 +43,7 @@ static void on_acks(struct ev_source *src, uint32_t events)
 	cds_list_for_each_entry_safe(a, tmp, &list, node) {
 		/* Off the list first: the session may be freed, or get this type again. */
 		cds_list_del(&a->node);
-		session_on_ack(a->s, a->type);
+		session_on_ack(session_of(a->s), a->type);
 	}
 }
 

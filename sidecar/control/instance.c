@@ -67,7 +67,7 @@ static struct store_tenant *put_locked(struct instance *inst)
 	cds_list_del(&inst->node);
 	inst->tab->count--;
 	nspace_put(inst->ns);
-	pthread_mutex_destroy(&inst->save_lock);
+	save_order_fini(&inst->saves);
 	free(inst->ranks);
 	free(inst);
 	return t;
@@ -109,8 +109,7 @@ int instance_join(struct instance_table *tab, struct session *s, char *why, size
 	/* Hold the namespace as a session would, so the pointer stays valid. */
 	__atomic_fetch_add(&s->ns->sessions, 1, __ATOMIC_RELAXED);
 	CDS_INIT_LIST_HEAD(&inst->sessions);
-	CDS_INIT_LIST_HEAD(&inst->saves);
-	pthread_mutex_init(&inst->save_lock, NULL);
+	save_order_init(&inst->saves);
 	cds_list_add_tail(&inst->node, &tab->list);
 	tab->count++;
 found:
@@ -226,39 +225,3 @@ static void holder_put(struct lease_holder *h)
 }
 
 const struct lease_holder_ops instance_lease_ops = { .get = holder_get, .put = holder_put };
-
-void instance_save_enter(struct instance *inst, struct save_mark *m)
-{
-	pthread_mutex_lock(&inst->save_lock);
-	m->seq = inst->save_next++;
-	cds_list_add_tail(&m->node, &inst->saves);
-	pthread_mutex_unlock(&inst->save_lock);
-}
-
-void instance_save_leave(struct instance *inst, struct save_mark *m)
-{
-	pthread_mutex_lock(&inst->save_lock);
-	cds_list_del(&m->node);
-	pthread_mutex_unlock(&inst->save_lock);
-}
-
-uint64_t instance_save_mark(struct instance *inst)
-{
-	uint64_t v;
-
-	pthread_mutex_lock(&inst->save_lock);
-	v = inst->save_next;
-	pthread_mutex_unlock(&inst->save_lock);
-	return v;
-}
-
-bool instance_saves_done_before(struct instance *inst, uint64_t mark)
-{
-	bool done;
-
-	pthread_mutex_lock(&inst->save_lock);
-	done = cds_list_empty(&inst->saves) ||
-	       cds_list_first_entry(&inst->saves, struct save_mark, node)->seq >= mark;
-	pthread_mutex_unlock(&inst->save_lock);
-	return done;
-}

@@ -25,6 +25,7 @@
 
 #include <kvstash/wire.h>
 
+#include "io/saveorder.h"
 #include "store/lease.h"
 
 struct instance_table;
@@ -50,9 +51,7 @@ struct instance {
 	struct cds_list_head sessions; /* all sessions, schedulers too */
 	struct cds_list_head node;
 	/* SAVEs in flight in the whole instance, oldest first: FLUSH_INSTANCE */
-	pthread_mutex_t save_lock;
-	struct cds_list_head saves;
-	uint64_t save_next;
+	struct save_order saves;
 };
 
 /* A table whose instances are tenants of @store. */
@@ -90,19 +89,5 @@ static inline bool instance_sealed(const struct instance *inst)
 }
 
 unsigned instance_count(struct instance_table *tab);
-
-/*
- * Instance-wide SAVE ordering for FLUSH with KVS_FLUSH_INSTANCE: each
- * SAVE enters with a sequence number and leaves when stored; a flush waits
- * until nothing older than its mark is left.
- */
-struct save_mark {
-	struct cds_list_head node;
-	uint64_t seq;
-};
-void instance_save_enter(struct instance *inst, struct save_mark *m);
-void instance_save_leave(struct instance *inst, struct save_mark *m);
-uint64_t instance_save_mark(struct instance *inst);	  /* the next sequence */
-bool instance_saves_done_before(struct instance *inst, uint64_t mark);
 
 #endif /* KVS_INSTANCE_H */

@@ -1,17 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A registration: what a worker session's REGISTER built, the engine's
- * memory as kvstashd uses it.  The layout (wire/layout.h) says where each
- * layer of each block lies; the imports (io/mem.h) make those bytes
- * reachable by the session's mover; the place (store/store.h) says where
- * the session's shards go in the store: a slot class, held for as long
- * as the registration lives, the pool region of the session's worker,
- * and its shard of each block.
- *
- * Immutable once published to the worker (session_publish_reg()); freed
+ * Building a registration: what a worker session's REGISTER makes of the
+ * engine's memory (struct registration, io/registration.h, where the
+ * worker reads it).  The builder is the control thread's: it runs on
+ * REGISTER, maps engine memory and takes a pool class.  The result is
+ * immutable once published to the worker (wsession_publish_reg()); freed
  * by the control thread after the worker handed it back (UNREGISTER) or
- * with the session.  The builder is the control thread's: it runs on
- * REGISTER, maps engine memory and takes a pool class.
+ * with the session.
  */
 #ifndef KVS_REGISTRATION_H
 #define KVS_REGISTRATION_H
@@ -19,22 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/registration.h"
 #include "store/store.h"
 
-struct layout;
-struct mem_import;
 struct nspace;
 struct reg_req;
-
-struct registration {
-	struct layout *layout;
-	uint32_t nr_mems;
-	struct mem_import *mems;
-	struct store *store;	  /* whose class place.class_id is held */
-	struct store_place place; /* class, region, shard: where its blocks go */
-	uint64_t mapped_bytes;	  /* host: the pages mapped; GPU: the allocations' sizes */
-	uint32_t nr_fds;	  /* imports that keep an fd (counted in the uid's fds) */
-};
 
 /* What a registration is built from: a parsed REGISTER and its session's facts. */
 struct registration_spec {

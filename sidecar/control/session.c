@@ -66,6 +66,11 @@ struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_
 	s->slot = SLOT_NONE;
 	CDS_INIT_LIST_HEAD(&s->inst_node);
 	CDS_INIT_LIST_HEAD(&s->w.saves);
+	/* The view's constant part: what the worker reads of the session itself. */
+	s->w.id = s->id;
+	s->w.uid = s->uid;
+	s->w.prefix = s->prefix;
+	s->w.st = &s->st;
 	session_set_prefix(s);
 	cds_list_add_tail(&s->node, &d->sessions);
 	d->nr_sessions++;
@@ -159,6 +164,7 @@ static int create_region(struct session *s, char *why, size_t wl)
 	}
 	s->w.args = args;
 	s->w.args_size = argb;
+	s->w.max_inflight = s->max_inflight;
 	s->w.bl_cap = s->max_inflight;
 	s->w.backlog = calloc(s->w.bl_cap, sizeof(*s->w.backlog));
 	if (!s->w.backlog) {
@@ -263,7 +269,19 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		  " KiB", s->uid, s->hello.ns, s->hello.tp_rank, s->hello.tp_size,
 		  s->hello.role == KVS_ROLE_WORKER ? "worker" : "scheduler", s->sq_entries,
 		  s->cq_entries, s->arg_bytes >> 10);
-	worker_command(s->worker, WCMD_ATTACH, s);
+	/*
+	 * The rest of the worker's view, from HELLO, the instance and the
+	 * namespace joined above; ATTACH (worker_command()'s mutex) orders it
+	 * before the worker reads it.
+	 */
+	s->w.role = s->hello.role;
+	s->w.tp_rank = s->hello.tp_rank;
+	s->w.order = &s->inst->saves;
+	s->w.sealed = &s->inst->sealed;
+	s->w.tenant = s->inst->tenant;
+	s->w.lh = &s->inst->lh;
+	s->w.ns = &s->ns->in_store;
+	worker_command(s->worker, WCMD_ATTACH, &s->w);
 	return 0;
 }
 
@@ -367,7 +385,7 @@ static int handle_register(struct session *s, const void *buf, size_t len, int *
 	if (s->hello.role != KVS_ROLE_WORKER) {
 		r = -EPERM;
 		snprintf(why, sizeof(why), "only worker sessions register memory");
-	} else if (s->reg || s->waiting) {
+	} else if (s->w.reg || s->waiting) {
 		r = -EBUSY;
 		snprintf(why, sizeof(why), "memory is already registered: UNREGISTER first");
 	} else if ((r = slots_take_fds(s, nfds, why, sizeof(why))) < 0) {
@@ -472,7 +490,7 @@ static int handle_unregister(struct session *s, uint32_t seq)
 {
 	if (s->hello.role != KVS_ROLE_WORKER)
 		return reply(s, seq, -EPERM, "only worker sessions register memory");
-	if (!s->reg)
+	if (!s->w.reg)
 		return reply(s, seq, 0, "nothing registered");
 	/* Unseal now so no new data operation starts; the worker drains the rest. */
 	instance_unregister(s->inst);
@@ -480,7 +498,7 @@ static int handle_unregister(struct session *s, uint32_t seq)
 	s->waiting_seq = seq;
 	s->waiting_type = KVS_MSG_UNREGISTER;
 	update_events(s);
-	worker_command(s->worker, WCMD_UNREGISTER, s);
+	worker_command(s->worker, WCMD_UNREGISTER, &s->w);
 	return 0;
 }
 
@@ -614,12 +632,12 @@ static void session_free(struct session *s)
 	if (s->worker)
 		account_session_closed(&d->ctr);
 	lease_drop_creator(d->leases, s->id);
-	if (s->reg) {
+	if (s->w.reg) {
 		instance_unregister(s->inst);
-		registration_free(s->reg);
-		s->reg = NULL;
+		registration_free(s->w.reg);
+		s->w.reg = NULL;
 	}
-	registration_free(s->retired);
+	registration_free(s->w.retired);
 	instance_leave(s);
 	nspace_put(s->ns);
 	shmq_region_destroy(s->region);
@@ -657,7 +675,7 @@ void session_close(struct session *s, int why)
 	 */
 	shutdown(s->ev.fd, SHUT_RDWR);
 	if (s->worker && s->region)
-		worker_command(s->worker, WCMD_DETACH, s);
+		worker_command(s->worker, WCMD_DETACH, &s->w);
 	else
 		session_free(s);
 }
@@ -669,10 +687,10 @@ void session_on_ack(struct session *s, enum wcmd_type type)
 		session_free(s);
 		break;
 	case WCMD_UNREGISTER:
-		if (s->retired)
-			slots_put_fds(s, s->retired->nr_fds);
-		registration_free(s->retired);
-		s->retired = NULL;
+		if (s->w.retired)
+			slots_put_fds(s, s->w.retired->nr_fds);
+		registration_free(s->w.retired);
+		s->w.retired = NULL;
 		s->mapped_host = 0;
 		if (s->state == S_CLOSING)
 			break;

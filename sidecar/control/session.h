@@ -3,7 +3,11 @@
  * A session: one engine rank (or scheduler, or admin CLI) connected over
  * the socket.  The control thread owns the socket side (handshake,
  * registration, death); the I/O worker serving the session owns the ring
- * side (struct wsess).  They hand over through worker commands and acks.
+ * side.  What the worker reads of the session is its data-path view,
+ * struct wsession (io/worker.h), embedded here as `w` and filled by the
+ * control thread (session_new(), create_region(), before ATTACH).  They
+ * hand over through worker commands and acks, which carry the view;
+ * session_of() goes back from it to the session.
  *
  * Lifetime: created on accept, freed by the control thread after the
  * worker acknowledged DETACH (no op in flight, nothing of it referenced);
@@ -16,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <urcu/compiler.h>
 #include <urcu/list.h>
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
@@ -37,34 +42,6 @@ enum session_state {
 	S_NEW,	    /* connected, no HELLO yet */
 	S_ACTIVE,   /* HELLO done */
 	S_CLOSING,  /* socket gone or GOODBYE: waiting for the worker */
-};
-
-/* Worker-owned ring state. */
-struct wsess {
-	struct shmq_ring sq; /* consumer */
-	struct shmq_ring cq; /* producer */
-	uint8_t *args;
-	uint64_t args_size;
-	uint32_t inflight;   /* ops taken from the SQ and not yet posted */
-	uint32_t copies;     /* SAVE/LOAD ops using the registration */
-	struct kvs_cqe *backlog; /* CQEs waiting for CQ space */
-	uint32_t bl_head, bl_n, bl_cap;
-	bool cq_dirty;	     /* reserved CQEs to commit */
-	bool attached;
-	bool detaching;
-	bool unregistering;
-	bool broken;	     /* ring protocol violated: stop reading it */
-	bool broken_acked;
-	uint64_t save_next;  /* sequence of the next SAVE */
-	struct cds_list_head saves; /* SAVE ops in flight, by sequence */
-	struct cds_list_head wnode; /* in worker.sessions */
-	/*
-	 * The worker's lines about this session (rejected SQEs).  The control
-	 * thread reads it only in session_free(), after the DETACH ack: the
-	 * ack queue's mutex (struct worker_acks) orders the worker's last
-	 * write before it.
-	 */
-	struct log_ratelimit log_rl;
 };
 
 /*
@@ -98,23 +75,14 @@ struct session {
 	uint64_t arg_bytes;
 	uint32_t max_inflight;
 
-	/*
-	 * Set by the control thread (store-release) when NULL; cleared only
-	 * by the worker on UNREGISTER; read by the worker with load-acquire.
-	 */
-	struct registration *reg;
-
 	struct worker *worker;
-	struct wsess w;
-	/* To and from the worker, one of each type (struct wmsg says why). */
-	struct wmsg cmds[WCMD_TYPES];
-	struct wmsg acks[WCMD_TYPES];
+	/* The worker's view: its registration (w.reg, w.retired), commands, acks, rings. */
+	struct wsession w;
 
 	/* control thread: a request waiting for the worker's ack */
 	bool waiting;
 	uint32_t waiting_seq;
 	uint32_t waiting_type;
-	struct registration *retired; /* handed back by the worker */
 	/*
 	 * Host engine memory this session has mapped (its registration's,
 	 * live or retired until freed): what [session] max_mapped_bytes and
@@ -157,16 +125,22 @@ void session_on_ack(struct session *s, enum wcmd_type type);
 /* Build the log prefix after HELLO. */
 void session_set_prefix(struct session *s);
 
-static inline struct registration *session_reg(struct session *s)
+/* The session whose data-path view @ws is (an ack's, a command's). */
+static inline struct session *session_of(struct wsession *ws)
 {
-	/* Pairs with the store-release in session_publish_reg(). */
-	return __atomic_load_n(&s->reg, __ATOMIC_ACQUIRE);
+	return caa_container_of(ws, struct session, w);
 }
 
+/* Load-acquire: see wsession_reg(). */
+static inline struct registration *session_reg(struct session *s)
+{
+	return wsession_reg(&s->w);
+}
+
+/* Store-release, pairing with the worker's wsession_reg(). */
 static inline void session_publish_reg(struct session *s, struct registration *reg)
 {
-	/* Layout and imports are complete before the worker can see them. */
-	__atomic_store_n(&s->reg, reg, __ATOMIC_RELEASE);
+	wsession_publish_reg(&s->w, reg);
 }
 
 #endif /* KVS_SESSION_H */

@@ -162,6 +162,12 @@ const struct mover_ops *mover_at(unsigned i, unsigned *ret_devices);
  */
 int mover_route(uint32_t device_kind, const uint8_t uuid[16], unsigned *ret_worker, char *why,
 		size_t wl);
+/*
+ * How many devices (what its init found, after movers_init()) the mover
+ * of sessions of @device_kind drives; 0 if no mover serves that kind.
+ * STATUS says from it whether GPUs are there, naming no backend.
+ */
+unsigned movers_device_count(uint32_t device_kind);
 
 /* Every mover's init, in table order; the first failure fails it. */
 int movers_init(const struct kvs_config *cfg);

@@ -85,6 +85,14 @@ int mover_route(uint32_t device_kind, const uint8_t uuid[16], unsigned *ret_work
 	return -ENODEV;
 }
 
+unsigned movers_device_count(uint32_t device_kind)
+{
+	for (unsigned i = 0; i < NR_MOVERS; i++)
+		if (device_kind && movers[i]->device_kind == device_kind)
+			return state[i].devices;
+	return 0;
+}
+
 int movers_init(const struct kvs_config *cfg)
 {
 	for (unsigned i = 0; i < NR_MOVERS; i++) {

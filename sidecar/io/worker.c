@@ -11,15 +11,12 @@
 
 #include "store/store.h"
 #include "base/conf.h"
-#include "control/instance.h"
 #include "wire/layout.h"
 #include "store/lease.h"
 #include "obs/account.h"
 #include "obs/log.h"
 #include "io/batch.h"
 #include "io/mover.h"
-#include "control/nspace.h"
-#include "control/session.h"
 #include "wire/sqe.h"
 #include "base/util.h"
 #include "io/worker.h"
@@ -38,7 +35,7 @@ static void bump(struct worker *w)
 	shmq_wake_word(&w->word);
 }
 
-void worker_command(struct worker *w, enum wcmd_type type, struct session *s)
+void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s)
 {
 	struct wmsg *c = &s->cmds[type];
 
@@ -81,7 +78,7 @@ void worker_acks_take(struct worker_acks *a, struct cds_list_head *list)
 }
 
 /* Tell the control thread about @s (any worker thread). */
-static void ack(struct worker *w, struct session *s, enum wcmd_type type)
+static void ack(struct worker *w, struct wsession *s, enum wcmd_type type)
 {
 	struct wmsg *a = &s->acks[type];
 	uint64_t one = 1;
@@ -99,51 +96,51 @@ static void ack(struct worker *w, struct session *s, enum wcmd_type type)
 
 /* ---- completions ------------------------------------------------- */
 
-static bool cq_put(struct session *s, const struct kvs_cqe *cqe)
+static bool cq_put(struct wsession *s, const struct kvs_cqe *cqe)
 {
 	uint32_t idx;
-	int r = shmq_prod_reserve(&s->w.cq, 1, &idx);
+	int r = shmq_prod_reserve(&s->cq, 1, &idx);
 
 	if (r < 0) {
 		/* The engine wrote an impossible CQ head: it broke the protocol. */
-		s->w.broken = true;
+		s->broken = true;
 		return true;
 	}
 	if (r == 0)
 		return false;
-	memcpy(shmq_ring_entry(&s->w.cq, idx), cqe, sizeof(*cqe));
-	s->w.cq_dirty = true;
+	memcpy(shmq_ring_entry(&s->cq, idx), cqe, sizeof(*cqe));
+	s->cq_dirty = true;
 	return true;
 }
 
-static void post(struct worker *w, struct session *s, uint64_t user_data, int32_t res,
-		 uint64_t r0, uint64_t r1)
+static void post(struct worker *w, struct wsession *s, uint64_t user_data, int32_t res, uint64_t r0,
+		 uint64_t r1)
 {
 	struct kvs_cqe cqe = { .user_data = user_data, .res = res, .result0 = r0, .result1 = r1 };
 
 	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
-	__atomic_store_n(&s->w.inflight, s->w.inflight - 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->inflight, s->inflight - 1, __ATOMIC_RELAXED);
 	if (res < 0) {
-		account_error(w->ctr, &s->st, res);
+		account_error(w->ctr, s->st, res);
 		if (log_enabled(LOG_DEBUG))
 			slog_debug(s, "op completed with %s", strerror(-res));
 	}
-	if (s->w.detaching || s->w.broken)
+	if (s->detaching || s->broken)
 		return; /* nobody to read it */
-	if (s->w.bl_n == 0 && cq_put(s, &cqe))
+	if (s->bl_n == 0 && cq_put(s, &cqe))
 		return;
 	/* CQ full: keep it; the session takes no new SQE until it drains. */
-	s->w.backlog[(s->w.bl_head + s->w.bl_n) % s->w.bl_cap] = cqe;
-	s->w.bl_n++;
+	s->backlog[(s->bl_head + s->bl_n) % s->bl_cap] = cqe;
+	s->bl_n++;
 }
 
-static bool drain_backlog(struct session *s)
+static bool drain_backlog(struct wsession *s)
 {
 	bool any = false;
 
-	while (s->w.bl_n && !s->w.broken && cq_put(s, &s->w.backlog[s->w.bl_head])) {
-		s->w.bl_head = (s->w.bl_head + 1) % s->w.bl_cap;
-		s->w.bl_n--;
+	while (s->bl_n && !s->broken && cq_put(s, &s->backlog[s->bl_head])) {
+		s->bl_head = (s->bl_head + 1) % s->bl_cap;
+		s->bl_n--;
 		any = true;
 	}
 	return any;
@@ -157,13 +154,13 @@ static bool drain_backlog(struct session *s)
  */
 static void publish_cqs(struct worker *w)
 {
-	struct session *s;
+	struct wsession *s;
 
-	cds_list_for_each_entry(s, &w->sessions, w.wnode) {
-		if (!s->w.cq_dirty)
+	cds_list_for_each_entry(s, &w->sessions, wnode) {
+		if (!s->cq_dirty)
 			continue;
-		s->w.cq_dirty = false;
-		shmq_prod_commit(&s->w.cq, 0);
+		s->cq_dirty = false;
+		shmq_prod_commit(&s->cq, 0);
 	}
 }
 
@@ -176,16 +173,16 @@ static void op_free(struct op *op)
 
 static void finish_save(struct worker *w, struct op *op)
 {
-	struct session *s = op->s;
+	struct wsession *s = op->s;
 	bool ok = op->batch.err == 0;
 	uint64_t ns = now_ns() - op->t0;
 
 	store_save_end(w->store, op->ents, op->nents, ok);
 	cds_list_del(&op->snode);
-	instance_save_leave(s->inst, &op->imark);
-	s->w.copies--;
+	save_order_leave(s->order, &op->imark);
+	s->copies--;
 	if (ok) {
-		account_save_done(w->ctr, &s->st, op->nents, op->batch.bytes, ns);
+		account_save_done(w->ctr, s->st, op->nents, op->batch.bytes, ns);
 		/* The instance's own share first: it is what the engine can change. */
 		op->res = op->quota	? -EDQUOT
 			  : op->nospace ? -ENOSPC
@@ -202,15 +199,15 @@ static void finish_save(struct worker *w, struct op *op)
 
 static void finish_load(struct worker *w, struct op *op)
 {
-	struct session *s = op->s;
+	struct wsession *s = op->s;
 
 	lease_put(w->leases, op->lease);
-	s->w.copies--;
+	s->copies--;
 	if (op->batch.err == 0) {
-		account_load_done(w->ctr, &s->st, op->nblocks, op->batch.bytes, now_ns() - op->t0);
+		account_load_done(w->ctr, s->st, op->nblocks, op->batch.bytes, now_ns() - op->t0);
 		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
 	} else {
-		slog_error_errno_rl(&s->w.log_rl, s, op->batch.err, "load of %u blocks failed",
+		slog_error_errno_rl(&s->log_rl, s, op->batch.err, "load of %u blocks failed",
 				    op->nblocks);
 		post(w, s, op->user_data, op->batch.err, 0, 0);
 	}
@@ -241,12 +238,12 @@ static bool reap_done(struct worker *w)
 
 static bool flush_done(struct op *op)
 {
-	struct session *s = op->s;
+	struct wsession *s = op->s;
 
 	if (op->flags & KVS_FLUSH_INSTANCE)
-		return instance_saves_done_before(s->inst, op->mark);
-	return cds_list_empty(&s->w.saves) ||
-	       cds_list_first_entry(&s->w.saves, struct op, snode)->seq >= op->mark;
+		return save_order_done_before(s->order, op->mark);
+	return cds_list_empty(&s->saves) ||
+	       cds_list_first_entry(&s->saves, struct op, snode)->seq >= op->mark;
 }
 
 static bool check_flushes(struct worker *w)
@@ -255,10 +252,10 @@ static bool check_flushes(struct worker *w)
 	bool any = false;
 
 	cds_list_for_each_entry_safe(op, tmp, &w->flushes, node) {
-		if (!op->s->w.detaching && !flush_done(op))
+		if (!op->s->detaching && !flush_done(op))
 			continue;
 		cds_list_del(&op->node);
-		post(w, op->s, op->user_data, op->s->w.detaching ? -ECANCELED : 0, 0, 0);
+		post(w, op->s, op->user_data, op->s->detaching ? -ECANCELED : 0, 0, 0);
 		op_free(op);
 		any = true;
 	}
@@ -273,9 +270,9 @@ static bool check_flushes(struct worker *w)
  */
 static void submit_copy(struct worker *w, struct op *op, bool copy)
 {
-	struct session *s = op->s;
+	struct wsession *s = op->s;
 
-	s->w.copies++;
+	s->copies++;
 	op->t0 = now_ns();
 	op->batch.sink = &w->sink;
 	if (!copy)
@@ -286,7 +283,7 @@ static void submit_copy(struct worker *w, struct op *op, bool copy)
 		batch_complete(&op->batch, -EIO); /* the device could not be set up at start */
 }
 
-static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
+static void do_save(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		    const struct sqe_args *a, const struct registration *reg)
 {
 	const struct layout *lay = reg->layout;
@@ -304,21 +301,20 @@ static void do_save(struct worker *w, struct session *s, const struct kvs_sqe *s
 	op->opcode = KVS_OP_SAVE;
 	op->user_data = sqe->user_data;
 	op->batch.dir = COPY_TO_POOL;
-	store_save_begin(w->store, s->inst->tenant, &s->ns->in_store, &reg->place, a->keys,
-			 a->block_ids, a->n, op->ents, &op->nents, &op->skipped, &op->nospace,
-			 &op->quota);
+	store_save_begin(w->store, s->tenant, s->ns, &reg->place, a->keys, a->block_ids, a->n,
+			 op->ents, &op->nents, &op->skipped, &op->nospace, &op->quota);
 	account_save_skipped(w->ctr, op->skipped);
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++)
 		op->batch.err =
 			copy_batch_add_block(&op->batch, lay, reg->mems, op->ents[i].block_id,
 					     op->ents[i].shard->slot.addr, 0, lay->nr_layers);
-	op->seq = s->w.save_next++;
-	cds_list_add_tail(&op->snode, &s->w.saves);
-	instance_save_enter(s->inst, &op->imark);
+	op->seq = s->save_next++;
+	cds_list_add_tail(&op->snode, &s->saves);
+	save_order_enter(s->order, &op->imark);
 	submit_copy(w, op, op->nents && !op->batch.err);
 }
 
-static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
+static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		    const struct sqe_args *a, const struct registration *reg)
 {
 	const struct layout *lay = reg->layout;
@@ -333,7 +329,7 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	r = lease_take(w->leases, sqe->lease, &s->inst->lh, s->hello.tp_rank, a->n, &lease);
+	r = lease_take(w->leases, sqe->lease, s->lh, s->tp_rank, a->n, &lease);
 	if (r < 0) {
 		free(op);
 		post(w, s, sqe->user_data, r, 0, 0);
@@ -354,20 +350,19 @@ static void do_load(struct worker *w, struct session *s, const struct kvs_sqe *s
 	submit_copy(w, op, !op->batch.err);
 }
 
-static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *sqe,
+static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		     const struct sqe_args *a)
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint64_t id = 0, ttl = 0, pinned = 0;
-	uint32_t hits = store_query(w->store, &s->ns->in_store, a->keys, a->n, !nolease, w->blocks,
-				    &pinned);
+	uint32_t hits = store_query(w->store, s->ns, a->keys, a->n, !nolease, w->blocks, &pinned);
 	char why[256];
 	int r;
 
-	account_query(w->ctr, &s->st, hits, a->n);
+	account_query(w->ctr, s->st, hits, a->n);
 	if (hits && !nolease) {
-		r = lease_create(w->leases, &s->inst->lh, s->id, s->uid, w->blocks, hits, pinned,
-				 &id, &ttl, why, sizeof(why));
+		r = lease_create(w->leases, s->lh, s->id, s->uid, w->blocks, hits, pinned, &id,
+				 &ttl, why, sizeof(why));
 		if (r < 0) {
 			if (why[0])
 				slog_warning_errno(s, r, "QUERY refused: %s", why);
@@ -380,7 +375,7 @@ static void do_query(struct worker *w, struct session *s, const struct kvs_sqe *
 	post(w, s, sqe->user_data, (int32_t)hits, id, ttl);
 }
 
-static void do_flush(struct worker *w, struct session *s, const struct kvs_sqe *sqe)
+static void do_flush(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe)
 {
 	struct op *op = calloc(1, sizeof(*op));
 
@@ -392,15 +387,15 @@ static void do_flush(struct worker *w, struct session *s, const struct kvs_sqe *
 	op->opcode = KVS_OP_FLUSH;
 	op->flags = sqe->flags;
 	op->user_data = sqe->user_data;
-	op->mark = (sqe->flags & KVS_FLUSH_INSTANCE) ? instance_save_mark(s->inst) : s->w.save_next;
+	op->mark = (sqe->flags & KVS_FLUSH_INSTANCE) ? save_order_mark(s->order) : s->save_next;
 	cds_list_add_tail(&op->node, &w->flushes);
 }
 
-static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe *sqe)
+static void handle_sqe(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe)
 {
-	struct registration *reg = s->w.unregistering ? NULL : session_reg(s);
+	struct registration *reg = s->unregistering ? NULL : wsession_reg(s);
 	struct sqe_limits lim = {
-		.role = s->hello.role,
+		.role = s->role,
 		.max_keys = w->cfg->max_keys,
 		.num_blocks = reg ? reg->layout->num_blocks : 0,
 		.nr_layers = reg ? reg->layout->nr_layers : 0,
@@ -408,17 +403,18 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	struct sqe_args a;
 	int r;
 
-	__atomic_store_n(&s->w.inflight, s->w.inflight + 1, __ATOMIC_RELAXED);
-	account_sqe(&s->st);
-	r = sqe_decode(sqe, s->w.args, s->w.args_size, &lim, w->scratch, &a);
-	if (r == 0 && (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||
-		       sqe->opcode == KVS_OP_QUERY) && !instance_sealed(s->inst))
+	__atomic_store_n(&s->inflight, s->inflight + 1, __ATOMIC_RELAXED);
+	account_sqe(s->st);
+	r = sqe_decode(sqe, s->args, s->args_size, &lim, w->scratch, &a);
+	if (r == 0 &&
+	    (sqe->opcode == KVS_OP_SAVE || sqe->opcode == KVS_OP_LOAD ||
+	     sqe->opcode == KVS_OP_QUERY) &&
+	    !wsession_sealed(s))
 		r = -KVS_EUNSEALED;
 	if (r < 0) {
 		/* An engine can submit these in a loop: rate-limited per session. */
 		if (r == -EOPNOTSUPP || log_enabled(LOG_DEBUG))
-			slog_info_errno_rl(&s->w.log_rl, s, r, "SQE opcode %u rejected",
-					   sqe->opcode);
+			slog_info_errno_rl(&s->log_rl, s, r, "SQE opcode %u rejected", sqe->opcode);
 		post(w, s, sqe->user_data, r, 0, 0);
 		return;
 	}
@@ -430,8 +426,7 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 		do_query(w, s, sqe, &a);
 		break;
 	case KVS_OP_RELEASE:
-		post(w, s, sqe->user_data, lease_release(w->leases, sqe->lease, &s->inst->lh), 0,
-		     0);
+		post(w, s, sqe->user_data, lease_release(w->leases, sqe->lease, s->lh), 0, 0);
 		break;
 	case KVS_OP_SAVE:
 		do_save(w, s, sqe, &a, reg);
@@ -445,42 +440,42 @@ static void handle_sqe(struct worker *w, struct session *s, const struct kvs_sqe
 	}
 }
 
-static bool poll_session(struct worker *w, struct session *s)
+static bool poll_session(struct worker *w, struct wsession *s)
 {
 	struct kvs_sqe sqe;
 	uint32_t idx, room;
 	int n;
 
-	if (s->w.broken || s->w.detaching)
+	if (s->broken || s->detaching)
 		return false;
 	drain_backlog(s);
-	if (s->w.bl_n)
+	if (s->bl_n)
 		return false; /* the engine is not reaping: take nothing new */
-	room = s->max_inflight - s->w.inflight;
+	room = s->max_inflight - s->inflight;
 	if (room == 0)
 		return false;
-	n = shmq_cons_peek(&s->w.sq, MIN(room, POLL_BUDGET), &idx);
+	n = shmq_cons_peek(&s->sq, MIN(room, POLL_BUDGET), &idx);
 	if (n < 0) {
-		s->w.broken = true;
+		s->broken = true;
 		return true;
 	}
 	for (int i = 0; i < n; i++) {
 		/* A private copy: the engine may rewrite the slot at any time. */
-		memcpy(&sqe, shmq_ring_entry(&s->w.sq, idx + (uint32_t)i), sizeof(sqe));
+		memcpy(&sqe, shmq_ring_entry(&s->sq, idx + (uint32_t)i), sizeof(sqe));
 		handle_sqe(w, s, &sqe);
 	}
 	/* Arguments were copied above: the engine may reuse them after this. */
 	if (n)
-		shmq_cons_release(&s->w.sq, (uint32_t)n);
+		shmq_cons_release(&s->sq, (uint32_t)n);
 	return n > 0;
 }
 
 /* ---- commands and session bookkeeping ---------------------------- */
 
-static void attach(struct worker *w, struct session *s)
+static void attach(struct worker *w, struct wsession *s)
 {
-	s->w.attached = true;
-	cds_list_add_tail(&s->w.wnode, &w->sessions);
+	s->attached = true;
+	cds_list_add_tail(&s->wnode, &w->sessions);
 	w->nr_sessions++;
 	w->rings_stale = true;
 }
@@ -505,11 +500,11 @@ static bool process_cmds(struct worker *w)
 			attach(w, c->s);
 			break;
 		case WCMD_DETACH:
-			c->s->w.detaching = true;
+			c->s->detaching = true;
 			w->rings_stale = true;
 			break;
 		case WCMD_UNREGISTER:
-			c->s->w.unregistering = true;
+			c->s->unregistering = true;
 			break;
 		default:
 			break;
@@ -521,23 +516,23 @@ static bool process_cmds(struct worker *w)
 /* Finish detaches and unregistrations whose copies have drained. */
 static void settle_sessions(struct worker *w)
 {
-	struct session *s, *tmp;
+	struct wsession *s, *tmp;
 
-	cds_list_for_each_entry_safe(s, tmp, &w->sessions, w.wnode) {
-		if (s->w.broken && !s->w.broken_acked) {
+	cds_list_for_each_entry_safe(s, tmp, &w->sessions, wnode) {
+		if (s->broken && !s->broken_acked) {
 			/* The control thread closes the socket, then sends DETACH. */
-			s->w.broken_acked = true;
+			s->broken_acked = true;
 			w->rings_stale = true;
 			slog_error(s, "ring protocol violated (impossible index): ending the session");
 			ack(w, s, WCMD_BROKEN);
 		}
-		if (s->w.unregistering && s->w.copies == 0) {
-			s->retired = session_reg(s);
-			session_publish_reg(s, NULL);
-			s->w.unregistering = false;
+		if (s->unregistering && s->copies == 0) {
+			s->retired = wsession_reg(s);
+			wsession_publish_reg(s, NULL);
+			s->unregistering = false;
 			ack(w, s, WCMD_UNREGISTER);
 		}
-		if (s->w.detaching && s->w.copies == 0) {
+		if (s->detaching && s->copies == 0) {
 			bool flushing = false;
 			struct op *op;
 
@@ -545,10 +540,10 @@ static void settle_sessions(struct worker *w)
 				flushing |= op->s == s;
 			if (flushing)
 				continue;
-			cds_list_del(&s->w.wnode);
+			cds_list_del(&s->wnode);
 			w->nr_sessions--;
 			w->rings_stale = true;
-			s->w.attached = false;
+			s->attached = false;
 			ack(w, s, WCMD_DETACH);
 		}
 	}
@@ -558,7 +553,7 @@ static void settle_sessions(struct worker *w)
 
 static int rebuild_rings(struct worker *w)
 {
-	struct session *s;
+	struct wsession *s;
 	unsigned n = 0;
 
 	if (w->rings_cap < w->nr_sessions) {
@@ -568,16 +563,16 @@ static int rebuild_rings(struct worker *w)
 		if (!r)
 			return -ENOMEM;
 		w->rings = r;
-		struct session **ss = realloc(w->ring_sessions, cap * sizeof(*ss));
+		struct wsession **ss = realloc(w->ring_sessions, cap * sizeof(*ss));
 		if (!ss)
 			return -ENOMEM;
 		w->ring_sessions = ss;
 		w->rings_cap = cap;
 	}
-	cds_list_for_each_entry(s, &w->sessions, w.wnode) {
-		if (s->w.broken || s->w.detaching)
+	cds_list_for_each_entry(s, &w->sessions, wnode) {
+		if (s->broken || s->detaching)
 			continue;
-		w->rings[n] = &s->w.sq;
+		w->rings[n] = &s->sq;
 		w->ring_sessions[n] = s;
 		n++;
 	}
@@ -587,12 +582,12 @@ static int rebuild_rings(struct worker *w)
 
 static bool needs_short_sleep(struct worker *w)
 {
-	struct session *s;
+	struct wsession *s;
 
 	if (!cds_list_empty(&w->flushes))
 		return true;
-	cds_list_for_each_entry(s, &w->sessions, w.wnode)
-		if (s->w.bl_n || s->w.detaching || s->w.unregistering)
+	cds_list_for_each_entry(s, &w->sessions, wnode)
+		if (s->bl_n || s->detaching || s->unregistering)
 			return true;
 	return false;
 }
@@ -620,14 +615,14 @@ static void *worker_main(void *arg)
 		 * commands and completions queued before are seen.
 		 */
 		uint32_t seen = __atomic_load_n(&w->word, __ATOMIC_ACQUIRE);
-		struct session *s;
+		struct wsession *s;
 		bool busy = false;
 
 		busy |= process_cmds(w);
 		if (w->mover && w->mover->ops->poll)
 			busy |= w->mover->ops->poll(w->mover);
 		busy |= reap_done(w);
-		cds_list_for_each_entry(s, &w->sessions, w.wnode)
+		cds_list_for_each_entry(s, &w->sessions, wnode)
 			busy |= poll_session(w, s);
 		busy |= reap_done(w); /* inline copies finished above */
 		busy |= check_flushes(w);
@@ -657,7 +652,7 @@ static void *worker_main(void *arg)
 				       needs_short_sleep(w) ? SLEEP_PENDING_NS : SLEEP_MAX_NS, &bad);
 
 		if (r == -EPROTO && bad < (unsigned)nrings) {
-			w->ring_sessions[bad]->w.broken = true;
+			w->ring_sessions[bad]->broken = true;
 			w->rings_stale = true;
 		}
 		idle_since = now_ns();

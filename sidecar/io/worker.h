@@ -11,6 +11,11 @@
  * unregister; stop) and gets acks back on the queue it gave the worker
  * (struct worker_acks).  Every copy batch comes back through the worker's
  * sink (batch_complete(), from whichever thread the mover finished it on).
+ *
+ * A worker sees a session only through its data-path view, struct
+ * wsession, which the control plane's struct session embeds; io/ includes
+ * no control/ header.  Only control/ goes back from the view to the
+ * session (container_of, session_of() in control/session.h).
  */
 #ifndef KVS_WORKER_H
 #define KVS_WORKER_H
@@ -19,18 +24,28 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include <urcu/list.h>
+#include <shmq/shmq.h>
+#include <kvstash/abi.h>
 
 #include "io/mover.h"
-#include "control/instance.h"
+#include "io/registration.h"
+#include "io/saveorder.h"
+#include "obs/log.h"
 
 struct counters_global;
+struct counters_session;
 struct kvs_config;
-struct session;
 struct lease;
+struct lease_holder;
 struct lease_table;
 struct save_ent;
 struct store;
+struct store_ns;
+struct store_tenant;
+struct wsession;
 
 enum wcmd_type {
 	WCMD_ATTACH,
@@ -43,15 +58,16 @@ enum wcmd_type {
 /*
  * A command (control thread to worker) or an ack (worker to control
  * thread) about one session.  Every session embeds one of each type for
- * each direction (session.cmds, session.acks), so sending one never
- * allocates and never fails: a lost DETACH would leak the session.  A
+ * each direction, so sending one never
+ * allocates and never fails: a lost DETACH would leak the session.  They
+ * live in the session's data-path view (wsession.cmds, wsession.acks).  A
  * type is sent again only after the previous one was answered (UNREGISTER
  * after its ack; the others once per session), so a message is never on
  * two lists at once.
  */
 struct wmsg {
 	enum wcmd_type type;
-	struct session *s;
+	struct wsession *s;
 	struct cds_list_head node;
 };
 
@@ -73,9 +89,95 @@ void worker_acks_fini(struct worker_acks *a);
 /* Control thread: move every queued ack, oldest first, onto @list. */
 void worker_acks_take(struct worker_acks *a, struct cds_list_head *list);
 
+/*
+ * A session as the data path sees it: embedded in the control plane's
+ * struct session (as session.w), which fills the first part and owns the
+ * memory; the worker serving the session owns the ring state.
+ */
+struct wsession {
+	/*
+	 * Set by the control thread before it sends ATTACH and constant
+	 * after: worker_command()'s mutex (and the release in bump()) orders
+	 * them before the worker first reads them, in process_cmds().
+	 */
+	uint64_t id;
+	uid_t uid;
+	uint32_t role;		     /* KVS_ROLE_*, from HELLO */
+	uint32_t tp_rank;	     /* from HELLO */
+	uint32_t max_inflight;	     /* ops taken from the SQ and not yet posted, at most */
+	const char *prefix;	     /* the session's log prefix: slog_*() take it from here */
+	struct counters_session *st; /* the session's counters */
+	/* Of its instance and namespace, which outlive the session's attachment. */
+	struct save_order *order;    /* the instance's SAVEs: FLUSH_INSTANCE */
+	const uint8_t *sealed;	     /* the instance's: wsession_sealed() */
+	struct store_tenant *tenant; /* the instance's account in the store */
+	struct lease_holder *lh;     /* the instance's leases */
+	struct store_ns *ns;	     /* the namespace's blocks */
+
+	/*
+	 * Set by the control thread (store-release, wsession_publish_reg())
+	 * when NULL; cleared only by the worker on UNREGISTER; read by the
+	 * worker with load-acquire (wsession_reg()).
+	 */
+	struct registration *reg;
+	/*
+	 * Handed back by the worker on UNREGISTER, before its ack: the ack
+	 * queue's mutex (struct worker_acks) orders the write before the
+	 * control thread reads it.
+	 */
+	struct registration *retired;
+	/* To and from the worker, one of each type (struct wmsg says why). */
+	struct wmsg cmds[WCMD_TYPES];
+	struct wmsg acks[WCMD_TYPES];
+
+	/* Ring state: worker-owned once attached; the control thread set up the rings. */
+	struct shmq_ring sq; /* consumer */
+	struct shmq_ring cq; /* producer */
+	uint8_t *args;
+	uint64_t args_size;
+	uint32_t inflight;	 /* ops taken from the SQ and not yet posted */
+	uint32_t copies;	 /* SAVE/LOAD ops using the registration */
+	struct kvs_cqe *backlog; /* CQEs waiting for CQ space */
+	uint32_t bl_head, bl_n, bl_cap;
+	bool cq_dirty; /* reserved CQEs to commit */
+	bool attached;
+	bool detaching;
+	bool unregistering;
+	bool broken; /* ring protocol violated: stop reading it */
+	bool broken_acked;
+	uint64_t save_next;	    /* sequence of the next SAVE */
+	struct cds_list_head saves; /* SAVE ops in flight, by sequence */
+	struct cds_list_head wnode; /* in worker.sessions */
+	/*
+	 * The worker's lines about this session (rejected SQEs).  The control
+	 * thread reads it only in session_free(), after the DETACH ack: the
+	 * ack queue's mutex (struct worker_acks) orders the worker's last
+	 * write before it.
+	 */
+	struct log_ratelimit log_rl;
+};
+
+static inline struct registration *wsession_reg(struct wsession *s)
+{
+	/* Pairs with the store-release in wsession_publish_reg(). */
+	return __atomic_load_n(&s->reg, __ATOMIC_ACQUIRE);
+}
+
+static inline void wsession_publish_reg(struct wsession *s, struct registration *reg)
+{
+	/* Layout and imports are complete before the worker can see them. */
+	__atomic_store_n(&s->reg, reg, __ATOMIC_RELEASE);
+}
+
+static inline bool wsession_sealed(const struct wsession *s)
+{
+	/* Pairs with the store-release in instance_register(). */
+	return __atomic_load_n(s->sealed, __ATOMIC_ACQUIRE);
+}
+
 /* An operation that outlives its SQE: SAVE, LOAD, FLUSH. */
 struct op {
-	struct session *s;
+	struct wsession *s;
 	uint8_t opcode;
 	uint8_t flags;
 	uint64_t user_data;
@@ -84,7 +186,7 @@ struct op {
 	struct cds_list_head node; /* flush list */
 	/* SAVE */
 	uint64_t seq;
-	struct cds_list_head snode; /* in wsess.saves */
+	struct cds_list_head snode; /* in wsession.saves */
 	struct save_mark imark;	    /* in the instance's saves */
 	struct save_ent *ents;
 	uint32_t nents;
@@ -125,7 +227,7 @@ struct worker {
 	struct cds_list_head sessions;
 	unsigned nr_sessions;
 	struct shmq_ring **rings;
-	struct session **ring_sessions;
+	struct wsession **ring_sessions;
 	unsigned rings_cap;
 	bool rings_stale;
 	struct cds_list_head flushes; /* FLUSH ops waiting */
@@ -154,6 +256,6 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 /* Stop after every session was detached; joins the thread. */
 void worker_stop(struct worker *w);
 
-void worker_command(struct worker *w, enum wcmd_type type, struct session *s);
+void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s);
 
 #endif /* KVS_WORKER_H */

@@ -295,18 +295,18 @@ START_TEST(test_save_marks)
 
 	ck_assert_int_eq(join(w0, NULL), 0);
 	inst = w0->inst;
-	ck_assert(instance_saves_done_before(inst, instance_save_mark(inst)));
-	instance_save_enter(inst, &m1);
-	instance_save_enter(inst, &m2);
-	mark = instance_save_mark(inst);
+	ck_assert(save_order_done_before(&inst->saves, save_order_mark(&inst->saves)));
+	save_order_enter(&inst->saves, &m1);
+	save_order_enter(&inst->saves, &m2);
+	mark = save_order_mark(&inst->saves);
 	ck_assert_uint_eq(mark, m2.seq + 1);
-	ck_assert(!instance_saves_done_before(inst, m2.seq));
+	ck_assert(!save_order_done_before(&inst->saves, m2.seq));
 	/* The older one done: a flush up to the newer is. */
-	instance_save_leave(inst, &m1);
-	ck_assert(instance_saves_done_before(inst, m2.seq));
-	ck_assert(!instance_saves_done_before(inst, mark));
-	instance_save_leave(inst, &m2);
-	ck_assert(instance_saves_done_before(inst, mark));
+	save_order_leave(&inst->saves, &m1);
+	ck_assert(save_order_done_before(&inst->saves, m2.seq));
+	ck_assert(!save_order_done_before(&inst->saves, mark));
+	save_order_leave(&inst->saves, &m2);
+	ck_assert(save_order_done_before(&inst->saves, mark));
 	end(w0);
 }
 END_TEST
