@@ -48,7 +48,11 @@ static const char *const cuda_enable_names[] = {
 static const char *const cuda_mover_names[] = {
 	[CUDA_MOVER_AUTO] = "auto", [CUDA_MOVER_DMA] = "dma", [CUDA_MOVER_KERNEL] = "kernel", NULL
 };
-_Static_assert(sizeof(enum cuda_enable) == sizeof(int) && sizeof(enum cuda_mover) == sizeof(int),
+static const char *const ssd_write_policy_names[] = {
+	[SSD_WRITE_SPILL] = "spill", [SSD_WRITE_FILTER] = "filter", NULL
+};
+_Static_assert(sizeof(enum cuda_enable) == sizeof(int) && sizeof(enum cuda_mover) == sizeof(int) &&
+		       sizeof(enum ssd_write_policy) == sizeof(int),
 	       "T_ENUM fields are stored as int");
 
 #define O(f) offsetof(struct kvs_config, f)
@@ -186,8 +190,8 @@ static const struct key keys[] = {
 	    "block reads and writes in flight per drive"),
 	KEY("ssd", "write_queue", T_U32, ssd_write_queue, "0", 0, 65536,
 	    "evicted blocks waiting per drive before the least used are not written (0: 4 x queue_depth)"),
-	KEY("ssd", "write_policy", T_STR, ssd_write_policy, "spill", 0, 0,
-	    "spill: write every block evicted from DRAM; filter: only blocks used or evicted before"),
+	KEY_ENUM("ssd", "write_policy", ssd_write_policy, "spill", ssd_write_policy_names,
+		 "spill: write every block evicted from DRAM; filter: only blocks used or evicted before"),
 	KEY("ssd", "write_rate", T_SIZE, ssd_write_rate, "0", 0, 1ull << 40,
 	    "most bytes per second written to each drive (0: no cap)"),
 
@@ -724,10 +728,6 @@ int config_validate(const struct kvs_config *cfg, char *err, size_t errlen)
 	}
 	if (strcmp(cfg->log_target, "file") == 0 && !cfg->log_file[0]) {
 		snprintf(err, errlen, "[log] target = file needs [log] file");
-		return -EINVAL;
-	}
-	if (strcmp(cfg->ssd_write_policy, "spill") && strcmp(cfg->ssd_write_policy, "filter")) {
-		snprintf(err, errlen, "[ssd] write_policy must be spill or filter");
 		return -EINVAL;
 	}
 	if (cfg->ssd_region_size % 4096) {

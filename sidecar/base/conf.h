@@ -27,6 +27,12 @@ enum cuda_enable {
 	CUDA_ENABLE_NO,	  /* host backend only */
 };
 
+/* [ssd] write_policy */
+enum ssd_write_policy {
+	SSD_WRITE_SPILL,  /* every block evicted from DRAM is written */
+	SSD_WRITE_FILTER, /* only blocks used in DRAM or evicted before */
+};
+
 /* [cuda] mover */
 enum cuda_mover {
 	CUDA_MOVER_AUTO, /* DMA, but the gather kernel for loads of small pieces */
@@ -110,7 +116,7 @@ struct kvs_config {
 	uint64_t ssd_region_size;
 	uint32_t ssd_queue_depth;
 	uint32_t ssd_write_queue;
-	char *ssd_write_policy;	/* spill, filter */
+	enum ssd_write_policy ssd_write_policy;
 	uint64_t ssd_write_rate; /* bytes per second per drive; 0: no cap */
 
 	/* [metrics] */

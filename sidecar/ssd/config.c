@@ -42,16 +42,8 @@ int ssd_config_from_kvs(const struct kvs_config *cfg, struct ssd_config *ret,
 	c.queue_depth = cfg->ssd_queue_depth;
 	c.write_queue = cfg->ssd_write_queue;
 	c.write_rate = cfg->ssd_write_rate;
-	if (strcmp(cfg->ssd_write_policy, "spill") == 0) {
-		c.policy = SSD_POLICY_SPILL;
-	} else if (strcmp(cfg->ssd_write_policy, "filter") == 0) {
-		c.policy = SSD_POLICY_FILTER;
-	} else {
-		snprintf(err, errlen, "[ssd] write_policy: '%s' is not spill or filter",
-			 cfg->ssd_write_policy);
-		ssd_conf_paths_free(store);
-		return -EINVAL;
-	}
+	/* Parsed and checked once, at load (a T_ENUM key). */
+	c.policy = cfg->ssd_write_policy == SSD_WRITE_FILTER ? SSD_POLICY_FILTER : SSD_POLICY_SPILL;
 	*ret = c;
 	return 0;
 }
