@@ -12,6 +12,10 @@
  *   KVS_PART_ARGS  byte area the engine manages as a ring for the
  *                  variable-length arguments (keys, block ids) that SQEs
  *                  point at by offset
+ *   KVS_PART_CLUSTER  (wire minor 1, only when the HELLO asked for it with
+ *                  KVS_HELLO_CLUSTER) an array of struct kvs_cluster_answer,
+ *                  one per CQ entry: the cluster part of the QUERY whose
+ *                  CQE sits at the same ring index (KVS_CQE_CLUSTER)
  *
  * kvstashd copies an SQE's arguments into private memory before it
  * releases the SQE (advances the SQ head), and validates only the copy.
@@ -32,6 +36,7 @@
 #define KVS_PART_SQ 1u
 #define KVS_PART_CQ 2u
 #define KVS_PART_ARGS 3u
+#define KVS_PART_CLUSTER 4u
 
 #define KVS_KEY_SIZE 16
 #define KVS_ARG_ALIGN 8u /* clients place each argument block 8-aligned */
@@ -56,7 +61,19 @@
 
 /* kvs_sqe.flags, per opcode; unknown bits are rejected with -EINVAL. */
 #define KVS_QUERY_NOLEASE (1u << 0) /* count the prefix, pin nothing */
+/*
+ * Also ask the cluster registry which other node holds the longest run of
+ * the keys after the local hits (wire minor 1; a session that said
+ * KVS_HELLO_CLUSTER; -EOPNOTSUPP when kvstashd has no [cluster]).
+ */
+#define KVS_QUERY_CLUSTER (1u << 1)
 #define KVS_FLUSH_INSTANCE (1u << 0) /* every session of the instance */
+/*
+ * And every registry change (insert, remove) enqueued before the barrier
+ * delivered to the registry, or dropped after a failed attempt (wire
+ * minor 1; -EOPNOTSUPP when kvstashd has no [cluster]).
+ */
+#define KVS_FLUSH_CLUSTER (1u << 1)
 
 /*
  * Submission queue entry, 64 bytes.
@@ -101,6 +118,15 @@ struct kvs_sqe {
  *   LOAD     blocks loaded             bytes copied     -
  *   RELEASE  0                         -                -
  *   FLUSH    0                         -                -
+ *   FLUSH    0, -ETIMEDOUT (deadline), changes          changes dropped
+ *   +CLUSTER -ESHUTDOWN                registered       (overflow, registry
+ *                                                       unreachable, failed)
+ *
+ * A cluster FLUSH's counts are of the node's registry changes (every
+ * session's) before the barrier, since this session's previous cluster
+ * FLUSH.  A cluster QUERY's CQE is a QUERY's, with KVS_CQE_CLUSTER set;
+ * its cluster part is the struct kvs_cluster_answer at the CQE's ring
+ * index in KVS_PART_CLUSTER, written before the CQE is published.
  */
 struct kvs_cqe {
 	uint64_t user_data;
@@ -112,6 +138,38 @@ struct kvs_cqe {
 
 /* kvs_cqe.flags */
 #define KVS_CQE_LOCAL (1u << 0) /* made by libkvstash, not kvstashd (e.g. -ECONNRESET) */
+#define KVS_CQE_CLUSTER (1u << 1) /* a cluster QUERY's: its answer is in KVS_PART_CLUSTER */
+
+#define KVS_CLUSTER_NAME_MAX 64u  /* node names, NUL included */
+#define KVS_CLUSTER_ADDR_MAX 128u /* peer addresses, NUL included */
+#define KVS_CLUSTER_HOLDERS 4u	  /* holders an answer names, best first */
+
+/* One other node holding keys[hits, hits + blocks) of a cluster QUERY. */
+struct kvs_cluster_holder {
+	char node[KVS_CLUSTER_NAME_MAX]; /* its [cluster] node name */
+	char addr[KVS_CLUSTER_ADDR_MAX]; /* its [cluster] peer_address; "" if none */
+	uint64_t epoch;			 /* of its registry lease */
+	uint32_t blocks;		 /* how many keys after the local hits it holds */
+	uint32_t resv0;
+};
+
+/*
+ * The cluster part of a QUERY (KVS_QUERY_CLUSTER).  The keys it covers are
+ * those after the local hits (the CQE's res): best is the longest run of
+ * them that one other live node holds.  status -ENOTCONN (registry
+ * unreachable or not leased), -ETIMEDOUT (nothing answered within the
+ * query timeout) or -ESHUTDOWN mean "local hits only"; a run answered
+ * before the deadline is reported with status 0.  Every local hit: status
+ * 0, best 0, no holders, nothing asked.
+ */
+struct kvs_cluster_answer {
+	int32_t status;
+	uint32_t best;
+	uint32_t nr_holders; /* <= KVS_CLUSTER_HOLDERS, by blocks descending */
+	uint32_t round_trips; /* registry round trips it took */
+	uint64_t resv[2];
+	struct kvs_cluster_holder holders[KVS_CLUSTER_HOLDERS];
+};
 
 /*
  * Errors a CQE can carry (see kvstash(7)):
@@ -148,5 +206,9 @@ _Static_assert(offsetof(struct kvs_sqe, resv1) == 48, "kvs_sqe.resv1");
 _Static_assert(sizeof(struct kvs_cqe) == 32, "kvs_cqe is 32 bytes");
 _Static_assert(offsetof(struct kvs_cqe, res) == 8, "kvs_cqe.res");
 _Static_assert(offsetof(struct kvs_cqe, result0) == 16, "kvs_cqe.result0");
+_Static_assert(sizeof(struct kvs_cluster_holder) == 208, "kvs_cluster_holder is 208 bytes");
+_Static_assert(offsetof(struct kvs_cluster_holder, epoch) == 192, "kvs_cluster_holder.epoch");
+_Static_assert(sizeof(struct kvs_cluster_answer) == 32 + 4 * 208, "kvs_cluster_answer");
+_Static_assert(offsetof(struct kvs_cluster_answer, holders) == 32, "kvs_cluster_answer.holders");
 
 #endif /* KVSTASH_ABI_H */

@@ -81,8 +81,17 @@ struct kvs_connect_opts {
 	int timeout_ms;		 /* socket requests; default 5000 */
 	kvs_log_fn log;		 /* optional */
 	void *log_arg;
-	uint64_t resv[4];
+	uint32_t flags;		 /* KVS_CONNECT_*; default 0 */
+	uint32_t resv0;
+	uint64_t resv[3];
 };
+
+/*
+ * kvs_connect_opts.flags.  KVS_CONNECT_CLUSTER: ask for the cluster
+ * answer area (KVS_HELLO_CLUSTER), so the session may send cluster
+ * QUERYs; -EOPNOTSUPP from a kvstashd older than wire minor 1.
+ */
+#define KVS_CONNECT_CLUSTER (1u << 0)
 
 /* Fill @opts with the defaults above. */
 void kvs_connect_opts_init(struct kvs_connect_opts *opts);
@@ -225,6 +234,16 @@ int kvs_wait_cqe(struct kvs_client *client, struct kvs_cqe **ret_cqe, int timeou
 /* Mark the CQE from peek/wait consumed. */
 void kvs_cqe_seen(struct kvs_client *client, struct kvs_cqe *cqe);
 
+/*
+ * The cluster part of @cqe, the CQE being looked at (from peek/wait, not
+ * yet seen), into @ret_answer: 0; -ENOENT when @cqe carries none (not a
+ * cluster QUERY's, or a local completion such as -ECONNRESET).  The
+ * answer was copied with the CQE and checked (counts, NUL-terminated
+ * names): a malformed one makes the CQE -EBADMSG.
+ */
+int kvs_cqe_cluster(struct kvs_client *client, const struct kvs_cqe *cqe,
+		    struct kvs_cluster_answer *ret_answer);
+
 /* Operations submitted and not yet reaped. */
 unsigned kvs_pending(const struct kvs_client *client);
 
@@ -244,6 +263,23 @@ int kvs_load_sync(struct kvs_client *client, uint64_t lease, const uint32_t *blo
 		  uint32_t n, uint32_t layer_begin, uint32_t layer_count, int timeout_ms);
 int kvs_release_sync(struct kvs_client *client, uint64_t lease, int timeout_ms);
 int kvs_flush_sync(struct kvs_client *client, uint32_t flags, int timeout_ms);
+
+/*
+ * A QUERY with KVS_QUERY_CLUSTER added to @flags: returns the local hits
+ * (res) with the lease in *@ret_lease, and the cluster part in
+ * *@ret_answer (see struct kvs_cluster_answer).
+ */
+int kvs_query_cluster_sync(struct kvs_client *client, const void *keys, uint32_t n,
+			   uint64_t req_id, uint32_t flags, int timeout_ms, uint64_t *ret_lease,
+			   struct kvs_cluster_answer *ret_answer);
+/*
+ * A FLUSH with KVS_FLUSH_CLUSTER added to @flags: returns res (0,
+ * -ETIMEDOUT, -ESHUTDOWN, -EOPNOTSUPP ...), the registry changes
+ * delivered and dropped since this session's previous cluster FLUSH in
+ * *@ret_registered and *@ret_dropped (when res >= 0 or -ETIMEDOUT).
+ */
+int kvs_flush_cluster_sync(struct kvs_client *client, uint32_t flags, int timeout_ms,
+			   uint64_t *ret_registered, uint64_t *ret_dropped);
 
 /* ---- host memory ---------------------------------------------------- */
 

@@ -28,7 +28,11 @@
 #include <kvstash/stats.h>
 
 #define KVS_WIRE_MAJOR 1u
-#define KVS_WIRE_MINOR 0u
+/*
+ * Minor 1: the cluster (KVS_HELLO_CLUSTER, KVS_PART_CLUSTER,
+ * KVS_QUERY_CLUSTER, KVS_FLUSH_CLUSTER, KVS_MSG_STATS_REGISTRY).
+ */
+#define KVS_WIRE_MINOR 1u
 
 #define KVS_MSG_MAX 131072u	/* largest packet either side sends */
 #define KVS_MAX_FDS 64u		/* most fds one REGISTER may carry */
@@ -65,6 +69,12 @@ struct kvs_msg_hdr {
 #define KVS_ROLE_SCHEDULER 2u /* no memory: NOP, QUERY, RELEASE only */
 #define KVS_ROLE_ADMIN 3u     /* no region: status and stats requests */
 
+/*
+ * kvs_msg_hello.flags.  KVS_HELLO_CLUSTER (minor 1): the session region
+ * gets KVS_PART_CLUSTER, so the session may send cluster QUERYs (abi.h).
+ */
+#define KVS_HELLO_CLUSTER (1u << 0)
+
 /* Device kinds (kvs_msg_hello.device_kind). */
 #define KVS_DEVICE_HOST 1u /* engine memory is host memory (memfd) */
 #define KVS_DEVICE_CUDA 2u /* engine memory is on the GPU named by UUID */
@@ -82,7 +92,7 @@ struct kvs_msg_hello {
 	uint32_t sq_entries;	 /* wanted; 0: the daemon's default */
 	uint32_t cq_entries;	 /* wanted; 0: twice sq_entries */
 	uint64_t arg_bytes;	 /* wanted; 0: the daemon's default */
-	uint32_t flags;		 /* none defined: 0 */
+	uint32_t flags;		 /* KVS_HELLO_*; unknown bits: -EINVAL */
 	uint32_t resv0;
 	char instance[KVS_NAME_MAX]; /* ranks of one engine instance share it */
 	char ns[KVS_NS_MAX];	     /* model, dtype and layout */

@@ -27,6 +27,7 @@ struct instance_table;
 struct lease_table;
 struct nspace_table;
 struct pool;
+struct registry;
 struct store;
 
 struct daemon {
@@ -66,6 +67,12 @@ struct daemon {
 	struct lease_table *leases;	  /* QUERY's leases over the store's blocks */
 	struct nspace_table *nspaces;	  /* namespaces (their blocks in the store) */
 	struct instance_table *instances; /* instances (tenants of the store) */
+	/*
+	 * The cluster block registry (control/cluster.c); NULL without
+	 * [cluster].  Control thread, but registry_insert/_remove/_mark and
+	 * registry_get_stats are safe from any thread (cluster/registry.h).
+	 */
+	struct registry *reg;
 
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;
