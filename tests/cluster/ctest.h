@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cluster tests through the whole stack: real kvstashd processes
+ * (tests/lib/harness.h) with a [cluster] section, each its own socket and
+ * directory, all on one real redis-server of the test's own (rtest.h:
+ * random loopback port, no persistence), and real engines (libkvstash
+ * sessions that connected with KVS_CONNECT_CLUSTER over host memfds).
+ *
+ * What the registry holds is observed through the engines' cluster
+ * QUERYs and FLUSHes, and through Redis itself (the node's lease key,
+ * docs/CLUSTER.md "Model"), never through a sleep: every wait is a
+ * bounded poll of a condition with a generous deadline.
+ *
+ * A failed CHECK prints where and why, the logs of every kvstashd the
+ * test started, kills them, the engine processes ct_spawn() forked and
+ * redis-server, removes their directories and exits 1; ct_watchdog()
+ * turns a hang into a failure.
+ */
+#ifndef KVS_CTEST_H
+#define KVS_CTEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <kvstash/kvstash.h>
+
+#include "../lib/harness.h"
+#include "rtest.h"
+
+/* rtest.h's CHECK knows only redis-server; this one also the daemons. */
+#undef CHECK
+#define CHECK(cond, ...)                                                 \
+	do {                                                             \
+		if (!(cond))                                             \
+			ct_fail(__FILE__, __LINE__, #cond, __VA_ARGS__); \
+	} while (0)
+
+#define CT_OP_MS   20000 /* one engine operation: generous for a loaded ASan box */
+#define CT_POLL_MS 20000 /* one bounded poll of a condition */
+
+struct cnode {
+	struct kvsd d;
+	char name[32];
+	char peer[64]; /* its [cluster] peer_address */
+};
+
+/* Skip (77) without redis-server or kvstashd; ignore SIGPIPE; arm the watchdog. */
+void ct_init(unsigned watchdog_s);
+void ct_fail(const char *file, int line, const char *expr, const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 4, 5)));
+/* Stop what is still running and exit 0. */
+void ct_pass(const char *what) __attribute__((noreturn));
+
+/* "test-<pid>": this run's [cluster] name, so parallel runs never meet. */
+const char *ct_cluster(void);
+
+/* redis_start(), remembered for the cleanup. */
+void ct_redis_start(struct redis *rd);
+
+/*
+ * kvstashd as node @name of ct_cluster() on @rd: [cluster] redis, name,
+ * node, peer_address ("10.0.0.<k>:7000"), timeouts for a test box, then
+ * @cluster_ini (more [cluster] keys, may override those) and @extra_ini
+ * (other sections), both may be NULL.  Fails the test when it does not
+ * start.
+ */
+void cnode_start(struct cnode *n, const struct redis *rd, const char *name, const char *cluster_ini,
+		 const char *extra_ini);
+/* SIGTERM; fails the test unless it exits 0 within CT_POLL_MS. */
+void cnode_stop(struct cnode *n);
+/* Only the SIGTERM; then cnode_wait_exit(). */
+void cnode_term(struct cnode *n);
+/* Wait up to @timeout_ms for the exit; its status, or -ETIMEDOUT. */
+int cnode_wait_exit(struct cnode *n, int timeout_ms);
+/* SIGKILL and reap (the directory stays until the end). */
+void cnode_kill(struct cnode *n);
+
+/* The epoch of @node's lease in Redis, 0 when it has none (expired, released). */
+uint64_t ct_lease_epoch(const struct redis *rd, const char *node);
+/* Poll until @node holds a lease with an epoch above @above; that epoch. */
+uint64_t ct_wait_lease(const struct redis *rd, const char *node, uint64_t above);
+/* Poll until @node holds no lease. */
+void ct_wait_no_lease(const struct redis *rd, const char *node);
+
+/*
+ * An engine on @n: a worker of namespace @ns that connected with
+ * KVS_CONNECT_CLUSTER and registered @kv (page-first, @layers layers of
+ * @blocks blocks, @seg bytes per segment: its geometry).  Fails the test
+ * on error.
+ */
+struct kvs_client *ct_worker(const struct cnode *n, const char *ns, struct test_kv *kv,
+			     unsigned layers, unsigned blocks, uint64_t seg);
+
+/* SAVE keys[0..n) from blocks (first + i) % kv->blocks, filled from @seed: must store all. */
+void ct_save(struct kvs_client *c, struct test_kv *kv, const uint8_t *keys, uint32_t n,
+	     uint64_t seed);
+/* Local QUERY (no lease): the hit count, or -errno. */
+int ct_query(struct kvs_client *c, const uint8_t *keys, uint32_t n);
+/* Cluster QUERY (no lease): the local hits or -errno, the answer into @a (zeroed first). */
+int ct_cquery(struct kvs_client *c, const uint8_t *keys, uint32_t n, struct kvs_cluster_answer *a);
+/* Cluster FLUSH: res; the counts into @reg and @drop. */
+int ct_cflush(struct kvs_client *c, uint64_t *reg, uint64_t *drop);
+
+/* The holder named @node in @a, or NULL. */
+const struct kvs_cluster_holder *ct_holder(const struct kvs_cluster_answer *a, const char *node);
+/* One line describing @a, for failure messages (a static buffer). */
+const char *ct_answer_str(int res, const struct kvs_cluster_answer *a);
+
+/*
+ * Engines as processes: the child runs @fn(@arg) and exits with its
+ * value (a failed CHECK in a child exits 1 and leaves the cleanup to the
+ * parent); ct_reap() waits up to @timeout_ms and returns its status.
+ */
+pid_t ct_spawn(int (*fn)(void *arg), void *arg);
+int ct_reap(pid_t pid, int timeout_ms);
+
+#endif /* KVS_CTEST_H */
