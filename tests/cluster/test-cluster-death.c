@@ -14,7 +14,12 @@
  *     blocks is answered, so no answer ever names n1 with the epoch it had
  *     before the pause; once it has, everything resident (the blocks saved
  *     before the pause, and the SAVE queued during it) is answered under
- *     the new epoch (backfill).
+ *     the new epoch (backfill);
+ *   - the lease's token replaced in Redis behind n1's back (another
+ *     process took the name): n1's next registrations are refused by
+ *     Redis (fenced), so its FLUSH reports them dropped and nobody finds
+ *     them, until the foreign lease expires and n1 re-acquires under a
+ *     higher epoch and backfills.
  */
 #include <errno.h>
 #include <signal.h>
@@ -86,7 +91,7 @@ static void sigkill(struct redis *rd, struct cnode *a, struct kvs_client *cb, co
 
 int main(void)
 {
-	static uint8_t k1[N * 16], k2[N * 16], k3[8 * 16];
+	static uint8_t k1[N * 16], k2[N * 16], k3[8 * 16], k4[8 * 16];
 	struct redis rd = { 0 };
 	struct cnode a, b;
 	struct test_kv kva, kvb;
@@ -96,7 +101,8 @@ int main(void)
 	struct kvs_cqe *cqe;
 	struct kvs_sqe *sqe;
 	uint32_t ids[8];
-	uint64_t e1, e2, e3 = 0;
+	uint64_t e1, e2, e3 = 0, e4, reg, drop;
+	char out[256];
 	bool k2_seen = false, k3_seen = false;
 	int r;
 
@@ -104,6 +110,7 @@ int main(void)
 	test_keys(k1, N, 21);
 	test_keys(k2, N, 22);
 	test_keys(k3, 8, 23);
+	test_keys(k4, 8, 24);
 	ct_redis_start(&rd);
 	cnode_start(&a, &rd, "n1", cluster_ini, NULL);
 	cnode_start(&b, &rd, "n2", cluster_ini, NULL);
@@ -182,6 +189,30 @@ int main(void)
 	kvs_cqe_seen(ca, cqe);
 	printf("ok - a paused node re-advertises only under a new epoch (%llu -> %llu)\n",
 	       (unsigned long long)e2, (unsigned long long)e3);
+
+	/* ---- fencing: the lease taken over behind n1's back ---- */
+	CHECK(redis_cmd(&rd, out, sizeof(out), "HSET kvs:%s:lease:n1 tok %llu:forged", ct_cluster(),
+			(unsigned long long)e3) == 0 &&
+		      !strcmp(out, "0"),
+	      "forging n1's lease token: %s", out);
+	ct_save(ca, &kva, k4, 8, 4);
+	r = ct_cflush(ca, &reg, &drop);
+	CHECK((r == 0 || r == -ETIMEDOUT) && reg == 0 && drop >= 8,
+	      "cluster FLUSH of writes under a lease n1 no longer holds: res %d (%s) registered "
+	      "%llu dropped %llu (want 0, >= 8)",
+	      r, kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
+	CHECK(!names(cb, k4, 8, "n1", NULL, &ans), "fenced writes answered: %s",
+	      ct_answer_str(0, &ans));
+	/* Nobody renews the forged lease: n1 takes the next epoch when it expires. */
+	e4 = ct_wait_lease(&rd, "n1", e3);
+	for (uint64_t end = now_ms() + CT_POLL_MS;; usleep(20000)) {
+		if (names(cb, k4, 8, "n1", &h, &ans) && ans.best == 8 && h.epoch == e4)
+			break;
+		CHECK(now_ms() < end, "n1 never re-registered after the takeover (epoch %llu): %s",
+		      (unsigned long long)e4, ct_answer_str(0, &ans));
+	}
+	printf("ok - writes under a lost lease are fenced (%llu -> %llu)\n", (unsigned long long)e3,
+	       (unsigned long long)e4);
 
 	kvs_close(ca);
 	kvs_close(cb);

@@ -89,6 +89,21 @@ static void ack_on_drop(struct redis *rd, struct kvs_client *ca, struct test_kv 
 	      ct_answer_str(r, &ans));
 	CHECK(redis_cmd(rd, out, sizeof(out), "CONFIG SET maxmemory 0") == 0 && !strcmp(out, "OK"),
 	      "CONFIG SET maxmemory 0: %s", out);
+	/* Writes work again: new blocks are registered, none dropped. */
+	for (uint64_t i = 0, end = now_ms() + CT_POLL_MS;; i++) {
+		test_keys(keys, 4, 500 + i);
+		ct_save(ca, kva, keys, 4, 500 + 10 * i);
+		r = ct_cflush(ca, &reg, &drop);
+		if (r == 0 && reg >= 4 && drop == 0)
+			break;
+		CHECK(now_ms() < end,
+		      "registrations never recovered from the refused writes: res %d "
+		      "registered %llu dropped %llu",
+		      r, (unsigned long long)reg, (unsigned long long)drop);
+		usleep(50000);
+	}
+	r = ct_cquery(cb, keys, 4, &ans);
+	CHECK(r == 0 && ans.best == 4, "registered after the recovery: %s", ct_answer_str(r, &ans));
 }
 
 static void no_hang_at_shutdown(struct redis *rd, struct cnode *a, struct kvs_client *ca,

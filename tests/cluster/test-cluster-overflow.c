@@ -67,7 +67,6 @@ int main(void)
 	CHECK(r == BATCH, "LOAD with Redis stopped: %d (%s)", r, r < 0 ? kvs_strerror(r) : "");
 	for (uint32_t i = 0; i < BATCH; i++)
 		CHECK(test_kv_check(&kva, i, 10000 * ROUNDS + i), "block %u loaded wrong", i);
-	kvs_release_sync(ca, lease, CT_OP_MS);
 	printf("ok - %d blocks saved, found and loaded with Redis stopped\n", TOTAL);
 
 	redis_kill(&rd, SIGCONT);

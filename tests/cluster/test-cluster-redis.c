@@ -74,8 +74,7 @@ static int traffic(void *arg)
 		for (uint32_t j = 0; j < TB; j++)
 			CHECK(test_kv_check(&kv, TB + j, seed + j), "traffic round %llu: block %u",
 			      (unsigned long long)i, j);
-		r = kvs_release_sync(c, lease, CT_OP_MS);
-		CHECK(r == 0, "traffic round %llu: RELEASE %d", (unsigned long long)i, r);
+		/* A LOAD of every layer consumed the lease: nothing to release. */
 		atomic_fetch_add(&tr->rounds, 1);
 	}
 	kvs_close(c);
