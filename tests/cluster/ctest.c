@@ -253,31 +253,53 @@ static void lib_log(void *arg, int level, const char *msg)
 		fprintf(stderr, "libkvstash: %s\n", msg);
 }
 
-struct kvs_client *ct_worker(const struct cnode *n, const char *ns, struct test_kv *kv,
-			     unsigned layers, unsigned blocks, uint64_t seg)
+struct kvs_client *ct_connect(const struct cnode *n, uint32_t role, const char *ns,
+			      const char *instance, uint32_t rank, uint32_t tp)
 {
 	struct kvs_connect_opts o;
-	static unsigned engines;
 	struct kvs_client *c = NULL;
-	char inst[96];
 	int r;
 
-	/* Unique per engine: two workers of one instance and rank would be one rank twice. */
-	snprintf(inst, sizeof(inst), "%s-%d-%u", n->name, (int)getpid(), ++engines);
 	kvs_connect_opts_init(&o);
-	o.role = KVS_ROLE_WORKER;
-	o.instance = inst;
+	o.role = role;
+	o.instance = instance;
 	o.ns = ns;
+	o.tp_rank = rank;
+	o.tp_size = tp;
+	o.world_size = tp;
 	o.timeout_ms = CT_OP_MS;
 	o.flags = KVS_CONNECT_CLUSTER;
 	o.log = lib_log;
 	r = kvs_connect(n->d.sock, &o, &c);
-	CHECK(r == 0, "connect to %s (ns %s, cluster): %s", n->name, ns, kvs_strerror(r));
+	CHECK(r == 0, "connect to %s (ns %s, instance %s rank %u/%u, role %u, cluster): %s",
+	      n->name, ns, instance, rank, tp, role, kvs_strerror(r));
+	return c;
+}
+
+struct kvs_client *ct_worker_rank(const struct cnode *n, const char *ns, const char *instance,
+				  uint32_t rank, uint32_t tp, struct test_kv *kv, unsigned layers,
+				  unsigned blocks, uint64_t seg)
+{
+	struct kvs_client *c = ct_connect(n, KVS_ROLE_WORKER, ns, instance, rank, tp);
+	int r;
+
 	r = test_kv_alloc(kv, LAYOUT_PAGE_FIRST, layers, blocks, seg);
 	CHECK(r == 0, "engine memory: %s", strerror(-r));
 	r = test_kv_register(c, kv);
-	CHECK(r == 0, "register on %s (ns %s): %s", n->name, ns, kvs_strerror(r));
+	CHECK(r == 0, "register on %s (ns %s, rank %u/%u): %s", n->name, ns, rank, tp,
+	      kvs_strerror(r));
 	return c;
+}
+
+struct kvs_client *ct_worker(const struct cnode *n, const char *ns, struct test_kv *kv,
+			     unsigned layers, unsigned blocks, uint64_t seg)
+{
+	static unsigned engines;
+	char inst[96];
+
+	/* Unique per engine: two workers of one instance and rank would be one rank twice. */
+	snprintf(inst, sizeof(inst), "%s-%d-%u", n->name, (int)getpid(), ++engines);
+	return ct_worker_rank(n, ns, inst, 0, 1, kv, layers, blocks, seg);
 }
 
 void ct_save(struct kvs_client *c, struct test_kv *kv, const uint8_t *keys, uint32_t n,

@@ -91,6 +91,13 @@ void ct_wait_no_lease(const struct redis *rd, const char *node);
  */
 struct kvs_client *ct_worker(const struct cnode *n, const char *ns, struct test_kv *kv,
 			     unsigned layers, unsigned blocks, uint64_t seg);
+/* The same as rank @rank of @tp of instance @instance. */
+struct kvs_client *ct_worker_rank(const struct cnode *n, const char *ns, const char *instance,
+				  uint32_t rank, uint32_t tp, struct test_kv *kv, unsigned layers,
+				  unsigned blocks, uint64_t seg);
+/* A session of @role (no memory) that connected with KVS_CONNECT_CLUSTER. */
+struct kvs_client *ct_connect(const struct cnode *n, uint32_t role, const char *ns,
+			      const char *instance, uint32_t rank, uint32_t tp);
 
 /* SAVE keys[0..n) from blocks (first + i) % kv->blocks, filled from @seed: must store all. */
 void ct_save(struct kvs_client *c, struct test_kv *kv, const uint8_t *keys, uint32_t n,

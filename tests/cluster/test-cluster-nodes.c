@@ -14,7 +14,13 @@
  * - a node never answers itself: n1's QUERY of its own keys is N local
  *   hits, cluster best 0; and with Redis made to say that n1 (its live
  *   epoch) also holds what n2 holds, n1's answer still names n2 only,
- *   while n3's names both (so the entries n1 is not told about are live).
+ *   while n3's names both (so the entries n1 is not told about are live);
+ * - a scheduler's cluster QUERY (no memory of its own) answers as a
+ *   worker's;
+ * - tensor parallel (Z: instances of 2 ranks on n1 and n2, tp 1 on n3):
+ *   a block both ranks of n1 saved is found by both ranks of n2 after
+ *   one cluster FLUSH with KVS_FLUSH_INSTANCE; a block only rank 0 saved
+ *   is found by nobody; tp 1 and tp 2 never match.
  */
 #include <errno.h>
 #include <string.h>
@@ -23,6 +29,7 @@
 
 #define NSX    "llama-8b/bf16/x"
 #define NSY    "llama-8b/bf16/y"
+#define NSZ    "llama-8b/bf16/z"
 #define N      16
 #define G1_SEG 4096
 #define G2_SEG 8192
@@ -71,9 +78,12 @@ static void want_none(struct eng *e, const uint8_t *keys, uint32_t n, int hits, 
 
 int main(void)
 {
-	static uint8_t k1[N * 16], k2[N * 16], k3[N * 16], k4[12 * 16], k6[8 * 16];
+	static uint8_t k1[N * 16], k2[N * 16], k3[N * 16], k4[12 * 16], k6[8 * 16], k7[N * 16],
+		k8[N * 16], k9[N * 16];
 	struct redis rd = { 0 };
-	struct eng ax, ay, bx, by, cx, cy;
+	struct eng ax, ay, bx, by, cx, cy, az[2], bz[2], cz;
+	struct kvs_client *sched;
+	uint64_t reg, drop;
 	struct kvs_cluster_answer a;
 	const struct kvs_cluster_holder *h1, *h3;
 	char out[256];
@@ -90,7 +100,7 @@ int main(void)
 	ct_wait_lease(&rd, "n3", 0);
 	ax.c = ct_worker(&n1, NSX, &ax.kv, 2, 64, G1_SEG);
 	ay.c = ct_worker(&n1, NSY, &ay.kv, 2, 64, G1_SEG);
-	bx.c = ct_worker(&n2, NSX, &bx.kv, 2, 64, G1_SEG);
+	bx.c = ct_worker_rank(&n2, NSX, "n2-x", 0, 1, &bx.kv, 2, 64, G1_SEG);
 	by.c = ct_worker(&n2, NSY, &by.kv, 2, 64, G1_SEG);
 	cx.c = ct_worker(&n3, NSX, &cx.kv, 2, 64, G2_SEG);
 	cy.c = ct_worker(&n3, NSY, &cy.kv, 2, 64, G1_SEG);
@@ -160,6 +170,53 @@ int main(void)
 	      ct_answer_str(r, &a));
 	want_one(&ay, k6, 8, 2, "n2", n2.peer, 6, "n1 Y, Redis saying n1 holds all 8");
 	printf("ok - never itself\n");
+
+	/* ---- a scheduler asks too ---- */
+	/* Beside n2's X worker: a scheduler serves an instance that has one. */
+	sched = ct_connect(&n2, KVS_ROLE_SCHEDULER, NSX, "n2-x", 0, 1);
+	r = ct_cquery(sched, k1, N, &a);
+	h1 = ct_holder(&a, "n1");
+	CHECK(r == 0 && a.status == 0 && a.best == N && a.nr_holders == 1 && h1,
+	      "n2's scheduler asks what n1 saved in X: %s", ct_answer_str(r, &a));
+	kvs_close(sched);
+	printf("ok - a scheduler's cluster QUERY\n");
+
+	/* ---- tensor parallel: registered once every shard is sealed ---- */
+	for (uint32_t rk = 0; rk < 2; rk++) {
+		az[rk].c = ct_worker_rank(&n1, NSZ, "n1-tp", rk, 2, &az[rk].kv, 2, 64, G1_SEG);
+		bz[rk].c = ct_worker_rank(&n2, NSZ, "n2-tp", rk, 2, &bz[rk].kv, 2, 64, G1_SEG);
+	}
+	cz.c = ct_worker(&n3, NSZ, &cz.kv, 2, 64, G1_SEG); /* tp 1: one shard, another geometry */
+	test_keys(k7, N, 17);
+	test_keys(k8, N, 18);
+	ct_save(az[0].c, &az[0].kv, k7, N, 7);
+	ct_save(az[1].c, &az[1].kv, k7, N, 70);
+	ct_save(az[0].c, &az[0].kv, k8, N, 8); /* rank 1 never saves these: never visible */
+	ct_save(cz.c, &cz.kv, k7, N, 7);
+	r = kvs_flush_cluster_sync(az[0].c, KVS_FLUSH_INSTANCE, CT_POLL_MS + CT_OP_MS, &reg, &drop);
+	CHECK(r == 0 && reg >= N && drop == 0,
+	      "n1 rank 0: cluster FLUSH of the instance: res %d (%s) registered %llu dropped %llu",
+	      r, kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
+	flush_ok(&cz, "n3 Z", N);
+	for (uint32_t rk = 0; rk < 2; rk++)
+		want_one(&bz[rk], k7, N, 0, "n1", n1.peer, N,
+			 rk ? "n2 rank 1 asks what both ranks of n1 saved"
+			    : "n2 rank 0 asks what both ranks of n1 saved");
+	want_none(&bz[0], k8, N, 0, "n2 asks what only rank 0 of n1 saved");
+	want_none(&cz, k8, N, 0, "n3 (tp 1) asks what only rank 0 of n1 saved");
+	test_keys(k9, N, 19);
+	ct_save(cz.c, &cz.kv, k9, N, 9);
+	flush_ok(&cz, "n3 Z", N);
+	want_none(&bz[0], k9, N, 0, "n2 (tp 2) asks what n3 (tp 1) saved in Z");
+	printf("ok - tensor parallel\n");
+	for (uint32_t rk = 0; rk < 2; rk++) {
+		kvs_close(az[rk].c);
+		kvs_close(bz[rk].c);
+		test_kv_free(&az[rk].kv);
+		test_kv_free(&bz[rk].kv);
+	}
+	kvs_close(cz.c);
+	test_kv_free(&cz.kv);
 
 	kvs_close(ax.c);
 	kvs_close(ay.c);
