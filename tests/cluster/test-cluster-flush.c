@@ -24,7 +24,7 @@
 #include "ctest.h"
 
 #define NS "qwen3-8b/bf16/flush"
-#define N  200
+#define N  3000 /* three chunks of the registry's query */
 #define M  100
 
 static void delivered_before_ack(struct redis *rd, struct cnode *a, struct cnode *b,
@@ -37,8 +37,8 @@ static void delivered_before_ack(struct redis *rd, struct cnode *a, struct cnode
 	int r;
 
 	test_keys(keys, N, 1);
-	ct_save(ca, kva, keys, N / 2, 100);
-	ct_save(ca, kva, keys + 16 * (N / 2), N / 2, 200);
+	for (unsigned i = 0; i < N; i += 1000)
+		ct_save(ca, kva, keys + 16 * i, 1000, 100 + i);
 	r = ct_cflush(ca, &reg, &drop);
 	CHECK(r == 0 && reg >= N && drop == 0,
 	      "cluster FLUSH after %d saved blocks: res %d (%s) registered %llu dropped %llu", N, r,
@@ -47,7 +47,8 @@ static void delivered_before_ack(struct redis *rd, struct cnode *a, struct cnode
 	r = ct_cquery(cb, keys, N, &ans);
 	h = ct_holder(&ans, a->name);
 	CHECK(r == 0 && ans.status == 0 && ans.best == N && ans.nr_holders == 1 && h &&
-		      h->blocks == N && !strcmp(h->addr, a->peer) && h->epoch == epoch,
+		      h->blocks == N && !strcmp(h->addr, a->peer) && h->epoch == epoch &&
+		      ans.round_trips >= 3,
 	      "B's cluster QUERY right after A's FLUSH (want %d held by %s@%s/e%llu): %s", N,
 	      a->name, a->peer, (unsigned long long)epoch, ct_answer_str(r, &ans));
 	/* A second FLUSH with nothing new reports nothing new. */
@@ -181,7 +182,7 @@ int main(void)
 
 	ct_init(240);
 	ct_redis_start(&rd);
-	cnode_start(&a, &rd, "n1", NULL, NULL);
+	cnode_start(&a, &rd, "n1", NULL, "[pool]\nsize = 64M\nextent_size = 256K\n");
 	cnode_start(&b, &rd, "n2", NULL, NULL);
 	ct_wait_lease(&rd, a.name, 0);
 	ct_wait_lease(&rd, b.name, 0);
