@@ -13,12 +13,16 @@
  *     waits for the batch in flight (command_timeout 10 s, flush_timeout
  *     20 s); SIGTERM to kvstashd completes it (-ESHUTDOWN from the daemon
  *     or -ECONNRESET from libkvstash) well before either, and kvstashd
- *     exits 0.
+ *     exits 0; a cluster QUERY pending then completes too;
+ *   - an engine killed while its cluster FLUSH and QUERY wait: kvstashd
+ *     serves the others meanwhile, and reclaims its session once Redis
+ *     answers again.
  * Without [cluster] a cluster FLUSH is -EOPNOTSUPP (never a false ack).
  */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "ctest.h"
@@ -107,42 +111,135 @@ static void ack_on_drop(struct redis *rd, struct kvs_client *ca, struct test_kv 
 	CHECK(r == 0 && ans.best == 4, "registered after the recovery: %s", ct_answer_str(r, &ans));
 }
 
+/* Shared with the engine process of engine_dies(). */
+static struct {
+	volatile int submitted;
+} * shm;
+static struct cnode *node_a;
+
+static int doomed_engine(void *arg)
+{
+	static uint8_t keys[8 * 16];
+	struct kvs_client *c;
+	struct kvs_sqe *sqe;
+	struct test_kv kv;
+
+	(void)arg;
+	c = ct_worker(node_a, NS, &kv, 2, 8, 4096);
+	test_keys(keys, 8, 4);
+	ct_save(c, &kv, keys, 4, 500);
+	CHECK((sqe = kvs_get_sqe(c)) && kvs_prep_flush(c, sqe, KVS_FLUSH_CLUSTER, 1) == 0,
+	      "prep FLUSH");
+	CHECK((sqe = kvs_get_sqe(c)) &&
+		      kvs_prep_query(c, sqe, keys + 4 * 16, 4, 0,
+				     KVS_QUERY_CLUSTER | KVS_QUERY_NOLEASE, 2) == 0,
+	      "prep QUERY");
+	CHECK(kvs_submit(c) == 2, "submit");
+	shm->submitted = 1;
+	for (;;)
+		pause(); /* killed with its cluster ops pending */
+}
+
+/*
+ * An engine killed while its cluster FLUSH and QUERY wait for a stopped
+ * Redis: kvstashd keeps serving the others, and reclaims the session
+ * once the ops came back (Redis continued).
+ */
+static void engine_dies(struct redis *rd, struct cnode *a, struct kvs_client *ca)
+{
+	struct kvs_client *admin = NULL;
+	int base, n = -1, r;
+	pid_t kid;
+
+	node_a = a;
+	shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(shm != MAP_FAILED, "mmap");
+	r = test_admin(&a->d, &admin);
+	CHECK(r == 0, "admin: %s", kvs_strerror(r));
+	base = test_status_sessions(admin);
+	redis_kill(rd, SIGSTOP);
+	kid = ct_spawn(doomed_engine, NULL);
+	for (uint64_t end = now_ms() + CT_POLL_MS; !shm->submitted && now_ms() < end;)
+		usleep(5000);
+	CHECK(shm->submitted, "the engine never submitted its cluster ops");
+	kill(kid, SIGKILL);
+	ct_reap(kid, CT_POLL_MS);
+	r = kvs_nop_sync(ca, CT_OP_MS);
+	CHECK(r == 0, "NOP while a dead engine's cluster ops wait: %d (%s)", r, kvs_strerror(r));
+	redis_kill(rd, SIGCONT);
+	for (uint64_t end = now_ms() + CT_POLL_MS; now_ms() < end; usleep(20000)) {
+		n = test_status_sessions(admin);
+		if (n == base)
+			break;
+	}
+	CHECK(n == base, "the dead engine's session was never reclaimed: %d sessions, want %d", n,
+	      base);
+	kvs_close(admin);
+}
+
 static void no_hang_at_shutdown(struct redis *rd, struct cnode *a, struct kvs_client *ca,
 				struct test_kv *kva)
 {
-	static uint8_t keys[8 * 16];
+	static uint8_t keys[16 * 16];
+	struct kvs_cluster_answer ans;
+	bool flushed = false, queried = false;
 	struct kvs_cqe *cqe;
 	struct kvs_sqe *sqe;
 	uint64_t t0;
 	int r, st;
 
 	redis_kill(rd, SIGSTOP);
-	test_keys(keys, 8, 3);
+	test_keys(keys, 16, 3);
 	ct_save(ca, kva, keys, 8, 400);
 	sqe = kvs_get_sqe(ca);
 	CHECK(sqe, "no SQE");
 	r = kvs_prep_flush(ca, sqe, KVS_FLUSH_CLUSTER, 77);
 	CHECK(r == 0, "prep FLUSH: %s", kvs_strerror(r));
-	CHECK(kvs_submit(ca) == 1, "submit FLUSH");
+	/* And a QUERY of 8 keys n1 lacks: the registry is asked, and answers nothing. */
+	sqe = kvs_get_sqe(ca);
+	CHECK(sqe, "no SQE");
+	r = kvs_prep_query(ca, sqe, keys, 16, 0, KVS_QUERY_CLUSTER | KVS_QUERY_NOLEASE, 78);
+	CHECK(r == 0, "prep QUERY: %s", kvs_strerror(r));
+	CHECK(kvs_submit(ca) == 2, "submit FLUSH and QUERY");
 	/*
-	 * Pending: Redis answers nothing, and neither command_timeout (10 s)
-	 * nor flush_timeout (20 s) can have passed.  A daemon that acked it
-	 * already would be lying about the registry.
+	 * Pending: Redis answers nothing, and neither command_timeout (10 s),
+	 * query_timeout (10 s) nor flush_timeout (20 s) can have passed.  A
+	 * daemon that acked the FLUSH already would be lying about the
+	 * registry.
 	 */
 	r = kvs_wait_cqe(ca, &cqe, 200);
-	CHECK(r == -ETIMEDOUT, "cluster FLUSH on a stopped Redis completed at once: %d res %d", r,
+	CHECK(r == -ETIMEDOUT, "a cluster op on a stopped Redis completed at once: %d res %d", r,
 	      r == 0 ? cqe->res : 0);
 	t0 = now_ms();
 	cnode_term(a);
-	r = kvs_wait_cqe(ca, &cqe, CT_POLL_MS);
-	CHECK(r == 0, "the cluster FLUSH pending at SIGTERM never completed: %s", kvs_strerror(r));
-	CHECK(cqe->user_data == 77 && (cqe->res == -ESHUTDOWN || cqe->res == -ECONNRESET),
-	      "cluster FLUSH at shutdown: user_data %llu res %d (%s), want -ESHUTDOWN or "
-	      "-ECONNRESET",
-	      (unsigned long long)cqe->user_data, cqe->res, kvs_strerror(cqe->res));
-	printf("# the pending FLUSH completed %llu ms after SIGTERM with %s\n",
-	       (unsigned long long)(now_ms() - t0), kvs_strerror(cqe->res));
-	kvs_cqe_seen(ca, cqe);
+	while (!flushed || !queried) {
+		r = kvs_wait_cqe(ca, &cqe, CT_POLL_MS);
+		CHECK(r == 0,
+		      "cluster ops pending at SIGTERM never completed (FLUSH %d, QUERY %d): %s",
+		      flushed, queried, kvs_strerror(r));
+		if (cqe->user_data == 77) {
+			CHECK(cqe->res == -ESHUTDOWN || cqe->res == -ECONNRESET,
+			      "cluster FLUSH at shutdown: res %d (%s), want -ESHUTDOWN or "
+			      "-ECONNRESET",
+			      cqe->res, kvs_strerror(cqe->res));
+			printf("# the pending FLUSH completed %llu ms after SIGTERM with %s\n",
+			       (unsigned long long)(now_ms() - t0), kvs_strerror(cqe->res));
+			flushed = true;
+		} else if (cqe->user_data == 78) {
+			memset(&ans, 0, sizeof(ans));
+			r = kvs_cqe_cluster(ca, cqe, &ans);
+			CHECK(cqe->res == -ECONNRESET ||
+				      (cqe->res == 8 && r == 0 && ans.best == 0 && ans.status < 0),
+			      "cluster QUERY at shutdown: %s", ct_answer_str(cqe->res, &ans));
+			printf("# the pending QUERY completed with %s\n",
+			       ct_answer_str(cqe->res, &ans));
+			queried = true;
+		} else {
+			CHECK(false, "unexpected CQE %llu res %d",
+			      (unsigned long long)cqe->user_data, cqe->res);
+		}
+		kvs_cqe_seen(ca, cqe);
+	}
 	st = cnode_wait_exit(a, CT_POLL_MS);
 	CHECK(st == 0, "kvstashd with a stopped Redis: exit status %d after SIGTERM", st);
 	redis_kill(rd, SIGCONT);
@@ -193,6 +290,8 @@ int main(void)
 	printf("ok - delivered before ack\n");
 	ack_on_drop(&rd, ca, &kva, cb);
 	printf("ok - ack on drop\n");
+	engine_dies(&rd, &a, ca);
+	printf("ok - an engine dies with its cluster ops pending\n");
 	no_hang_at_shutdown(&rd, &a, ca, &kva);
 	printf("ok - no hang at shutdown\n");
 	without_cluster();
