@@ -19,7 +19,11 @@
  *     process took the name): n1's next registrations are refused by
  *     Redis (fenced), so its FLUSH reports them dropped and nobody finds
  *     them, until the foreign lease expires and n1 re-acquires under a
- *     higher epoch and backfills.
+ *     higher epoch and backfills;
+ *   - a second kvstashd with the same node name takes the node over (its
+ *     address, a higher epoch, only its blocks answered); the first one
+ *     registers nothing while displaced, and takes the node back (yet
+ *     another epoch, its own blocks again) once the second one left.
  */
 #include <errno.h>
 #include <signal.h>
@@ -91,7 +95,7 @@ static void sigkill(struct redis *rd, struct cnode *a, struct kvs_client *cb, co
 
 int main(void)
 {
-	static uint8_t k1[N * 16], k2[N * 16], k3[8 * 16], k4[8 * 16];
+	static uint8_t k1[N * 16], k2[N * 16], k3[8 * 16], k4[8 * 16], k5[8 * 16], k6[8 * 16];
 	struct redis rd = { 0 };
 	struct cnode a, b;
 	struct test_kv kva, kvb;
@@ -101,7 +105,10 @@ int main(void)
 	struct kvs_cqe *cqe;
 	struct kvs_sqe *sqe;
 	uint32_t ids[8];
-	uint64_t e1, e2, e3 = 0, e4, reg, drop;
+	uint64_t e1, e2, e3 = 0, e4, e5, e6, reg, drop;
+	struct cnode a2;
+	struct test_kv kva2;
+	struct kvs_client *ca2;
 	char out[256];
 	bool k2_seen = false, k3_seen = false;
 	int r;
@@ -111,6 +118,8 @@ int main(void)
 	test_keys(k2, N, 22);
 	test_keys(k3, 8, 23);
 	test_keys(k4, 8, 24);
+	test_keys(k5, 8, 25);
+	test_keys(k6, 8, 26);
 	ct_redis_start(&rd);
 	cnode_start(&a, &rd, "n1", cluster_ini, NULL);
 	cnode_start(&b, &rd, "n2", cluster_ini, NULL);
@@ -216,6 +225,50 @@ int main(void)
 	}
 	printf("ok - writes under a lost lease are fenced (%llu -> %llu)\n", (unsigned long long)e3,
 	       (unsigned long long)e4);
+
+	/* ---- a second process named n1 takes the node over ---- */
+	cnode_start(&a2, &rd, "n1", cluster_ini, NULL);
+	e5 = ct_wait_lease(&rd, "n1", e4);
+	CHECK(redis_cmd(&rd, out, sizeof(out), "HGET kvs:%s:lease:n1 addr", ct_cluster()) == 0 &&
+		      !strcmp(out, a2.peer),
+	      "n1's lease after the takeover: addr %s, want %s", out, a2.peer);
+	ca2 = ct_worker(&a2, NS, &kva2, 2, 64, 4096);
+	ct_save(ca2, &kva2, k5, 8, 5);
+	flush_ok(ca2, 8);
+	CHECK(names(cb, k5, 8, "n1", &h, &ans) && ans.best == 8 && h.epoch == e5 &&
+		      !strcmp(h.addr, a2.peer),
+	      "the new n1's blocks (epoch %llu at %s): %s", (unsigned long long)e5, a2.peer,
+	      ct_answer_str(0, &ans));
+	/* The first one's blocks were registered under an epoch that is not the lease's. */
+	CHECK(!names(cb, k4, 8, "n1", NULL, &ans), "the displaced n1's blocks answered: %s",
+	      ct_answer_str(0, &ans));
+	r = ct_cflush(ca, &reg, &drop);
+	CHECK(r == 0, "cluster FLUSH on the displaced n1: %d", r);
+	ct_save(ca, &kva, k6, 8, 6);
+	r = ct_cflush(ca, &reg, &drop);
+	CHECK((r == 0 || r == -ETIMEDOUT) && reg == 0 && drop >= 8,
+	      "cluster FLUSH on the displaced n1: res %d (%s) registered %llu dropped %llu (want 0, "
+	      ">= 8)",
+	      r, kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
+	CHECK(!names(cb, k6, 8, "n1", NULL, &ans), "the displaced n1 advertised: %s",
+	      ct_answer_str(0, &ans));
+	/* The winner leaves (releasing its lease): the first one takes the node back. */
+	kvs_close(ca2);
+	test_kv_free(&kva2);
+	cnode_stop(&a2);
+	e6 = ct_wait_lease(&rd, "n1", e5);
+	for (uint64_t end = now_ms() + CT_POLL_MS;; usleep(20000)) {
+		if (names(cb, k6, 8, "n1", &h, &ans) && ans.best == 8 && h.epoch == e6 &&
+		    !strcmp(h.addr, a.peer))
+			break;
+		CHECK(now_ms() < end, "the first n1 never took the node back (epoch %llu): %s",
+		      (unsigned long long)e6, ct_answer_str(0, &ans));
+	}
+	CHECK(!names(cb, k5, 8, "n1", NULL, &ans), "the departed n1's blocks answered: %s",
+	      ct_answer_str(0, &ans));
+	printf("ok - a second process of one name takes over; the first waits, then returns "
+	       "(%llu -> %llu -> %llu)\n",
+	       (unsigned long long)e4, (unsigned long long)e5, (unsigned long long)e6);
 
 	kvs_close(ca);
 	kvs_close(cb);
