@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "ctest.h"
 
 #define MAX_NODES 8
@@ -18,6 +20,7 @@ static struct redis *redises[2];
 static pid_t kids[MAX_KIDS];
 static bool in_child;
 static char cluster[32];
+static char redis_pass[128]; /* ct_redis_password() */
 
 static const char *builddir(void)
 {
@@ -213,11 +216,67 @@ void cnode_kill(struct cnode *n)
 	kvsd_kill(&n->d);
 }
 
+void ct_redis_password(const char *password)
+{
+	snprintf(redis_pass, sizeof(redis_pass), "%s", password ? password : "");
+}
+
+int ct_redis_cmd(const struct redis *rd, char *out, size_t len, const char *fmt, ...)
+{
+	struct timeval tv = { 2, 0 };
+	redisContext *c;
+	redisReply *rep = NULL;
+	va_list ap;
+	int r = 0;
+
+	c = redisConnectWithTimeout("127.0.0.1", rd->port, tv);
+	if (!c || c->err) {
+		redisFree(c);
+		return -ECONNREFUSED;
+	}
+	redisSetTimeout(c, tv);
+	if (redis_pass[0]) {
+		rep = redisCommand(c, "AUTH %s", redis_pass);
+		if (!rep || rep->type == REDIS_REPLY_ERROR)
+			r = -EACCES;
+		freeReplyObject(rep);
+		rep = NULL;
+	}
+	if (r == 0) {
+		va_start(ap, fmt);
+		rep = redisvCommand(c, fmt, ap);
+		va_end(ap);
+		if (!rep)
+			r = -EIO;
+	}
+	if (rep && out) {
+		switch (rep->type) {
+		case REDIS_REPLY_STRING:
+		case REDIS_REPLY_STATUS:
+		case REDIS_REPLY_ERROR:
+			snprintf(out, len, "%s", rep->str);
+			break;
+		case REDIS_REPLY_INTEGER:
+			snprintf(out, len, "%lld", rep->integer);
+			break;
+		case REDIS_REPLY_NIL:
+			snprintf(out, len, "(nil)");
+			break;
+		default:
+			snprintf(out, len, "(array of %zu)", rep->elements);
+			break;
+		}
+	}
+	freeReplyObject(rep);
+	redisFree(c);
+	return r;
+}
+
 uint64_t ct_lease_epoch(const struct redis *rd, const char *node)
 {
 	char out[128];
 
-	if (redis_cmd(rd, out, sizeof(out), "HGET kvs:%s:lease:%s epoch", cluster, node) < 0)
+	if (ct_redis_cmd(rd, out, sizeof(out), "HGET kvs:%s:lease:%s epoch", cluster, node) < 0)
 		return 0;
 	return strtoull(out, NULL, 10); /* "(nil)": 0 */
 }

@@ -76,6 +76,14 @@ int cnode_wait_exit(struct cnode *n, int timeout_ms);
 /* SIGKILL and reap (the directory stays until the end). */
 void cnode_kill(struct cnode *n);
 
+/*
+ * Commands of the test's own (leases, forged entries) go through
+ * ct_redis_cmd(): rtest's redis_cmd(), after AUTH with the password set by
+ * ct_redis_password() (NULL: none).
+ */
+void ct_redis_password(const char *password);
+int ct_redis_cmd(const struct redis *rd, char *out, size_t len, const char *fmt, ...);
+
 /* The epoch of @node's lease in Redis, 0 when it has none (expired, released). */
 uint64_t ct_lease_epoch(const struct redis *rd, const char *node);
 /* Poll until @node holds a lease with an epoch above @above; that epoch. */
