@@ -190,6 +190,9 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *client);
  * Prepare helpers.  Arguments are copied into the session's argument
  * area (-ENOSPC when it has no room until earlier SQEs are consumed;
  * -E2BIG when @n exceeds max_keys; -EINVAL for n == 0 where it needs n).
+ * kvs_prep_query() takes KVS_QUERY_CLUSTER only on a session connected
+ * with KVS_CONNECT_CLUSTER (-EINVAL otherwise); kvs_prep_flush() takes
+ * KVS_FLUSH_CLUSTER, alone or with KVS_FLUSH_INSTANCE.
  */
 int kvs_prep_nop(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t user_data);
 int kvs_prep_save(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,
