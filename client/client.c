@@ -236,7 +236,8 @@ static const char *answer_wrong(const struct kvs_cluster_answer *a, uint32_t key
 		return "a best run without holders, or holders without one";
 	if (a->resv[0] || a->resv[1])
 		return "reserved words set";
-	for (uint32_t i = 0; i < a->nr_holders; i++) {
+	/* Bounded by the array too: checked above, but no loop here trusts a count. */
+	for (uint32_t i = 0; i < a->nr_holders && i < KVS_CLUSTER_HOLDERS; i++) {
 		const struct kvs_cluster_holder *h = &a->holders[i];
 
 		if (h->blocks == 0 || h->blocks > a->best)
