@@ -736,13 +736,14 @@ class Client:
         return self._start("query_cluster", _cluster_query_result,
                            lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
 
-    def load(self, lease: int | QueryResult, block_ids: IdsLike, layers: LayerRange = None) -> Operation:
+    def load(self, lease: int | QueryResult | ClusterQueryResult, block_ids: IdsLike,
+             layers: LayerRange = None) -> Operation:
         """Copy the leased blocks (the first len(block_ids) of them) into
         @block_ids; result the number of blocks loaded.
 
         layers: None for all, range(begin, end), or (begin, count).
         """
-        lease_id = lease.lease if isinstance(lease, QueryResult) else lease
+        lease_id = lease.lease if isinstance(lease, (QueryResult, ClusterQueryResult)) else lease
         ids = pack_ids(block_ids, "load")
         if not ids:
             raise InvalidArgument(errno.EINVAL, "load", "no block ids")
@@ -751,9 +752,9 @@ class Client:
         return self._start("load", _load_result,
                            lambda c, s, u: self._lib.kvs_prep_load(c, s, lease_id, addr, n, begin, count, u))
 
-    def release(self, lease: int | QueryResult) -> Operation:
+    def release(self, lease: int | QueryResult | ClusterQueryResult) -> Operation:
         """Drop a lease not used by a load; result None (LeaseNotFound if unknown)."""
-        lease_id = lease.lease if isinstance(lease, QueryResult) else lease
+        lease_id = lease.lease if isinstance(lease, (QueryResult, ClusterQueryResult)) else lease
         return self._start("release", _none,
                            lambda c, s, u: self._lib.kvs_prep_release(c, s, lease_id, u))
 

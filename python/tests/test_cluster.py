@@ -1,14 +1,24 @@
 # SPDX-License-Identifier: MIT
-"""The cluster calls of the binding against a real kvstashd without [cluster]:
-the connect flag, query_cluster() and flush_cluster() refused as libkvstash
-and kvstashd refuse them.  (With a registry: tests/cluster/.)"""
+"""The cluster calls of the binding against real kvstashd processes: without
+[cluster], the connect flag, query_cluster() and flush_cluster() refused as
+libkvstash and kvstashd refuse them; with a real redis-server as the
+registry, one node's query_cluster() names the node holding the rest and
+flush_cluster() reports its counts."""
 
 from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
 
 import pytest
 
 import kvstash
-from conftest import make_keys
+from conftest import BLOCK, BLOCKS, LAYERS, SEG, make_keys
 
 
 def test_query_cluster_needs_a_cluster_session(worker):
@@ -66,3 +76,104 @@ def test_cluster_answer_conversion():
     assert got == kvstash.ClusterAnswer(
         0, 3, (kvstash.ClusterHolder("b", "10.0.0.2:1", 7, 3), kvstash.ClusterHolder("c", "", 2, 1)), 1
     )
+
+
+# ---- with a registry: a real redis-server, two kvstashd nodes ------------------
+
+
+class Redis:
+    """redis-server on a random loopback port, no persistence, its own directory."""
+
+    def __init__(self, binary: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="kvs-py-redis.")
+        self.proc: subprocess.Popen[bytes] | None = None
+        for _ in range(20):
+            self.port = random.randrange(20000, 60000)
+            self.proc = subprocess.Popen(
+                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self._wait_ready():
+                return
+            self.stop()
+        pytest.fail("redis-server did not start on any port tried")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                return False  # the port was taken
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.01)
+        return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis() -> Iterator[Redis]:
+    binary = shutil.which("redis-server")
+    if not binary:
+        pytest.skip("redis-server not found (apt-get install redis-server)")
+    r = Redis(binary)
+    yield r
+    r.stop()
+
+
+def cluster_ini(redis: Redis, node: str) -> str:
+    return (f"[cluster]\nredis = 127.0.0.1:{redis.port}\nnode = {node}\n"
+            f"peer_address = {node}.example:7000\nflush_timeout = 10s\nquery_timeout = 2s\n")
+
+
+def cluster_worker(d, instance: str) -> tuple[kvstash.Client, kvstash.HostMemory]:
+    c = kvstash.Client(d.socket, instance=instance, namespace="py-cluster/ns", cluster=True)
+    mem = kvstash.HostMemory(BLOCKS * BLOCK)
+    c.register(kvstash.page_first_layers(mem, LAYERS, BLOCKS, SEG))
+    return c, mem
+
+
+def test_query_cluster_finds_another_nodes_blocks(daemon_factory, redis):
+    a = daemon_factory(cluster_ini(redis, "node-a"))
+    b = daemon_factory(cluster_ini(redis, "node-b"))
+    ca, ma = cluster_worker(a, "py-a")
+    cb, mb = cluster_worker(b, "py-b")
+    try:
+        keys = make_keys(6, salt=77)
+        assert ca.save(keys, range(6)).wait() == kvstash.SaveResult(6, 0)
+        assert cb.save(keys[:1], [0]).wait() == kvstash.SaveResult(1, 0)
+        # Until node a holds its registry lease, its inserts may be dropped
+        # and come back by backfill: poll (bounded) until b's query sees them.
+        deadline = time.monotonic() + 30
+        while True:
+            flushed = ca.flush_cluster().wait(timeout=30)
+            assert isinstance(flushed, kvstash.ClusterFlushResult)
+            q = cb.query_cluster(keys, req_id=5).wait(timeout=30)
+            if q.cluster.status == 0 and q.cluster.best == 5:
+                break
+            cb.release(q).wait()
+            assert time.monotonic() < deadline, f"node b never saw node a's blocks: {q}"
+            time.sleep(0.05)  # pacing between polls only
+        assert isinstance(q, kvstash.ClusterQueryResult)
+        assert q.hits == 1 and q.lease != 0  # its own first block, leased
+        holders = q.cluster.holders
+        assert holders and holders[0].node == "node-a" and holders[0].blocks == 5
+        assert holders[0].addr == "node-a.example:7000" and holders[0].epoch > 0
+        assert all(h.node != "node-b" for h in holders)
+        cb.release(q).wait()
+        # Every key local: nothing asked, status 0, no holders.
+        q = ca.query_cluster(keys, lease=False).wait(timeout=30)
+        assert q.hits == 6 and q.cluster == kvstash.ClusterAnswer(0, 0, (), q.cluster.round_trips)
+    finally:
+        for c, m in ((ca, ma), (cb, mb)):
+            c.close()
+            m.close()
