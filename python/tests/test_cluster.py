@@ -7,6 +7,7 @@ flush_cluster() reports its counts."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -87,16 +88,21 @@ class Redis:
     def __init__(self, binary: str) -> None:
         self.dir = tempfile.mkdtemp(prefix="kvs-py-redis.")
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log = os.path.join(self.dir, "redis.log")
         for _ in range(20):
             self.port = random.randrange(20000, 60000)
             self.proc = subprocess.Popen(
                 [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"],
+                 "--appendonly", "no", "--dir", self.dir, "--logfile", self.log,
+                 "--daemonize", "no"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if self._wait_ready():
                 return
-            self.stop()
-        pytest.fail("redis-server did not start on any port tried")
+            self._kill()  # most likely the port was taken: another one
+        with open(self.log, errors="replace") as f:
+            log = f.read()
+        self.stop()
+        pytest.fail(f"redis-server did not start on any port tried:\n{log}")
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + 20
@@ -104,19 +110,31 @@ class Redis:
             if self.proc is None or self.proc.poll() is not None:
                 return False  # the port was taken
             try:
+                # Ours, not another test's redis-server that had the port first.
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    s.sendall(b"INFO server\r\n")
+                    got = b""
+                    while b"run_id:" not in got:
+                        chunk = s.recv(4096)
+                        if not chunk:
+                            break
+                        got += chunk
+                    if f"process_id:{self.proc.pid}\r\n".encode() in got:
                         return True
+                    if b"process_id:" in got:
+                        return False  # someone else's: the port was taken
             except OSError:
                 pass
             time.sleep(0.01)
         return False
 
-    def stop(self) -> None:
+    def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+    def stop(self) -> None:
+        self._kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
