@@ -89,7 +89,8 @@ struct kvs_connect_opts {
 /*
  * kvs_connect_opts.flags.  KVS_CONNECT_CLUSTER: ask for the cluster
  * answer area (KVS_HELLO_CLUSTER), so the session may send cluster
- * QUERYs; -EOPNOTSUPP from a kvstashd older than wire minor 1.
+ * QUERYs; -EOPNOTSUPP from a kvstashd older than wire minor 1.  Unknown
+ * bits, and KVS_CONNECT_CLUSTER for an admin session: -EINVAL.
  */
 #define KVS_CONNECT_CLUSTER (1u << 0)
 
