@@ -132,15 +132,15 @@ int main(void)
 
 	/* ---- SIGKILL ---- */
 	sigkill(&rd, &a, cb, k1);
-	kvs_close(ca);
-	test_kv_free(&kva);
 	printf("ok - a killed node is no longer answered within the lease\n");
 
 	/* ---- restarted: a new epoch ---- */
 	r = kvsd_restart(&a.d);
 	CHECK(r == 0, "restart n1: %s", strerror(-r));
 	e2 = ct_wait_lease(&rd, "n1", e1);
-	ca = ct_worker(&a, NS, &kva, 2, 64, 4096);
+	/* The engine comes back as engines do: the same session options, memory and cluster flag. */
+	r = kvs_reconnect(ca);
+	CHECK(r == 0, "reconnect to the restarted n1: %s", kvs_strerror(r));
 	ct_save(ca, &kva, k2, N, 2);
 	flush_ok(ca, N);
 	CHECK(names(cb, k2, N, "n1", &h, &ans) && ans.best == N && h.epoch == e2,

@@ -83,7 +83,8 @@ int main(void)
 	struct redis rd = { 0 };
 	struct eng ax, ay, bx, by, cx, cy, az[2], bz[2], cz;
 	struct kvs_client *sched;
-	uint64_t reg, drop;
+	uint64_t reg, drop, lease = 0;
+	uint32_t ids[5];
 	struct kvs_cluster_answer a;
 	const struct kvs_cluster_holder *h1, *h3;
 	char out[256];
@@ -142,6 +143,18 @@ int main(void)
 	flush_ok(&bx, "n2 X", 8);
 	/* 12 asked, the last 4 held by nobody: the run counts from key 5, not key 0. */
 	want_one(&ax, k4, 12, 5, "n2", n2.peer, 3, "n1 X holding 5 of 12, n2 holding 8");
+	/* The local hits of a cluster QUERY are leased as a QUERY's: they load. */
+	r = kvs_query_cluster_sync(ax.c, k4, 12, 0, 0, CT_OP_MS, &lease, &a);
+	CHECK(r == 5 && lease != 0 && a.best == 3, "leased cluster QUERY: lease %llu %s",
+	      (unsigned long long)lease, ct_answer_str(r, &a));
+	for (uint32_t i = 0; i < 5; i++) {
+		ids[i] = 32 + i;
+		test_kv_poison(&ax.kv, ids[i], 0xa5);
+	}
+	r = kvs_load_sync(ax.c, lease, ids, 5, 0, 2, CT_OP_MS);
+	CHECK(r == 5, "LOAD of a cluster QUERY's lease: %d (%s)", r, r < 0 ? kvs_strerror(r) : "");
+	for (uint32_t i = 0; i < 5; i++)
+		CHECK(test_kv_check(&ax.kv, ids[i], 4 + i), "block %u loaded wrong", i);
 	printf("ok - from the local hits on\n");
 
 	/* ---- a node never answers itself ---- */
