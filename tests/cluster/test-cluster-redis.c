@@ -11,7 +11,10 @@
  *   - Redis restarted with its data (an RDB written just before the kill)
  *     and restarted empty: n1 reconnects, re-acquires and backfills, so n2
  *     finds again within a bounded poll both what n1 had registered and
- *     what n1 saved while Redis was away (never registered before).
+ *     what n1 saved while Redis was away (never registered before);
+ *   - a kvstashd started while Redis is down starts and serves, reports
+ *     its registrations dropped, and registers what it holds once Redis
+ *     is up.
  */
 #include <errno.h>
 #include <signal.h>
@@ -32,7 +35,7 @@ struct traffic {
 	_Atomic int stop;
 };
 
-static struct cnode a, b;
+static struct cnode a, b, n3;
 static struct traffic *tr;
 
 static int traffic(void *arg)
@@ -105,8 +108,8 @@ static void away(struct kvs_client *cb, const uint8_t *keys)
 	      "n2's cluster QUERY with Redis dead: %s", ct_answer_str(r, &ans));
 }
 
-/* Poll until n2 finds all of @keys held by n1. */
-static void found_again(struct kvs_client *cb, const uint8_t *keys, const char *what)
+/* Poll until n2 finds all of @keys held by @node. */
+static void found_on(struct kvs_client *cb, const uint8_t *keys, const char *node, const char *what)
 {
 	struct kvs_cluster_answer ans;
 	int r = -1;
@@ -114,10 +117,15 @@ static void found_again(struct kvs_client *cb, const uint8_t *keys, const char *
 	for (uint64_t end = now_ms() + CT_POLL_MS; now_ms() < end; usleep(20000)) {
 		r = ct_cquery(cb, keys, N, &ans);
 		CHECK(r == 0, "n2's cluster QUERY: %s", ct_answer_str(r, &ans));
-		if (ans.status == 0 && ans.best == N && ct_holder(&ans, "n1"))
+		if (ans.status == 0 && ans.best == N && ct_holder(&ans, node))
 			return;
 	}
 	CHECK(false, "%s never found again: %s", what, ct_answer_str(r, &ans));
+}
+
+static void found_again(struct kvs_client *cb, const uint8_t *keys, const char *what)
+{
+	found_on(cb, keys, "n1", what);
 }
 
 static void flush_ok(struct kvs_client *c)
@@ -131,10 +139,11 @@ static void flush_ok(struct kvs_client *c)
 
 int main(void)
 {
-	static uint8_t k1[N * 16], k2[N * 16], k3[N * 16];
+	static uint8_t k1[N * 16], k2[N * 16], k3[N * 16], k4[N * 16];
 	struct redis rd = { 0 };
-	struct test_kv kva, kvb;
-	struct kvs_client *ca, *cb;
+	struct test_kv kva, kvb, kvc;
+	struct kvs_client *ca, *cb, *cc;
+	uint64_t reg, drop;
 	char out[256], path[200];
 	pid_t kid;
 	int r;
@@ -145,6 +154,7 @@ int main(void)
 	test_keys(k1, N, 31);
 	test_keys(k2, N, 32);
 	test_keys(k3, N, 33 * 1000);
+	test_keys(k4, N, 34 * 1000);
 	ct_redis_start(&rd);
 	cnode_start(&a, &rd, "n1", NULL, "[pool]\nsize = 32M\nextent_size = 256K\n");
 	cnode_start(&b, &rd, "n2", NULL, NULL);
@@ -190,6 +200,26 @@ int main(void)
 	traffic_runs(3, "after the empty restart");
 	printf("ok - Redis killed and restarted empty (n1 epoch %llu)\n",
 	       (unsigned long long)ct_lease_epoch(&rd, "n1"));
+
+	/* ---- a node started while Redis is down ---- */
+	redis_stop(&rd);
+	cnode_start(&n3, &rd, "n3", NULL, NULL);
+	cc = ct_worker(&n3, NS, &kvc, 2, N, 4096);
+	ct_save(cc, &kvc, k4, N, 4);
+	CHECK(ct_query(cc, k4, N) == N, "n3's local QUERY with Redis down since its start");
+	r = ct_cflush(cc, &reg, &drop);
+	CHECK((r == 0 || r == -ETIMEDOUT) && reg == 0 && drop >= N,
+	      "n3's cluster FLUSH with Redis down: res %d (%s) registered %llu dropped %llu", r,
+	      kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
+	traffic_runs(3, "with Redis dead a third time");
+	r = redis_restart(&rd);
+	CHECK(r == 0, "redis-server did not restart on its port: %s", strerror(-r));
+	found_on(cb, k4, "n3", "what n3 saved before it ever reached Redis");
+	found_again(cb, k1, "after the third restart, n1's first blocks");
+	printf("ok - a node started while Redis is down registers once it is up\n");
+	kvs_close(cc);
+	test_kv_free(&kvc);
+	cnode_stop(&n3);
 
 	atomic_store(&tr->stop, 1);
 	r = ct_reap(kid, CT_POLL_MS);
