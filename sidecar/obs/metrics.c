@@ -268,7 +268,8 @@ static void group(struct buf *b, const struct prow *rows, size_t nrows, const vo
 			/* Microseconds are exported as (fractional) seconds, the base unit. */
 			if (r->unit == KVS_STATS_U_US)
 				put(b, "%.*s%s %.6f\n", (int)name_len(r->prom), r->prom,
-				    labels(all, sizeof(all), r, lab), (double)msg_u64(msg, r) / 1e6);
+				    labels(all, sizeof(all), r, lab),
+				    (double)msg_u64(msg, r) / 1e6);
 			else
 				put(b, "%.*s%s %" PRIu64 "\n", (int)name_len(r->prom), r->prom,
 				    labels(all, sizeof(all), r, lab), msg_u64(msg, r));
