@@ -830,8 +830,15 @@ static const struct cgroup {
 			 "rrlr",
 			 session_keys,
 			 session_keys_json },
-	[CG_REGISTRY] = { registry_rows, NROWS(registry_rows), true, "Registry:", 0, { NULL }, "",
-			  NULL, NULL },
+	[CG_REGISTRY] = { registry_rows,
+			  NROWS(registry_rows),
+			  true,
+			  "Registry:",
+			  0,
+			  { NULL },
+			  "",
+			  NULL,
+			  NULL },
 };
 
 /* The messages of group @g in reply @r. */
@@ -893,7 +900,8 @@ static const char *text_value(char *buf, size_t len, const struct crow *rows, si
 		return buf;
 	}
 	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_NAME) {
-		wstr(buf, (const char *)msg + c->off, len - 1 < KVS_NAME_MAX ? len - 1 : KVS_NAME_MAX);
+		wstr(buf, (const char *)msg + c->off,
+		     len - 1 < KVS_NAME_MAX ? len - 1 : KVS_NAME_MAX);
 		return printable(buf);
 	}
 	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_BOOL) {
@@ -1023,7 +1031,8 @@ static void lines_text(const struct reply *r, const struct crow *rows, size_t n,
 
 			if (rows[k].text && rows[k].shape != CR_GROUP &&
 			    same(rows[k].line, rows[i].line))
-				fragment(rows[k].text, text_value(v, sizeof(v), rows, n, &rows[k], msg));
+				fragment(rows[k].text,
+					 text_value(v, sizeof(v), rows, n, &rows[k], msg));
 		}
 		putchar('\n');
 		for (size_t k = 0; r && k < n; k++)
