@@ -19,6 +19,7 @@
 #endif
 
 #include "base/conf.h"
+#include "control/cluster.h"
 #include "control/daemon.h"
 #include "obs/metrics.h"
 #include "obs/log.h"
@@ -201,6 +202,11 @@ int main(int argc, char **argv)
 		free(sets[i]);
 	free(sets);
 	if (r < 0) {
+		fprintf(stderr, "kvstashd: %s\n", err);
+		config_free(&cfg);
+		return EXIT_USAGE;
+	}
+	if (check && (r = cluster_check_config(&cfg, err, sizeof(err))) < 0) {
 		fprintf(stderr, "kvstashd: %s\n", err);
 		config_free(&cfg);
 		return EXIT_USAGE;

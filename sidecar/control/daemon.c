@@ -18,6 +18,7 @@
 #include "store/store.h"
 #include "io/mover.h"
 #include "control/admin.h"
+#include "control/cluster.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "store/lease.h"
@@ -43,7 +44,10 @@ static void on_acks(struct ev_source *src, uint32_t events)
 	cds_list_for_each_entry_safe(a, tmp, &list, node) {
 		/* Off the list first: the session may be freed, or get this type again. */
 		cds_list_del(&a->node);
-		session_on_ack(session_of(a->s), a->type);
+		if (a->type == WCMD_CLUSTER)
+			cluster_on_op(d, caa_container_of(a, struct op, cmsg));
+		else
+			session_on_ack(session_of(a->s), a->type);
 	}
 }
 
@@ -121,6 +125,7 @@ static int start_workers(struct daemon *d, int node)
 		.ctr = &d->ctr,
 		.store = d->store,
 		.leases = d->leases,
+		.reg = d->reg,
 	};
 	const struct mover_ops *mv;
 	unsigned devs;
@@ -187,7 +192,7 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
 	d->config_path = config_path;
-	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = -1;
+	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = d->reg_ev.fd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
 	slots_init(d);
@@ -253,9 +258,15 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	sp.pool = pool;
 	sp.revoke = lease_revoke_for;
 	sp.leases = d->leases;
+	cluster_store_hooks(d, &d->hooks);
+	sp.hooks = &d->hooks;
 	r = store_new(&sp, &d->store);
 	if (r < 0)
 		return log_error_errno(r, "cannot create the block index");
+	/* Before the workers: they enqueue registrations from their first SAVE on. */
+	r = cluster_init(d);
+	if (r < 0)
+		return r;
 	r = nspace_table_new(cfg->max_namespaces, drop_nspace, d->store, &d->nspaces);
 	if (r == 0)
 		r = instance_table_new(d->store, &d->instances);
@@ -278,6 +289,8 @@ static void begin_drain(struct daemon *d)
 	metrics_set_ready(false);
 	d->stopping = true;
 	server_unlisten(d);
+	/* First: pending cluster FLUSHes and QUERYs complete while their sessions still read. */
+	cluster_shutdown(d);
 	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node)
 		session_close(s, -ESHUTDOWN);
 }
@@ -309,7 +322,8 @@ int daemon_run(struct daemon *d)
 {
 	uint64_t drain_deadline = 0;
 
-	while (!d->stopping || d->nr_sessions) {
+	/* The registry's lease release gets its bounded time (registry_shutdown()). */
+	while (!d->stopping || d->nr_sessions || !cluster_closed(d)) {
 		int r = ev_loop_run_once(&d->loop, EV_TICK_MS);
 
 		if (r < 0)
@@ -325,7 +339,7 @@ int daemon_run(struct daemon *d)
 			}
 		}
 	}
-	log_info("all sessions drained");
+	log_info("all sessions drained%s", d->reg ? ", registry closed" : "");
 	return 0;
 }
 
@@ -340,6 +354,8 @@ void daemon_fini(struct daemon *d)
 	d->leases = NULL;
 	store_free(d->store);
 	d->store = NULL;
+	/* After the store: clearing it reported its blocks gone to the registry. */
+	cluster_fini(d);
 	if (d->pool)
 		for (unsigned i = 0; i < d->pool->nr_regions; i++)
 			movers_unpin(d->pool->regions[i].base);

@@ -19,6 +19,7 @@
 #include "obs/counters.h"
 #include "obs/log.h"
 #include "io/worker.h"
+#include "store/store.h"
 
 /* One per device of every mover: the host's one and up to MOVER_MAX_DEVICES GPUs. */
 #define MAX_WORKERS (1 + MOVER_MAX_DEVICES)
@@ -64,6 +65,7 @@ struct daemon {
 	 */
 	struct pool *pool;		  /* the host pool, the store's slots */
 	struct store *store;		  /* the DRAM tier of the block store */
+	struct store_hooks hooks;	  /* the store's listener: the cluster registry */
 	struct lease_table *leases;	  /* QUERY's leases over the store's blocks */
 	struct nspace_table *nspaces;	  /* namespaces (their blocks in the store) */
 	struct instance_table *instances; /* instances (tenants of the store) */
@@ -73,6 +75,8 @@ struct daemon {
 	 * registry_get_stats are safe from any thread (cluster/registry.h).
 	 */
 	struct registry *reg;
+	struct ev_source reg_ev; /* registry_fd(): its socket, timers and wake-ups */
+	bool reg_closing;	 /* cluster_shutdown() ran: ops complete with -ESHUTDOWN */
 
 	struct worker *workers[MAX_WORKERS];
 	unsigned nr_workers;

@@ -9,7 +9,10 @@
 #include "base/util.h"
 #include "obs/log.h"
 #include "wire/layout.h"
+#include "cluster/registry.h"
 #include "control/nspace.h"
+
+#define KVS_NS_TAG_LAYERS 128 /* layers digested without an allocation */
 
 struct nspace_table {
 	pthread_mutex_t lock;
@@ -163,6 +166,37 @@ void nspace_put(struct nspace *ns)
 	__atomic_fetch_sub(&ns->sessions, 1, __ATOMIC_RELEASE);
 }
 
+/*
+ * The namespace's identity across nodes: the registry's digest of its name
+ * and geometry, so that nodes match blocks only when both are the same.
+ * Set before the first registration is published to a worker (the
+ * caller's store-release of the registration orders it before every SAVE).
+ * Without the cluster compiled in there is no digest: the namespace stays
+ * untagged and the store reports none of its blocks.
+ */
+static void tag(struct nspace *ns, const struct layout *lay, uint32_t tp_size)
+{
+	struct registry_layer_geom geom[KVS_NS_TAG_LAYERS];
+	struct registry_layer_geom *g = geom;
+	struct registry_geometry rg = {
+		.ns = ns->name,
+		.shards = lay->replicated ? 1 : tp_size,
+		.tp_size = tp_size,
+		.replicated = lay->replicated,
+		.nr_layers = lay->nr_layers,
+	};
+
+	if (lay->nr_layers > KVS_NS_TAG_LAYERS && !(g = calloc(lay->nr_layers, sizeof(*g))))
+		return; /* untagged: its blocks are not registered, nothing else changes */
+	for (uint32_t i = 0; i < lay->nr_layers; i++)
+		g[i] = (struct registry_layer_geom){ lay->layers[i].segments,
+						     lay->layers[i].segment_bytes };
+	rg.layers = g;
+	ns->in_store.tagged = registry_digest(&rg, ns->in_store.tag) == 0;
+	if (g != geom)
+		free(g);
+}
+
 int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, char *why,
 		 size_t wl, bool *ret_first)
 {
@@ -176,6 +210,7 @@ int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, 
 		ns->slot_bytes = lay->slot_bytes;
 		ns->tp_size = tp_size;
 		ns->replicated = lay->replicated;
+		tag(ns, lay, tp_size);
 		*ret_first = true;
 	} else if (ns->fingerprint != lay->fingerprint || ns->slot_bytes != lay->slot_bytes ||
 		   ns->replicated != lay->replicated || ns->tp_size != tp_size) {

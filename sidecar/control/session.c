@@ -129,7 +129,8 @@ static uint32_t pick_entries(uint32_t want, uint32_t def, uint32_t max)
 static int create_region(struct session *s, char *why, size_t wl)
 {
 	const struct kvs_config *cfg = s->d->cfg;
-	struct shmq_part_spec parts[3];
+	struct shmq_part_spec parts[4];
+	unsigned nparts = 3;
 	uint64_t argb;
 	void *args;
 	int r;
@@ -147,8 +148,14 @@ static int create_region(struct session *s, char *why, size_t wl)
 	parts[1] = (struct shmq_part_spec){ SHMQ_PART_RING, KVS_PART_CQ, sizeof(struct kvs_cqe),
 					    s->cq_entries, 0 };
 	parts[2] = (struct shmq_part_spec){ SHMQ_PART_AREA, KVS_PART_ARGS, 0, 0, argb };
-	r = shmq_region_create("kvstash-session", KVS_REGION_MAGIC, KVS_REGION_VERSION, parts, 3,
-			       &s->region);
+	/* The cluster answers, one per CQ entry, only for a session that asked. */
+	if (s->hello.flags & KVS_HELLO_CLUSTER)
+		parts[nparts++] =
+			(struct shmq_part_spec){ SHMQ_PART_AREA, KVS_PART_CLUSTER, 0, 0,
+						 (uint64_t)s->cq_entries *
+							 sizeof(struct kvs_cluster_answer) };
+	r = shmq_region_create("kvstash-session", KVS_REGION_MAGIC, KVS_REGION_VERSION, parts,
+			       nparts, &s->region);
 	if (r < 0) {
 		snprintf(why, wl, "cannot create the session region: %s", strerror(-r));
 		return r;
@@ -158,6 +165,13 @@ static int create_region(struct session *s, char *why, size_t wl)
 		r = shmq_ring_init(&s->w.cq, s->region, KVS_PART_CQ, SHMQ_PRODUCER);
 	if (!r)
 		r = shmq_region_area(s->region, KVS_PART_ARGS, &args, &argb);
+	if (!r && nparts == 4) {
+		void *ans;
+		uint64_t ansb;
+
+		r = shmq_region_area(s->region, KVS_PART_CLUSTER, &ans, &ansb);
+		s->w.answers = r ? NULL : ans;
+	}
 	if (r < 0) {
 		snprintf(why, wl, "session region: %s", strerror(-r));
 		return r;
@@ -641,6 +655,9 @@ static void session_free(struct session *s)
 	instance_leave(s);
 	nspace_put(s->ns);
 	shmq_region_destroy(s->region);
+	/* A session that ended with completions waiting: their answers go too. */
+	for (uint32_t i = 0; s->w.backlog && i < s->w.bl_n; i++)
+		free(s->w.backlog[(s->w.bl_head + i) % s->w.bl_cap].ans);
 	free(s->w.backlog);
 	free(s->out.buf);
 	if (s->ev.fd >= 0)

@@ -35,16 +35,25 @@ static void bump(struct worker *w)
 	shmq_wake_word(&w->word);
 }
 
-void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s)
+static void send_cmd(struct worker *w, struct wmsg *c, enum wcmd_type type, struct wsession *s)
 {
-	struct wmsg *c = &s->cmds[type];
-
 	c->type = type;
 	c->s = s;
+	/* The unlock orders what the control thread wrote before the worker's take. */
 	pthread_mutex_lock(&w->lock);
 	cds_list_add_tail(&c->node, &w->cmds);
 	pthread_mutex_unlock(&w->lock);
 	bump(w);
+}
+
+void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s)
+{
+	send_cmd(w, &s->cmds[type], type, s);
+}
+
+void worker_cluster_done(struct op *op)
+{
+	send_cmd(op->w, &op->cmsg, WCMD_CLUSTER, op->s);
 }
 
 /* ---- acks to the control thread ---------------------------------- */
@@ -77,10 +86,9 @@ void worker_acks_take(struct worker_acks *a, struct cds_list_head *list)
 	pthread_mutex_unlock(&a->lock);
 }
 
-/* Tell the control thread about @s (any worker thread). */
-static void ack(struct worker *w, struct wsession *s, enum wcmd_type type)
+/* Tell the control thread about @s through @a (any worker thread). */
+static void ack_msg(struct worker *w, struct wmsg *a, struct wsession *s, enum wcmd_type type)
 {
-	struct wmsg *a = &s->acks[type];
 	uint64_t one = 1;
 	ssize_t r;
 
@@ -94,9 +102,16 @@ static void ack(struct worker *w, struct wsession *s, enum wcmd_type type)
 	(void)r; /* full only past 2^64-2 unread acks */
 }
 
+static void ack(struct worker *w, struct wsession *s, enum wcmd_type type)
+{
+	ack_msg(w, &s->acks[type], s, type);
+}
+
 /* ---- completions ------------------------------------------------- */
 
-static bool cq_put(struct wsession *s, const struct kvs_cqe *cqe)
+/* @ans: the CQE's cluster answer (KVS_CQE_CLUSTER), or NULL. */
+static bool cq_put(struct wsession *s, const struct kvs_cqe *cqe,
+		   const struct kvs_cluster_answer *ans)
 {
 	uint32_t idx;
 	int r = shmq_prod_reserve(&s->cq, 1, &idx);
@@ -108,9 +123,46 @@ static bool cq_put(struct wsession *s, const struct kvs_cqe *cqe)
 	}
 	if (r == 0)
 		return false;
+	/*
+	 * The answer first: the CQ tail's store-release in publish_cqs()
+	 * publishes it with the CQE (the engine copies both before it
+	 * releases the entry, libkvstash's ring_take()).
+	 */
+	if (ans)
+		s->answers[idx & (shmq_ring_capacity(&s->cq) - 1)] = *ans;
 	memcpy(shmq_ring_entry(&s->cq, idx), cqe, sizeof(*cqe));
 	s->cq_dirty = true;
 	return true;
+}
+
+static void post_cqe(struct worker *w, struct wsession *s, struct kvs_cqe *cqe,
+		     const struct kvs_cluster_answer *ans)
+{
+	struct bl_ent *e;
+
+	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
+	__atomic_store_n(&s->inflight, s->inflight - 1, __ATOMIC_RELAXED);
+	if (cqe->res < 0) {
+		account_error(w->ctr, s->st, cqe->res);
+		if (log_enabled(LOG_DEBUG))
+			slog_debug(s, "op completed with %s", strerror(-cqe->res));
+	}
+	if (s->detaching || s->broken)
+		return; /* nobody to read it */
+	if (s->bl_n == 0 && cq_put(s, cqe, ans))
+		return;
+	/* CQ full: keep it; the session takes no new SQE until it drains. */
+	e = &s->backlog[(s->bl_head + s->bl_n) % s->bl_cap];
+	e->cqe = *cqe;
+	e->ans = NULL;
+	if (ans && !(e->ans = malloc(sizeof(*ans)))) {
+		/* No answer to go with it: the CQE must not claim one. */
+		e->cqe = (struct kvs_cqe){ .user_data = cqe->user_data, .res = -ENOMEM };
+		account_error(w->ctr, s->st, -ENOMEM);
+	} else if (ans) {
+		*e->ans = *ans;
+	}
+	s->bl_n++;
 }
 
 static void post(struct worker *w, struct wsession *s, uint64_t user_data, int32_t res, uint64_t r0,
@@ -118,27 +170,20 @@ static void post(struct worker *w, struct wsession *s, uint64_t user_data, int32
 {
 	struct kvs_cqe cqe = { .user_data = user_data, .res = res, .result0 = r0, .result1 = r1 };
 
-	/* Single writer (this worker); `kvstash stats` reads it (relaxed). */
-	__atomic_store_n(&s->inflight, s->inflight - 1, __ATOMIC_RELAXED);
-	if (res < 0) {
-		account_error(w->ctr, s->st, res);
-		if (log_enabled(LOG_DEBUG))
-			slog_debug(s, "op completed with %s", strerror(-res));
-	}
-	if (s->detaching || s->broken)
-		return; /* nobody to read it */
-	if (s->bl_n == 0 && cq_put(s, &cqe))
-		return;
-	/* CQ full: keep it; the session takes no new SQE until it drains. */
-	s->backlog[(s->bl_head + s->bl_n) % s->bl_cap] = cqe;
-	s->bl_n++;
+	post_cqe(w, s, &cqe, NULL);
 }
 
 static bool drain_backlog(struct wsession *s)
 {
 	bool any = false;
 
-	while (s->bl_n && !s->broken && cq_put(s, &s->backlog[s->bl_head])) {
+	while (s->bl_n && !s->broken) {
+		struct bl_ent *e = &s->backlog[s->bl_head];
+
+		if (!cq_put(s, &e->cqe, e->ans))
+			break;
+		free(e->ans);
+		e->ans = NULL;
 		s->bl_head = (s->bl_head + 1) % s->bl_cap;
 		s->bl_n--;
 		any = true;
@@ -168,7 +213,39 @@ static void op_free(struct op *op)
 {
 	copy_batch_free(&op->batch);
 	free(op->ents);
+	free(op->ckeys);
+	free(op->ans);
 	free(op);
+}
+
+/*
+ * To the control thread, which owns the registry (control/cluster.c); it
+ * comes back through worker_cluster_done() and cluster_done().  The
+ * session waits for it before its DETACH is acked (settle_sessions()).
+ */
+static void cluster_send(struct worker *w, struct op *op)
+{
+	op->w = w;
+	op->s->cluster_out++;
+	ack_msg(w, &op->cmsg, op->s, WCMD_CLUSTER);
+}
+
+/* A cluster op is back from the control thread, its results set: post it. */
+static void cluster_done(struct worker *w, struct op *op)
+{
+	struct wsession *s = op->s;
+	struct kvs_cqe cqe = {
+		.user_data = op->user_data,
+		.res = op->res,
+		.result0 = op->r0,
+		.result1 = op->r1,
+	};
+
+	s->cluster_out--;
+	if (op->opcode == KVS_OP_QUERY && op->res >= 0)
+		cqe.flags = KVS_CQE_CLUSTER;
+	post_cqe(w, s, &cqe, cqe.flags ? op->ans : NULL);
+	op_free(op);
 }
 
 static void finish_save(struct worker *w, struct op *op)
@@ -255,9 +332,19 @@ static bool check_flushes(struct worker *w)
 		if (!op->s->detaching && !flush_done(op))
 			continue;
 		cds_list_del(&op->node);
+		any = true;
+		if ((op->flags & KVS_FLUSH_CLUSTER) && !op->s->detaching) {
+			/*
+			 * Every SAVE before it sealed, so their inserts are
+			 * queued (store_save_end() ran the hook): the mark is
+			 * past them.
+			 */
+			registry_mark(w->reg, &op->rmark);
+			cluster_send(w, op);
+			continue;
+		}
 		post(w, op->s, op->user_data, op->s->detaching ? -ECANCELED : 0, 0, 0);
 		op_free(op);
-		any = true;
 	}
 	return any;
 }
@@ -350,15 +437,57 @@ static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	submit_copy(w, op, !op->batch.err);
 }
 
+/*
+ * The cluster part of a QUERY, made before the local lookup so that
+ * nothing can fail after a lease is made: the op, its answer and room for
+ * the keys the local hits may leave.  -EOPNOTSUPP without a registry,
+ * -EINVAL for a session without the answer area.
+ */
+static int cluster_query_prep(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
+			      uint32_t n, struct op **ret)
+{
+	struct op *op;
+
+	/* A malformed request first: the session did not ask for the answer area. */
+	if (!s->answers)
+		return -EINVAL;
+	if (!w->reg)
+		return -EOPNOTSUPP;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->ans = calloc(1, sizeof(*op->ans));
+	op->ckeys = malloc((size_t)n * KVS_KEY_SIZE);
+	if (!op->ans || !op->ckeys) {
+		op_free(op);
+		return -ENOMEM;
+	}
+	op->s = s;
+	op->opcode = KVS_OP_QUERY;
+	op->flags = sqe->flags;
+	op->user_data = sqe->user_data;
+	*ret = op;
+	return 0;
+}
+
 static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		     const struct sqe_args *a)
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint64_t id = 0, ttl = 0, pinned = 0;
-	uint32_t hits = store_query(w->store, s->ns, a->keys, a->n, !nolease, w->blocks, &pinned);
+	struct op *cop = NULL;
+	uint32_t hits;
 	char why[256];
 	int r;
 
+	if (sqe->flags & KVS_QUERY_CLUSTER) {
+		r = cluster_query_prep(w, s, sqe, a->n, &cop);
+		if (r < 0) {
+			post(w, s, sqe->user_data, r, 0, 0);
+			return;
+		}
+	}
+	hits = store_query(w->store, s->ns, a->keys, a->n, !nolease, w->blocks, &pinned);
 	account_query(w->ctr, s->st, hits, a->n);
 	if (hits && !nolease) {
 		r = lease_create(w->leases, s->lh, s->id, s->uid, w->blocks, hits, pinned, &id,
@@ -368,17 +497,47 @@ static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe 
 				slog_warning_errno(s, r, "QUERY refused: %s", why);
 			for (uint32_t i = 0; i < hits; i++)
 				block_unpin(w->blocks[i]);
+			if (cop)
+				op_free(cop);
 			post(w, s, sqe->user_data, r, 0, 0);
 			return;
 		}
 	}
-	post(w, s, sqe->user_data, (int32_t)hits, id, ttl);
+	if (!cop) {
+		post(w, s, sqe->user_data, (int32_t)hits, id, ttl);
+		return;
+	}
+	cop->res = (int32_t)hits;
+	cop->r0 = id;
+	cop->r1 = ttl;
+	if (hits == a->n || !s->ns->tagged) {
+		/*
+		 * Nothing to ask: every key hit (the answer says 0 more), or
+		 * a namespace without a digest (none of its blocks is in the
+		 * registry; the answer says so).
+		 */
+		cop->ans->status = hits == a->n ? 0 : -ENOTCONN;
+		s->cluster_out++; /* cluster_done() drops it */
+		cluster_done(w, cop);
+		return;
+	}
+	memcpy(cop->tag, s->ns->tag, KVS_KEY_SIZE);
+	memcpy(cop->ckeys, a->keys + (size_t)hits * KVS_KEY_SIZE,
+	       (size_t)(a->n - hits) * KVS_KEY_SIZE);
+	cop->nckeys = a->n - hits;
+	cluster_send(w, cop);
 }
 
 static void do_flush(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe)
 {
-	struct op *op = calloc(1, sizeof(*op));
+	struct op *op;
 
+	if ((sqe->flags & KVS_FLUSH_CLUSTER) && !w->reg) {
+		/* No registry: the engine must not believe its blocks are findable. */
+		post(w, s, sqe->user_data, -EOPNOTSUPP, 0, 0);
+		return;
+	}
+	op = calloc(1, sizeof(*op));
 	if (!op) {
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
@@ -506,6 +665,9 @@ static bool process_cmds(struct worker *w)
 		case WCMD_UNREGISTER:
 			c->s->unregistering = true;
 			break;
+		case WCMD_CLUSTER:
+			cluster_done(w, caa_container_of(c, struct op, cmsg));
+			break;
 		default:
 			break;
 		}
@@ -532,7 +694,8 @@ static void settle_sessions(struct worker *w)
 			s->unregistering = false;
 			ack(w, s, WCMD_UNREGISTER);
 		}
-		if (s->detaching && s->copies == 0) {
+		/* Cluster ops come back whatever happens (the registry has deadlines). */
+		if (s->detaching && s->copies == 0 && s->cluster_out == 0) {
 			bool flushing = false;
 			struct op *op;
 
@@ -680,6 +843,7 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 	w->ctr = env->ctr;
 	w->store = env->store;
 	w->leases = env->leases;
+	w->reg = env->reg;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);
 	CDS_INIT_LIST_HEAD(&w->cmds);

@@ -30,6 +30,7 @@
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
 
+#include "cluster/registry.h"
 #include "io/mover.h"
 #include "io/registration.h"
 #include "io/saveorder.h"
@@ -52,6 +53,13 @@ enum wcmd_type {
 	WCMD_DETACH,	 /* the session ends: drain, then forget it */
 	WCMD_UNREGISTER, /* drain its copies, then drop its registration */
 	WCMD_BROKEN,	 /* ack only: the session broke the ring protocol */
+	/*
+	 * A cluster operation (FLUSH or QUERY with the cluster flag): the
+	 * worker hands it to the control thread, which owns the registry,
+	 * and gets it back done.  Carried by the op's own struct wmsg
+	 * (op.cmsg), not by the session's arrays, as a session may have many.
+	 */
+	WCMD_CLUSTER,
 	WCMD_TYPES,
 };
 
@@ -137,7 +145,14 @@ struct wsession {
 	uint64_t args_size;
 	uint32_t inflight;	 /* ops taken from the SQ and not yet posted */
 	uint32_t copies;	 /* SAVE/LOAD ops using the registration */
-	struct kvs_cqe *backlog; /* CQEs waiting for CQ space */
+	uint32_t cluster_out;	 /* cluster ops at the control thread */
+	/*
+	 * KVS_PART_CLUSTER (HELLO said KVS_HELLO_CLUSTER; else NULL): one
+	 * answer per CQ entry, written before the CQE at the same index is
+	 * committed (so the commit's store-release publishes both).
+	 */
+	struct kvs_cluster_answer *answers;
+	struct bl_ent *backlog; /* CQEs waiting for CQ space */
 	uint32_t bl_head, bl_n, bl_cap;
 	bool cq_dirty; /* reserved CQEs to commit */
 	bool attached;
@@ -175,7 +190,13 @@ static inline bool wsession_sealed(const struct wsession *s)
 	return __atomic_load_n(s->sealed, __ATOMIC_ACQUIRE);
 }
 
-/* An operation that outlives its SQE: SAVE, LOAD, FLUSH. */
+/* A CQE waiting for CQ space, with its cluster answer (malloc'ed) if it has one. */
+struct bl_ent {
+	struct kvs_cqe cqe;
+	struct kvs_cluster_answer *ans;
+};
+
+/* An operation that outlives its SQE: SAVE, LOAD, FLUSH, cluster QUERY. */
 struct op {
 	struct wsession *s;
 	uint8_t opcode;
@@ -198,6 +219,20 @@ struct op {
 	uint32_t nblocks;
 	/* FLUSH */
 	uint64_t mark;
+	/*
+	 * Cluster FLUSH and QUERY, at the control thread between the
+	 * worker's ack (WCMD_CLUSTER) and its command back: the ack queue's
+	 * mutex orders the worker's writes before the control thread reads
+	 * them, the worker's command mutex the control thread's results
+	 * (res, r0, r1, ans) before the worker posts them.
+	 */
+	struct wmsg cmsg;
+	struct worker *w;		/* whose op it is */
+	struct registry_mark rmark;	/* FLUSH: the registry's barrier */
+	uint8_t tag[KVS_KEY_SIZE];	/* QUERY: the namespace's digest */
+	uint8_t (*ckeys)[KVS_KEY_SIZE]; /* QUERY: the keys after the local hits */
+	uint32_t nckeys;
+	struct kvs_cluster_answer *ans; /* QUERY: its answer */
 	/* copy */
 	struct copy_batch batch; /* handed to the mover; comes back through the sink */
 	uint64_t t0;		 /* when it was submitted */
@@ -215,6 +250,7 @@ struct worker {
 	struct counters_global *ctr; /* the daemon's counters */
 	struct store *store;
 	struct lease_table *leases;
+	struct registry *reg; /* NULL: no cluster */
 	pthread_t thread;
 	bool running;
 
@@ -248,6 +284,7 @@ struct worker_env {
 	struct counters_global *ctr; /* the daemon's counters */
 	struct store *store;	     /* the block store: SAVE, QUERY */
 	struct lease_table *leases;  /* QUERY's leases: LOAD, RELEASE */
+	struct registry *reg;	     /* the cluster registry; NULL: none */
 };
 
 /* A worker for device @dev of @mover, placed on NUMA node @node. */
@@ -257,5 +294,11 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 void worker_stop(struct worker *w);
 
 void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s);
+
+/*
+ * Control thread: a cluster op the worker handed over (WCMD_CLUSTER ack)
+ * is done, its results set: back to its worker, which posts it.
+ */
+void worker_cluster_done(struct op *op);
 
 #endif /* KVS_WORKER_H */

@@ -70,6 +70,7 @@ struct store {
 	/* store_params.revoke and its table (may be NULL: nothing revoked). */
 	unsigned (*revoke)(struct lease_table *, const struct lease_holder *, uint64_t);
 	struct lease_table *leases;
+	const struct store_hooks *hooks;	/* store_params.hooks; NULL: none */
 	struct s3fifo queues[POOL_MAX_CLASSES]; /* sealed blocks per class */
 	struct cds_list_head partial;		/* oldest first */
 	struct cds_list_head tenants;		/* tenants with unsealed bytes */
@@ -222,6 +223,7 @@ int store_new(const struct store_params *p, struct store **ret)
 	st->pool = p->pool;
 	st->revoke = p->revoke;
 	st->leases = p->leases;
+	st->hooks = p->hooks;
 	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
 		s3fifo_init(&st->queues[i]);
 	CDS_INIT_LIST_HEAD(&st->partial);
@@ -343,6 +345,8 @@ static void block_destroy(struct store *st, struct block *b)
 		/* No-op after evict(), which took it out as an eviction. */
 		s3fifo_remove(&st->queues[b->class_id], &b->qn);
 		stat_add(&st->stats.resident, -1);
+		if (st->hooks && b->ns->tagged)
+			st->hooks->gone(st->hooks->arg, b->ns->tag, b->key);
 	} else {
 		cds_list_del(&b->partial);
 		stat_add(&st->stats.partial, -1);
@@ -670,6 +674,9 @@ static void seal(struct store *st, struct block *b)
 	 * load-acquire in store_query().
 	 */
 	__atomic_store_n(&b->sealed, 1, __ATOMIC_RELEASE);
+	/* After the seal: a listener told now finds the block when it asks. */
+	if (st->hooks && b->ns->tagged)
+		st->hooks->visible(st->hooks->arg, b->ns->tag, b->key);
 }
 
 void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok)
@@ -801,6 +808,44 @@ void store_clear(struct store *st)
 	}
 	read_unlock();
 	pthread_mutex_unlock(&st->lock);
+}
+
+unsigned store_scan(struct store *st, uint64_t *cursor, struct store_scan_ent *out, unsigned max)
+{
+	const struct pool *pool = st->pool;
+	unsigned n = 0;
+	uint64_t c;
+
+	/* Cursor: region in the top 16 bits, extent in the next 24, slot in the low 24. */
+	pthread_mutex_lock(&st->lock);
+	for (c = *cursor; n < max; c++) {
+		uint32_t r = (uint32_t)(c >> 48), x = (uint32_t)(c >> 24) & 0xffffff;
+		uint32_t i = (uint32_t)c & 0xffffff;
+		const struct pool_extent *e;
+		const struct shard *sh;
+
+		if (r >= pool->nr_regions)
+			break;
+		if (x >= pool->regions[r].nr_extents) {
+			c = ((uint64_t)(r + 1) << 48) - 1; /* the next region */
+			continue;
+		}
+		e = &pool->regions[r].extents[x];
+		if (i >= e->nslots || e->class_id == POOL_NO_CLASS) {
+			c = (((uint64_t)r << 48) | ((uint64_t)(x + 1) << 24)) - 1;
+			continue;
+		}
+		sh = e->owners[i];
+		/* One entry per block: through its first shard. */
+		if (!sh || sh->idx != 0 || !sh->blk->sealed || !sh->blk->ns->tagged)
+			continue;
+		memcpy(out[n].tag, sh->blk->ns->tag, KVS_KEY_SIZE);
+		memcpy(out[n].key, sh->blk->key, KVS_KEY_SIZE);
+		n++;
+	}
+	pthread_mutex_unlock(&st->lock);
+	*cursor = c;
+	return n;
 }
 
 void store_free(struct store *st)

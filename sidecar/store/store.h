@@ -73,6 +73,15 @@ struct store_ns {
 	uint32_t id;
 	uint64_t blocks;	   /* atomic: its blocks (resident or partial) */
 	struct cds_list_head list; /* its blocks (store lock) */
+	/*
+	 * Its identity beyond this store (the cluster registry's digest of
+	 * name and geometry), what the hooks report; set by the owner before
+	 * the namespace's first SAVE (the registration's store-release
+	 * publishes it to the workers) and constant after.  tagged false: the
+	 * hooks skip its blocks.
+	 */
+	bool tagged;
+	uint8_t tag[KVS_KEY_SIZE];
 };
 
 void store_ns_init(struct store_ns *ns, uint32_t id);
@@ -161,6 +170,29 @@ struct store_stats {
 	uint64_t partial_reclaimed;
 };
 
+/*
+ * What the store tells a listener (the cluster registry) about blocks
+ * becoming visible and going: visible() when a block seals (every shard
+ * saved), gone() when a sealed block leaves (evicted, dropped, cleared).
+ * Called with the store lock held, from whichever thread changed the
+ * block: they must not block and must not call into the store.  Only for
+ * namespaces with a tag.  Together with store_scan() they let a listener
+ * mirror the resident set: a scan started at any time plus the hooks from
+ * then on see every change.
+ */
+struct store_hooks {
+	void (*visible)(void *arg, const uint8_t tag[KVS_KEY_SIZE],
+			const uint8_t key[KVS_KEY_SIZE]);
+	void (*gone)(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE]);
+	void *arg;
+};
+
+/* One sealed block, as store_scan() reports it. */
+struct store_scan_ent {
+	uint8_t tag[KVS_KEY_SIZE];
+	uint8_t key[KVS_KEY_SIZE];
+};
+
 /* What a store is made of. */
 struct store_params {
 	struct pool *pool;	 /* its slots: the caller's, outliving the store */
@@ -175,6 +207,8 @@ struct store_params {
 	unsigned (*revoke)(struct lease_table *leases, const struct lease_holder *saver,
 			   uint64_t need);
 	struct lease_table *leases;
+	/* Optional: the caller's, outliving the store (NULL: none). */
+	const struct store_hooks *hooks;
 };
 
 /* A store over @p->pool, with its index and its resizer thread. */
@@ -254,5 +288,13 @@ unsigned store_region_stats(struct store *st, struct store_region_stats *ret, un
 
 /* Drop every block (shutdown). */
 void store_clear(struct store *st);
+
+/*
+ * The sealed blocks of tagged namespaces, in pool order from *@cursor
+ * (0: the start): up to @max into @out, *@cursor advanced past them;
+ * returns how many (0: the end).  Takes the store lock per call, so a
+ * caller bounds the work of one call with @max.
+ */
+unsigned store_scan(struct store *st, uint64_t *cursor, struct store_scan_ent *out, unsigned max);
 
 #endif /* KVS_STORE_H */

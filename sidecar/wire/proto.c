@@ -82,8 +82,12 @@ int proto_parse_hello(const void *buf, size_t len, struct hello_req *ret, char *
 		return -EBADMSG;
 	}
 	memcpy(&m, buf, sizeof(m));
-	if (m.flags || m.resv0 || !all_zero(m.resv, sizeof(m.resv))) {
+	if (m.resv0 || !all_zero(m.resv, sizeof(m.resv))) {
 		WHY("reserved HELLO fields are not zero");
+		return -EINVAL;
+	}
+	if (m.flags & ~KVS_HELLO_CLUSTER) {
+		WHY("unknown HELLO flags 0x%x", m.flags);
 		return -EINVAL;
 	}
 	h.rev_major = m.rev_major;
@@ -91,6 +95,10 @@ int proto_parse_hello(const void *buf, size_t len, struct hello_req *ret, char *
 	h.role = m.role;
 	switch (m.role) {
 	case KVS_ROLE_ADMIN:
+		if (m.flags) {
+			WHY("an admin session has no region: HELLO flags must be 0");
+			return -EINVAL;
+		}
 		*ret = h;
 		return 0;
 	case KVS_ROLE_WORKER:
@@ -130,6 +138,7 @@ int proto_parse_hello(const void *buf, size_t len, struct hello_req *ret, char *
 		WHY("a host device has no UUID");
 		return -EINVAL;
 	}
+	h.flags = m.flags;
 	h.tp_rank = m.tp_rank;
 	h.tp_size = m.tp_size;
 	h.world_size = m.world_size;

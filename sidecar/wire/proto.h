@@ -26,6 +26,7 @@ struct hello_req {
 	uint32_t sq_entries;
 	uint32_t cq_entries;
 	uint64_t arg_bytes;
+	uint32_t flags; /* KVS_HELLO_* */
 	char instance[KVS_NAME_MAX];
 	char ns[KVS_NS_MAX];
 };

@@ -25,9 +25,9 @@ static uint8_t allowed_flags(uint8_t opcode)
 {
 	switch (opcode) {
 	case KVS_OP_QUERY:
-		return KVS_QUERY_NOLEASE;
+		return KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER;
 	case KVS_OP_FLUSH:
-		return KVS_FLUSH_INSTANCE;
+		return KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER;
 	default:
 		return 0;
 	}

@@ -88,11 +88,14 @@ int main(void)
 	BAD(c, kvs_prep_save(_c, s, fresh, src, N, 0), s->flags = 1, -EINVAL, "SAVE flags 1");
 	BAD(c, kvs_prep_load(_c, s, lease, dst, N, 0, 0, 0), s->flags = 1, -EINVAL,
 	    "LOAD flags 1");
-	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 2, -EINVAL, "QUERY flags 2");
+	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 4, -EINVAL, "QUERY flags 4");
+	/* The cluster flag on a session that did not ask for the answer area. */
+	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = KVS_QUERY_CLUSTER, -EINVAL,
+	    "QUERY cluster flag without KVS_CONNECT_CLUSTER");
 	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 0x80, -EINVAL,
 	    "QUERY flags 0x80");
 	BAD(c, kvs_prep_release(_c, s, lease, 0), s->flags = 1, -EINVAL, "RELEASE flags 1");
-	BAD(c, kvs_prep_flush(_c, s, 0, 0), s->flags = 2, -EINVAL, "FLUSH flags 2");
+	BAD(c, kvs_prep_flush(_c, s, 0, 0), s->flags = 4, -EINVAL, "FLUSH flags 4");
 	BAD(c, kvs_prep_nop(_c, s, 0), s->flags = 1, -EINVAL, "NOP flags 1");
 
 	/* Reserved words. */

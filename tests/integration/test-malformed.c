@@ -170,7 +170,11 @@ static void b_tp_zero(struct pkt *p)
 	h->tp_size = h->world_size = 0;
 }
 static void b_world(struct pkt *p) { hello(p)->world_size = 3; }
-static void b_flags(struct pkt *p) { hello(p)->flags = 1; }
+/* Past KVS_HELLO_CLUSTER. */
+static void b_flags(struct pkt *p)
+{
+	hello(p)->flags = 2;
+}
 static void b_resv0(struct pkt *p) { hello(p)->resv0 = 1; }
 static void b_resv(struct pkt *p) { hello(p)->resv[3] = 1; }
 static void b_device(struct pkt *p) { hello(p)->device_kind = 7; }

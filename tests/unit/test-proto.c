@@ -255,7 +255,12 @@ START_TEST(test_hello_reserved)
 {
 	struct kvs_msg_hello m = good_hello();
 
-	m.flags = 1;
+	m.flags = 2; /* past KVS_HELLO_CLUSTER */
+	ck_assert_int_eq(hello(&m), -EINVAL);
+	m = good_hello();
+	m.flags = KVS_HELLO_CLUSTER;
+	ck_assert_int_eq(hello(&m), 0);
+	m.role = KVS_ROLE_ADMIN; /* no region, so no answers */
 	ck_assert_int_eq(hello(&m), -EINVAL);
 	m = good_hello();
 	m.resv0 = 0x80000000u;

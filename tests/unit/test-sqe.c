@@ -318,8 +318,9 @@ START_TEST(test_flags)
 {
 	for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
 		struct kvs_sqe s = good(op);
-		uint8_t allowed = op == KVS_OP_QUERY ? KVS_QUERY_NOLEASE :
-				  op == KVS_OP_FLUSH ? KVS_FLUSH_INSTANCE : 0;
+		uint8_t allowed = op == KVS_OP_QUERY   ? KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER
+				  : op == KVS_OP_FLUSH ? KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER
+						       : 0;
 
 		ck_assert_int_eq(decode(&s, &worker, NULL), 0);
 		for (unsigned bit = 0; bit < 8; bit++) {

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <syslog.h>
+
+#include "base/util.h"
+#include "cluster/registry.h"
+#include "control/cluster.h"
+#include "control/daemon.h"
+#include "control/session.h"
+#include "obs/log.h"
+#include "store/store.h"
+
+_Static_assert(REG_DIGEST_SIZE == KVS_KEY_SIZE && REG_KEY_SIZE == KVS_KEY_SIZE,
+	       "a namespace tag is a registry digest, a block key a registry key");
+_Static_assert(REG_NAME_MAX == KVS_CLUSTER_NAME_MAX && REG_ADDR_MAX == KVS_CLUSTER_ADDR_MAX &&
+		       REG_MAX_HOLDERS == KVS_CLUSTER_HOLDERS,
+	       "a cluster answer carries the registry's holders as they are");
+
+#define BACKFILL_CHUNK 256u /* store_scan() per round: the store lock is held that long */
+
+/* ---- the store's hooks (any thread, store lock held) ---------------- */
+
+static void on_visible(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE])
+{
+	struct daemon *d = arg;
+
+	/* Set before the workers start, freed after they stopped (daemon.c). */
+	if (d->reg)
+		registry_insert(d->reg, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);
+}
+
+static void on_gone(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE])
+{
+	struct daemon *d = arg;
+
+	if (d->reg)
+		registry_remove(d->reg, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);
+}
+
+void cluster_store_hooks(struct daemon *d, struct store_hooks *ret)
+{
+	*ret = (struct store_hooks){ .visible = on_visible, .gone = on_gone, .arg = d };
+}
+
+/* ---- the registry's callbacks (control thread) ------------------------ */
+
+static uint32_t backfill(void *arg, uint64_t *cursor, struct registry_entry *out, uint32_t max)
+{
+	struct daemon *d = arg;
+	struct store_scan_ent ents[BACKFILL_CHUNK];
+	uint32_t n = 0;
+
+	while (n < max) {
+		unsigned got = store_scan(d->store, cursor, ents, MIN(max - n, BACKFILL_CHUNK));
+
+		if (got == 0)
+			break;
+		for (unsigned i = 0; i < got; i++, n++) {
+			memcpy(out[n].ns, ents[i].tag, REG_DIGEST_SIZE);
+			memcpy(out[n].key, ents[i].key, REG_KEY_SIZE);
+		}
+	}
+	return n;
+}
+
+static void reg_log(void *arg, int level, int err, const char *msg)
+{
+	(void)arg;
+	/* One line per state change (registry.h), never with the password. */
+	log_full(level, err, NULL, "%s", msg);
+}
+
+static void on_registry(struct ev_source *src, uint32_t events)
+{
+	struct daemon *d = container_of(src, struct daemon, reg_ev);
+
+	(void)events;
+	registry_dispatch(d->reg);
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+int cluster_check_config(const struct kvs_config *cfg, char *why, size_t wl)
+{
+	char host[REG_NAME_MAX], secret[REG_SECRET_MAX];
+	struct registry_config rc;
+	int r;
+
+	why[0] = '\0';
+	r = registry_config_from(cfg, &rc, host, sizeof(host), secret, sizeof(secret), why, wl);
+	explicit_bzero(secret, sizeof(secret));
+	return r < 0 ? r : 0;
+}
+
+int cluster_init(struct daemon *d)
+{
+	const struct registry_ops ops = { .backfill = backfill, .log = reg_log, .arg = d };
+	char host[REG_NAME_MAX], secret[REG_SECRET_MAX], why[256] = "";
+	struct registry_config rc;
+	int r;
+
+	d->reg_ev.fd = -1;
+	r = registry_config_from(d->cfg, &rc, host, sizeof(host), secret, sizeof(secret), why,
+				 sizeof(why));
+	if (r == 1)
+		r = registry_new(&rc, &ops, &d->reg, why, sizeof(why));
+	explicit_bzero(secret, sizeof(secret));
+	if (r < 0)
+		return log_error_errno(r, "%s", why[0] ? why : "cannot start the cluster registry");
+	if (!d->reg)
+		return 0; /* no [cluster]: exactly as without the module */
+	d->reg_ev.fd = registry_fd(d->reg);
+	d->reg_ev.fn = on_registry;
+	r = ev_add(&d->loop, &d->reg_ev, EPOLLIN);
+	if (r < 0)
+		return log_error_errno(r, "cannot watch the registry");
+	log_info("cluster %s: node %s, registry %s", rc.cluster, rc.node, rc.redis);
+	return 0;
+}
+
+void cluster_shutdown(struct daemon *d)
+{
+	if (!d->reg || d->reg_closing)
+		return;
+	d->reg_closing = true;
+	/* Runs the pending ops' callbacks: they go back to their workers now. */
+	registry_shutdown(d->reg);
+}
+
+bool cluster_closed(const struct daemon *d)
+{
+	return !d->reg || registry_closed(d->reg);
+}
+
+void cluster_fini(struct daemon *d)
+{
+	if (!d->reg)
+		return;
+	if (d->reg_ev.fd >= 0)
+		ev_del(&d->loop, &d->reg_ev);
+	registry_free(d->reg);
+	d->reg = NULL;
+	d->reg_ev.fd = -1;
+}
+
+/* ---- operations -------------------------------------------------------- */
+
+static void flush_cb(void *arg, const struct registry_flush_result *res)
+{
+	struct op *op = arg;
+	struct session *s = session_of(op->s);
+
+	/*
+	 * The counts are the registry's since it started: report what came
+	 * since this session's previous cluster FLUSH.  Flushes of a session
+	 * complete in mark order (one deadline for all, later marks later),
+	 * but never let a count go back all the same.
+	 */
+	op->res = res->status;
+	op->r0 = res->delivered > s->cl_delivered ? res->delivered - s->cl_delivered : 0;
+	op->r1 = res->dropped > s->cl_dropped ? res->dropped - s->cl_dropped : 0;
+	s->cl_delivered = MAX(s->cl_delivered, res->delivered);
+	s->cl_dropped = MAX(s->cl_dropped, res->dropped);
+	worker_cluster_done(op);
+}
+
+static void query_cb(void *arg, const struct registry_query_result *res)
+{
+	struct op *op = arg;
+	struct kvs_cluster_answer *a = op->ans;
+
+	memset(a, 0, sizeof(*a));
+	a->status = res->status;
+	a->round_trips = res->round_trips;
+	if (res->status == 0) {
+		a->best = MIN(res->best, op->nckeys);
+		a->nr_holders = MIN(res->nr_holders, KVS_CLUSTER_HOLDERS);
+	}
+	for (uint32_t i = 0; i < a->nr_holders; i++) {
+		const struct registry_holder *h = &res->holders[i];
+
+		memcpy(a->holders[i].node, h->node, sizeof(a->holders[i].node));
+		memcpy(a->holders[i].addr, h->addr, sizeof(a->holders[i].addr));
+		a->holders[i].node[KVS_CLUSTER_NAME_MAX - 1] = '\0';
+		a->holders[i].addr[KVS_CLUSTER_ADDR_MAX - 1] = '\0';
+		a->holders[i].epoch = h->epoch;
+		a->holders[i].blocks = MIN(h->blocks, a->best);
+	}
+	worker_cluster_done(op);
+}
+
+void cluster_on_op(struct daemon *d, struct op *op)
+{
+	int r = -ESHUTDOWN;
+
+	if (d->reg && !d->reg_closing) {
+		if (op->opcode == KVS_OP_FLUSH)
+			r = registry_flush(d->reg, &op->rmark, 0, flush_cb, op);
+		else
+			r = registry_query(d->reg, op->tag,
+					   (const uint8_t(*)[REG_KEY_SIZE])op->ckeys, op->nckeys, 0,
+					   query_cb, op);
+		if (r == 0)
+			return; /* the callback sends it back */
+	}
+	/* Not started: done here, with nothing delivered and nothing asked. */
+	if (op->opcode == KVS_OP_FLUSH) {
+		op->res = r;
+		op->r0 = op->r1 = 0;
+	} else {
+		/* The local hits stand (their lease is made); the cluster part says why not. */
+		memset(op->ans, 0, sizeof(*op->ans));
+		op->ans->status = r == -ENOMEM ? -ENOTCONN : r;
+	}
+	worker_cluster_done(op);
+}
