@@ -185,7 +185,7 @@ def stats(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int 
     group of one, present when kvstashd sent it: "global" always, "registry" from
     a kvstashd with [cluster]."""
     layouts = _stats_layouts()
-    out: dict[str, Any] = {g.key: [] for g in layouts.values() if g.many}
+    out: dict[str, Any] = {g.key: [] if g.many else None for g in layouts.values()}
     structs = {t: (g.cls, g.bools) for t, g in layouts.items()}
     for t, d in _request(socket_path, _lib.MSG_STATS, "stats", timeout_ms, structs):
         g = layouts[t]
@@ -193,4 +193,5 @@ def stats(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int 
             out[g.key].append(d)
         else:
             out[g.key] = d
-    return out
+    # In the groups' order, without the groups of one message that did not come.
+    return {k: v for k, v in out.items() if v is not None}
