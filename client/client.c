@@ -205,17 +205,103 @@ static bool cqe_plausible(const struct pending *p, const struct kvs_cqe *e)
 }
 
 /*
- * Complete the operation @e names (tag checked) into @ret from @e, a
- * private copy: the caller's user_data back in, KVS_CQE_LOCAL ours alone,
- * and a result no operation could have given replaced by -EBADMSG.
+ * Could kvstashd have sent @a as the answer of a cluster QUERY of @keys
+ * keys with @hits local hits (abi.h, struct kvs_cluster_answer)?  @a is
+ * the library's copy.  NULL, or what is wrong with it.  An engine indexes
+ * its key and block arrays with best and the holders' blocks, and prints
+ * their names: every count is bounded by the keys the answer covers and
+ * every string ends inside its array.
  */
-static void complete_from(struct kvs_client *c, const struct kvs_cqe *e, struct local_cqe *ret)
+static const char *answer_wrong(const struct kvs_cluster_answer *a, uint32_t keys, uint32_t hits)
+{
+	switch (a->status) {
+	case 0:
+		break;
+	case -ENOTCONN:
+	case -ETIMEDOUT:
+	case -ESHUTDOWN:
+	case -EPROTO:
+		/* Local hits only: a partial run would have come with status 0. */
+		if (a->best || a->nr_holders)
+			return "holders with a failure status";
+		break;
+	default:
+		return "a status that is none of 0, -ENOTCONN, -ETIMEDOUT, -ESHUTDOWN, -EPROTO";
+	}
+	if (a->nr_holders > KVS_CLUSTER_HOLDERS)
+		return "more holders than KVS_CLUSTER_HOLDERS";
+	if (a->best > keys - hits)
+		return "a best run longer than the keys after the local hits";
+	if ((a->best > 0) != (a->nr_holders > 0))
+		return "a best run without holders, or holders without one";
+	if (a->resv[0] || a->resv[1])
+		return "reserved words set";
+	/* Bounded by the array too: checked above, but no loop here trusts a count. */
+	for (uint32_t i = 0; i < a->nr_holders && i < KVS_CLUSTER_HOLDERS; i++) {
+		const struct kvs_cluster_holder *h = &a->holders[i];
+
+		if (h->blocks == 0 || h->blocks > a->best)
+			return "a holder's blocks outside [1, best]";
+		if (i == 0 ? h->blocks != a->best : h->blocks > a->holders[i - 1].blocks)
+			return "holders not by blocks descending from best";
+		if (!memchr(h->node, '\0', sizeof(h->node)) ||
+		    !memchr(h->addr, '\0', sizeof(h->addr)))
+			return "a holder's node name or address without its NUL";
+		if (h->resv0)
+			return "a holder's reserved word set";
+	}
+	return NULL;
+}
+
+/*
+ * Is @e's cluster part what operation @p may carry?  @ans is the copy of
+ * the answer at @e's ring index, NULL when the session has no answer part.
+ * NULL, or what is wrong.
+ */
+static const char *cluster_wrong(const struct pending *p, const struct kvs_cqe *e,
+				 const struct kvs_cluster_answer *ans)
+{
+	if (!(e->flags & KVS_CQE_CLUSTER)) {
+		/* A failed cluster QUERY has no answer; a successful one always has. */
+		return p->cluster && e->res >= 0 ? "a cluster QUERY's completion without its answer"
+						 : NULL;
+	}
+	if (!p->cluster || !ans)
+		return "a cluster answer on an operation that asked for none";
+	if (e->res < 0)
+		return "a cluster answer on a failed QUERY";
+	return answer_wrong(ans, p->count, (uint32_t)e->res);
+}
+
+static uint32_t ans_get(struct kvs_client *c)
+{
+	return c->ans_nfree ? c->ans_free[--c->ans_nfree] : ANS_NONE;
+}
+
+void client_ans_put(struct kvs_client *c, uint32_t ans)
+{
+	if (ans != ANS_NONE)
+		c->ans_free[c->ans_nfree++] = ans;
+}
+
+/*
+ * Complete the operation @e names (tag checked) into @ret from @e, a
+ * private copy, and @ans, the private copy of its cluster answer (NULL
+ * when the session has none): the caller's user_data back in,
+ * KVS_CQE_LOCAL ours alone, and a result no operation could have given
+ * replaced by -EBADMSG, with no cluster answer.
+ */
+static void complete_from(struct kvs_client *c, const struct kvs_cqe *e,
+			  const struct kvs_cluster_answer *ans, struct local_cqe *ret)
 {
 	uint32_t slot = (uint32_t)e->user_data;
 	const struct pending *p = &c->pend[slot];
+	const char *why = NULL;
+	bool bad = false;
 
 	ret->cqe = *e;
 	ret->tag = e->user_data;
+	ret->ans = ANS_NONE;
 	ret->cqe.user_data = p->user_data;
 	ret->cqe.flags &= ~KVS_CQE_LOCAL; /* the library's mark: kvstashd cannot set it */
 	if (!cqe_plausible(p, e)) {
@@ -225,8 +311,32 @@ static void complete_from(struct kvs_client *c, const struct kvs_cqe *e, struct 
 			"reported as -EBADMSG",
 			p->opcode, p->count, e->res, (unsigned long long)e->result0,
 			(unsigned long long)e->result1);
+		bad = true;
+	} else if ((why = cluster_wrong(p, e, ans))) {
+		client_log(c, KVS_LOG_ERR,
+			   "kvstashd completed opcode %u of %u keys (res %d) with %s: reported as "
+			   "-EBADMSG",
+			   p->opcode, p->count, e->res, why);
+		bad = true;
+	} else if (e->flags & KVS_CQE_CLUSTER) {
+		ret->ans = ans_get(c);
+		if (ret->ans == ANS_NONE) {
+			/* Cannot happen (ans_cap, client.h); a wrong answer is worse than none. */
+			client_log(c, KVS_LOG_ERR,
+				   "no room for a cluster answer: reported as -EBADMSG");
+			bad = true;
+		} else {
+			struct kvs_cluster_answer *a = &c->ans[ret->ans];
+
+			*a = *ans;
+			/* Past nr_holders: nothing the application should read. */
+			memset(&a->holders[a->nr_holders], 0,
+			       (KVS_CLUSTER_HOLDERS - a->nr_holders) * sizeof(a->holders[0]));
+		}
+	}
+	if (bad) {
 		ret->cqe.res = -EBADMSG;
-		ret->cqe.flags |= KVS_CQE_LOCAL;
+		ret->cqe.flags = (ret->cqe.flags & ~KVS_CQE_CLUSTER) | KVS_CQE_LOCAL;
 		ret->cqe.result0 = ret->cqe.result1 = 0;
 	}
 	pend_put(c, slot);
@@ -243,14 +353,20 @@ static void complete_from(struct kvs_client *c, const struct kvs_cqe *e, struct 
  * shmq_cons_release()'s store-release of the head (C2 in shmq/ring.c,
  * paired with the load-acquire P2 that kvstashd's shmq_prod_reserve()
  * does before it refills the slot), so an honest daemon never writes the
- * entry while we copy it, and nothing after the release reads it again.  CQEs that match
- * no submitted operation are dropped; at most one ring's worth per call,
- * so a daemon that writes them as fast as they are dropped cannot hold
- * the caller here.
+ * entry while we copy it, and nothing after the release reads it again.
+ * The cluster answer at the same ring index is copied likewise, before
+ * the same release: kvstashd writes it before it publishes the CQE (the
+ * tail's store-release P1, paired with shmq_cons_peek()'s load-acquire
+ * C1) and may rewrite it for the next lap's CQE once the head passes it.
+ * CQEs that match no submitted operation are dropped; at most one ring's
+ * worth per call, so a daemon that writes them as fast as they are
+ * dropped cannot hold the caller here.
  */
 static int ring_take(struct kvs_client *c, struct local_cqe *ret)
 {
 	for (uint32_t i = 0; i < shmq_ring_capacity(&c->cq); i++) {
+		struct kvs_cluster_answer ans;
+		bool has_ans = false;
 		struct kvs_cqe e;
 		uint32_t idx;
 		int n = shmq_cons_peek(&c->cq, 1, &idx);
@@ -258,12 +374,17 @@ static int ring_take(struct kvs_client *c, struct local_cqe *ret)
 		if (n <= 0)
 			return n == 0 ? -EAGAIN : n;
 		memcpy(&e, shmq_ring_entry(&c->cq, idx), sizeof(e));
+		if ((e.flags & KVS_CQE_CLUSTER) && c->ans_part) {
+			memcpy(&ans, &c->ans_part[idx & (shmq_ring_capacity(&c->cq) - 1)],
+			       sizeof(ans));
+			has_ans = true;
+		}
 		shmq_cons_release(&c->cq, 1);
 		if (!tag_valid(c, e.user_data)) {
 			client_log(c, KVS_LOG_ERR, "completion for an unknown operation: ignored");
 			continue;
 		}
-		complete_from(c, &e, ret);
+		complete_from(c, &e, has_ans ? &ans : NULL, ret);
 		return 0;
 	}
 	return -EAGAIN;
@@ -314,6 +435,7 @@ void client_mark_dead(struct kvs_client *c)
 		l.cqe.res = -ECONNRESET;
 		l.cqe.flags = KVS_CQE_LOCAL;
 		l.tag = ((uint64_t)c->pend[i].gen << 32) | i;
+		l.ans = ANS_NONE;
 		pend_put(c, i);
 		client_defer(c, &l);
 	}
@@ -386,6 +508,7 @@ int kvs_peek_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe)
 	if (c->lq_n) {
 		c->cur = &c->lq[c->lq_head].cqe;
 		c->cur_local = true;
+		c->cur_ans = c->lq[c->lq_head].ans;
 		*ret_cqe = c->cur;
 		return 0;
 	}
@@ -407,6 +530,7 @@ int kvs_peek_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe)
 	c->cur_cqe = l.cqe;
 	c->cur = &c->cur_cqe;
 	c->cur_local = false;
+	c->cur_ans = l.ans;
 	*ret_cqe = c->cur;
 	return 0;
 }
@@ -419,8 +543,21 @@ void kvs_cqe_seen(struct kvs_client *c, struct kvs_cqe *cqe)
 		c->lq_head = (c->lq_head + 1) % c->lq_cap;
 		c->lq_n--;
 	}
-	/* A ring CQE was released when it was copied (ring_take()). */
+	/* A ring CQE was released when it was copied (ring_take()); its answer goes now. */
+	client_ans_put(c, c->cur_ans);
+	c->cur_ans = ANS_NONE;
 	c->cur = NULL;
+}
+
+int kvs_cqe_cluster(struct kvs_client *c, const struct kvs_cqe *cqe,
+		    struct kvs_cluster_answer *ret_answer)
+{
+	if (!c || !cqe || !ret_answer || cqe != c->cur)
+		return -EINVAL;
+	if (c->cur_ans == ANS_NONE)
+		return -ENOENT;
+	*ret_answer = c->ans[c->cur_ans];
+	return 0;
 }
 
 int kvs_wait_cqe(struct kvs_client *c, struct kvs_cqe **ret_cqe, int timeout_ms)
@@ -493,6 +630,7 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *c)
 	c->pend[slot].state = PEND_RESERVED;
 	c->pend[slot].user_data = 0;
 	c->pend[slot].count = 0;
+	c->pend[slot].cluster = false;
 	c->reserved_tags[c->sq_reserved++] = slot;
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->user_data = ((uint64_t)c->pend[slot].gen << 32) | slot;
@@ -607,14 +745,25 @@ int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, 
 		   uint64_t req_id, uint32_t flags, uint64_t user_data)
 {
 	uint8_t *a = NULL;
-	int r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE,
-		     (void **)&a);
+	int r;
 
+	/*
+	 * Only a session with the answer part can be given an answer: refused
+	 * here, before the arguments are placed, like any failed prep.
+	 */
+	if ((flags & KVS_QUERY_CLUSTER) && !(c->opts.flags & KVS_CONNECT_CLUSTER)) {
+		client_log(c, KVS_LOG_ERR,
+			   "KVS_QUERY_CLUSTER on a session connected without KVS_CONNECT_CLUSTER");
+		return c->sq_reserved ? cancel_sqe(c, -EINVAL) : -EINVAL;
+	}
+	r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE, (void **)&a);
 	if (r == 0) {
 		if (a)
 			memcpy(a, keys, (size_t)n * KVS_KEY_SIZE);
 		sqe->req_id = req_id;
 		sqe->flags = (uint8_t)flags;
+		c->pend[c->reserved_tags[c->sq_reserved - 1]].cluster =
+			(flags & KVS_QUERY_CLUSTER) != 0;
 	}
 	return r;
 }
@@ -672,6 +821,7 @@ int kvs_submit(struct kvs_client *c)
 			l.cqe.res = -ECONNRESET;
 			l.cqe.flags = KVS_CQE_LOCAL;
 			l.tag = ((uint64_t)c->pend[slot].gen << 32) | slot;
+			l.ans = ANS_NONE;
 			pend_put(c, slot);
 			client_defer(c, &l);
 		}
@@ -691,12 +841,15 @@ int kvs_submit(struct kvs_client *c)
  * The most bytes a session region of these sizes takes: the header page,
  * then each part's payload with a page for its control block and a page
  * of rounding.  A bound, not libshmq's exact layout, so that it holds for
- * any libshmq that lays the same parts out.
+ * any libshmq that lays the same parts out.  The cluster answer area
+ * (wire minor 1) is counted for every session: a daemon may lay it out
+ * whether or not it was asked, and a session that did not ask ignores it.
  */
 static uint64_t region_bound(uint32_t sq, uint32_t cq, uint64_t arg_bytes)
 {
 	return SHMQ_PART_ALIGN + (uint64_t)sq * sizeof(struct kvs_sqe) +
-	       (uint64_t)cq * sizeof(struct kvs_cqe) + arg_bytes + 6ull * SHMQ_PART_ALIGN;
+	       (uint64_t)cq * sizeof(struct kvs_cqe) + arg_bytes +
+	       (uint64_t)cq * sizeof(struct kvs_cluster_answer) + 8ull * SHMQ_PART_ALIGN;
 }
 
 /*
@@ -721,17 +874,26 @@ static int check_hello_reply(const struct kvs_msg_hello_reply *rep, const char *
 		*why = "max_keys or max_layers is 0";
 	else if (rep->region_size < SHMQ_PART_ALIGN ||
 		 rep->region_size > region_bound(rep->sq_entries, rep->cq_entries, rep->arg_bytes))
-		*why = "region size does not fit the rings and the argument area";
+		*why = "region size does not fit the rings and the argument and answer areas";
 	else
 		return 0;
 	return -EBADMSG;
+}
+
+/* The cluster answer area of a CQ of @cq entries, as libshmq sizes it (a page multiple). */
+static uint64_t ans_area_size(uint32_t cq)
+{
+	uint64_t b = (uint64_t)cq * sizeof(struct kvs_cluster_answer);
+
+	return (b + SHMQ_PART_ALIGN - 1) & ~(uint64_t)(SHMQ_PART_ALIGN - 1);
 }
 
 /*
  * Attach the region kvstashd sent and check it is the session the reply
  * describes: its real size (the fd's) is the size the reply names, the
  * rings have the reply's capacities and kvstash's entry sizes, the
- * argument area the reply's size, and both rings start empty.  libshmq
+ * argument area the reply's size, both rings start empty, and with
+ * KVS_CONNECT_CLUSTER the answer area has one answer per CQ entry.  libshmq
  * has checked the seals and every part's bounds against the fd's size.
  */
 static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hello_reply *rep)
@@ -739,10 +901,10 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 	struct shmq_region *region = NULL;
 	struct shmq_ring sq, cq;
 	const char *why = NULL;
+	uint64_t argsz, anssz;
+	void *args, *ans = NULL;
 	struct stat st;
-	uint64_t argsz;
 	uint32_t idx;
-	void *args;
 	int r;
 
 	/* Before mapping anything: the fd's size is the size the reply names. */
@@ -778,6 +940,15 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 		why = "ring entries are not kvstash's SQE and CQE";
 	} else if (shmq_prod_inflight(&sq) != 0 || shmq_cons_peek(&cq, 1, &idx) != 0) {
 		why = "the rings of a new session are not empty";
+	} else if ((c->opts.flags & KVS_CONNECT_CLUSTER) &&
+		   (shmq_region_area(region, KVS_PART_CLUSTER, &ans, &anssz) < 0 ||
+		    anssz != ans_area_size(rep->cq_entries))) {
+		/*
+		 * One answer per CQ entry, the page rounding libshmq gives every
+		 * area and no more: an answer is read at a CQE's ring index, so
+		 * a smaller area would be read past its end.
+		 */
+		why = "no cluster answer area of one answer per CQ entry";
 	}
 	if (why) {
 		client_log(c, KVS_LOG_ERR, "kvstashd sent a bad session region: %s", why);
@@ -789,11 +960,24 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 	c->cq = cq;
 	c->args = args;
 	c->args_size = argsz;
+	/* Not asked: an area the daemon laid out anyway is never read. */
+	c->ans_part = (c->opts.flags & KVS_CONNECT_CLUSTER) ? ans : NULL;
 	return 0;
+}
+
+/* KVS_CONNECT_CLUSTER to a kvstashd of wire minor @minor, before the cluster. */
+static int no_cluster(struct kvs_client *c, unsigned minor)
+{
+	client_log(
+		c, KVS_LOG_ERR,
+		"kvstashd speaks wire minor %u, the cluster needs 1: KVS_CONNECT_CLUSTER refused",
+		minor);
+	return -EOPNOTSUPP;
 }
 
 static int say_hello(struct kvs_client *c)
 {
+	bool cluster = c->opts.flags & KVS_CONNECT_CLUSTER;
 	struct kvs_msg_hello h;
 	struct kvs_msg_hello_reply rep;
 	const char *why = NULL;
@@ -815,6 +999,7 @@ static int say_hello(struct kvs_client *c)
 	h.sq_entries = c->opts.sq_entries;
 	h.cq_entries = c->opts.cq_entries;
 	h.arg_bytes = c->opts.arg_bytes;
+	h.flags = (c->opts.flags & KVS_CONNECT_CLUSTER) ? KVS_HELLO_CLUSTER : 0;
 	memcpy(h.instance, c->instance, sizeof(h.instance));
 	memcpy(h.ns, c->ns, sizeof(h.ns));
 
@@ -832,6 +1017,10 @@ static int say_hello(struct kvs_client *c)
 			   rep.r.text[0] ? rep.r.text : "no reason given",
 			   kvs_strerror(rep.r.status));
 		r = rep.r.status;
+		/* A daemon before minor 1 refuses the flag it does not know. */
+		if (r == -EINVAL && cluster && rep.r.rev_major == KVS_WIRE_MAJOR &&
+		    rep.r.rev_minor < 1)
+			r = no_cluster(c, rep.r.rev_minor);
 	} else if ((size_t)n != sizeof(rep) || rep.r.hdr.size != (size_t)n ||
 		   rep.r.hdr.type != KVS_MSG_HELLO_REPLY) {
 		why = "not a HELLO reply, or truncated";
@@ -839,6 +1028,9 @@ static int say_hello(struct kvs_client *c)
 	} else if (rep.r.rev_major != KVS_WIRE_MAJOR) {
 		why = "another wire revision in a successful reply";
 		r = -EPROTONOSUPPORT;
+	} else if (cluster && rep.r.rev_minor < 1) {
+		/* It ignored the flag: its region has no answer area. */
+		r = no_cluster(c, rep.r.rev_minor);
 	} else if (c->opts.role == KVS_ROLE_ADMIN) {
 		/* An admin session has no region: a file sent along is not ours to keep. */
 		if (fd >= 0) {
@@ -887,6 +1079,11 @@ static int alloc_state(struct kvs_client *c)
 	free(c->arg_end);
 	free(c->reserved_tags);
 	free(c->dead_sqes);
+	free(c->ans);
+	free(c->ans_free);
+	c->ans = NULL;
+	c->ans_free = NULL;
+	c->ans_cap = c->ans_nfree = 0;
 	c->pend_cap = cap;
 	c->pend = calloc(cap, sizeof(*c->pend));
 	c->pend_free = calloc(cap, sizeof(*c->pend_free));
@@ -895,6 +1092,17 @@ static int alloc_state(struct kvs_client *c)
 	c->arg_end = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(*c->arg_end));
 	c->reserved_tags = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(uint32_t));
 	c->dead_sqes = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(struct kvs_sqe));
+	if (c->opts.flags & KVS_CONNECT_CLUSTER) {
+		/* Every operation slot's completion kept, and the CQE looked at (client.h). */
+		c->ans_cap = cap + 2;
+		c->ans = calloc(c->ans_cap, sizeof(*c->ans));
+		c->ans_free = calloc(c->ans_cap, sizeof(*c->ans_free));
+		if (!c->ans || !c->ans_free)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < c->ans_cap; i++)
+			c->ans_free[i] = i;
+		c->ans_nfree = c->ans_cap;
+	}
 	if (!c->pend || !c->pend_free || !c->lq || !c->arg_end || !c->reserved_tags ||
 	    !c->dead_sqes)
 		return -ENOMEM;
@@ -906,6 +1114,7 @@ static int alloc_state(struct kvs_client *c)
 	c->sq_tail = c->sq_freed = 0;
 	c->sq_reserved = 0;
 	c->cur = NULL;
+	c->cur_ans = ANS_NONE;
 	return 0;
 }
 
@@ -943,6 +1152,7 @@ static int start_session(struct kvs_client *c)
 		c->fd = -1;
 		shmq_region_destroy(c->region);
 		c->region = NULL;
+		c->ans_part = NULL;
 		c->dead = true;
 	}
 	return r;
@@ -954,7 +1164,9 @@ int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 	struct kvs_client *c;
 	int r;
 
-	if (!opts || !ret_client)
+	/* Unknown flags, and the cluster for a session with no region (admin). */
+	if (!opts || !ret_client || (opts->flags & ~KVS_CONNECT_CLUSTER) ||
+	    ((opts->flags & KVS_CONNECT_CLUSTER) && opts->role == KVS_ROLE_ADMIN))
 		return -EINVAL;
 	if (!path || !*path)
 		path = getenv("KVSTASH_SOCKET");
@@ -964,6 +1176,7 @@ int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 	if (!c)
 		return -ENOMEM;
 	c->fd = -1;
+	c->cur_ans = ANS_NONE;
 	c->opts = *opts;
 	if (c->opts.timeout_ms <= 0)
 		c->opts.timeout_ms = 5000;
@@ -993,6 +1206,7 @@ int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 
 int kvs_reconnect(struct kvs_client *c)
 {
+	struct kvs_cluster_answer *keep_ans = NULL;
 	struct local_cqe *keep = NULL;
 	uint32_t nkeep = 0;
 	int r;
@@ -1003,10 +1217,21 @@ int kvs_reconnect(struct kvs_client *c)
 		return -EBUSY; /* a CQE is being looked at: kvs_cqe_seen() it first */
 	if (c->lq_n) {
 		keep = malloc(c->lq_n * sizeof(*keep));
-		if (!keep)
+		keep_ans = c->ans ? malloc(c->lq_n * sizeof(*keep_ans)) : NULL;
+		if (!keep || (c->ans && !keep_ans)) {
+			free(keep);
+			free(keep_ans);
 			return -ENOMEM;
+		}
 		while (c->lq_n) {
-			keep[nkeep++] = c->lq[c->lq_head];
+			struct local_cqe *l = &c->lq[c->lq_head];
+
+			/* The answer pool is made anew with the session: copy, give back. */
+			if (l->ans != ANS_NONE) {
+				keep_ans[nkeep] = c->ans[l->ans];
+				client_ans_put(c, l->ans);
+			}
+			keep[nkeep++] = *l;
 			c->lq_head = (c->lq_head + 1) % c->lq_cap;
 			c->lq_n--;
 		}
@@ -1016,16 +1241,26 @@ int kvs_reconnect(struct kvs_client *c)
 	c->fd = -1;
 	shmq_region_destroy(c->region);
 	c->region = NULL;
+	c->ans_part = NULL;
 	r = start_session(c);
 	if (r == 0 && c->registered)
 		r = client_send_registration(c);
 	for (uint32_t i = 0; i < nkeep && c->lq; i++) {
 		/* Old completions keep no slot: their tags cannot match anything new. */
 		keep[i].tag = UINT64_MAX;
-		if (c->lq_n < c->lq_cap)
-			client_defer(c, &keep[i]);
+		if (c->lq_n >= c->lq_cap)
+			continue;
+		if (keep[i].ans != ANS_NONE) {
+			keep[i].ans = c->ans ? ans_get(c) : ANS_NONE;
+			if (keep[i].ans != ANS_NONE)
+				c->ans[keep[i].ans] = keep_ans[i];
+			else /* out of memory (alloc_state()): no answer */
+				keep[i].cqe.flags &= ~KVS_CQE_CLUSTER;
+		}
+		client_defer(c, &keep[i]);
 	}
 	free(keep);
+	free(keep_ans);
 	return r;
 }
 
@@ -1049,5 +1284,7 @@ void kvs_close(struct kvs_client *c)
 	free(c->arg_end);
 	free(c->reserved_tags);
 	free(c->dead_sqes);
+	free(c->ans);
+	free(c->ans_free);
 	free(c);
 }

@@ -30,11 +30,15 @@ struct pending {
 	uint32_t count; /* keys / block ids: the most a CQE's res may claim */
 	uint8_t state;
 	uint8_t opcode;
+	bool cluster; /* a QUERY with KVS_QUERY_CLUSTER: its CQE must carry the answer */
 };
+
+#define ANS_NONE UINT32_MAX
 
 struct local_cqe {
 	struct kvs_cqe cqe; /* user_data already the application's */
 	uint64_t tag;	    /* the library's tag, for the sync helpers */
+	uint32_t ans;	    /* the checked cluster answer's slot in kvs_client.ans, or ANS_NONE */
 };
 
 struct kvs_client {
@@ -69,6 +73,20 @@ struct kvs_client {
 	struct kvs_cqe *cur;  /* handed out by peek, not yet seen */
 	bool cur_local;	      /* cur is lq's head; else it is cur_cqe */
 	struct kvs_cqe cur_cqe; /* private copy of a ring CQE: kvstashd cannot touch it */
+	uint32_t cur_ans;	/* cur_cqe's answer slot, or ANS_NONE */
+
+	/*
+	 * KVS_CONNECT_CLUSTER: the answers kvstashd writes, one per CQ entry
+	 * (KVS_PART_CLUSTER, shared: copied once, never read twice), and the
+	 * library's checked copies.  A copy lives as long as its completion
+	 * is kept (lq, cur, a sync helper's list): at most every operation
+	 * slot plus the CQE being looked at, so ans_cap = pend_cap + 2 slots
+	 * taken from a free list never run out, and reaping allocates nothing.
+	 */
+	const struct kvs_cluster_answer *ans_part;
+	struct kvs_cluster_answer *ans;
+	uint32_t *ans_free;
+	uint32_t ans_cap, ans_nfree;
 
 	struct kvs_sqe *dead_sqes; /* handed out after kvstashd died */
 
@@ -100,6 +118,9 @@ int client_reap(struct kvs_client *c, struct local_cqe *ret);
 void client_defer(struct kvs_client *c, const struct local_cqe *l);
 /* Sleep until a completion may be there, up to @timeout_ns, noticing death. */
 int client_wait(struct kvs_client *c, int64_t timeout_ns);
+
+/* The answer of a kept completion: its slot back to the free list (ANS_NONE: nothing). */
+void client_ans_put(struct kvs_client *c, uint32_t ans);
 
 /* Tag of the newest SQE from kvs_get_sqe() (never read back from shared memory). */
 uint64_t client_last_tag(const struct kvs_client *c);

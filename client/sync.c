@@ -18,8 +18,14 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Submit the SQE just prepared (tag @tag) and wait for its CQE into @ret. */
-static int run(struct kvs_client *c, uint64_t tag, int timeout_ms, struct kvs_cqe *ret)
+/*
+ * Submit the SQE just prepared (tag @tag) and wait for its CQE into @ret,
+ * and its cluster answer into *@ret_ans when it has one (*@ret_has set;
+ * @ret_ans may be NULL when the operation cannot have one).  Answers of
+ * the other completions stay with them (client_defer()).
+ */
+static int run(struct kvs_client *c, uint64_t tag, int timeout_ms, struct kvs_cqe *ret,
+	       struct kvs_cluster_answer *ret_ans, bool *ret_has)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ns() + (uint64_t)timeout_ms * 1000000;
 	struct local_cqe l, *others = NULL;
@@ -33,6 +39,11 @@ static int run(struct kvs_client *c, uint64_t tag, int timeout_ms, struct kvs_cq
 		while (client_reap(c, &l) == 0) {
 			if (l.tag == tag) {
 				*ret = l.cqe;
+				if (l.ans != ANS_NONE && ret_ans) {
+					*ret_ans = c->ans[l.ans];
+					*ret_has = true;
+				}
+				client_ans_put(c, l.ans);
 				r = 0;
 				goto out;
 			}
@@ -66,24 +77,27 @@ out:
 }
 
 /* Take an SQE, prepare it with @prep_call, run it. */
-#define SYNC_OP(c, timeout, cqe, prep_call)              \
-	do {                                             \
-		struct kvs_sqe *sqe;                     \
-		uint64_t _tag;                           \
-		int _r;                                  \
-		if ((c)->cur)                            \
-			return -EBUSY;                   \
-		sqe = kvs_get_sqe(c);                    \
-		if (!sqe)                                \
-			return -EBUSY;                   \
-		/* Not sqe->user_data: shared memory. */ \
-		_tag = client_last_tag(c);               \
-		_r = (prep_call);                        \
-		if (_r < 0)                              \
-			return _r;                       \
-		_r = run((c), _tag, (timeout), (cqe));   \
-		if (_r < 0)                              \
-			return _r;                       \
+#define SYNC_OP(c, timeout, cqe, prep_call) SYNC_OP_ANS(c, timeout, cqe, prep_call, NULL, NULL)
+
+/* The same, the cluster answer of its CQE into *@ans (*@has set) if it has one. */
+#define SYNC_OP_ANS(c, timeout, cqe, prep_call, ans, has)            \
+	do {                                                         \
+		struct kvs_sqe *sqe;                                 \
+		uint64_t _tag;                                       \
+		int _r;                                              \
+		if ((c)->cur)                                        \
+			return -EBUSY;                               \
+		sqe = kvs_get_sqe(c);                                \
+		if (!sqe)                                            \
+			return -EBUSY;                               \
+		/* Not sqe->user_data: shared memory. */             \
+		_tag = client_last_tag(c);                           \
+		_r = (prep_call);                                    \
+		if (_r < 0)                                          \
+			return _r;                                   \
+		_r = run((c), _tag, (timeout), (cqe), (ans), (has)); \
+		if (_r < 0)                                          \
+			return _r;                                   \
 	} while (0)
 
 int kvs_nop_sync(struct kvs_client *c, int timeout_ms)
@@ -143,5 +157,41 @@ int kvs_flush_sync(struct kvs_client *c, uint32_t flags, int timeout_ms)
 	struct kvs_cqe cqe;
 
 	SYNC_OP(c, timeout_ms, &cqe, kvs_prep_flush(c, sqe, flags, 0));
+	return cqe.res;
+}
+
+int kvs_query_cluster_sync(struct kvs_client *c, const void *keys, uint32_t n, uint64_t req_id,
+			   uint32_t flags, int timeout_ms, uint64_t *ret_lease,
+			   struct kvs_cluster_answer *ret_answer)
+{
+	struct kvs_cluster_answer ans;
+	struct kvs_cqe cqe;
+	bool has = false;
+
+	SYNC_OP_ANS(c, timeout_ms, &cqe,
+		    kvs_prep_query(c, sqe, keys, n, req_id, flags | KVS_QUERY_CLUSTER, 0), &ans,
+		    &has);
+	/* The answer was checked with the CQE: a successful one always has it. */
+	if (cqe.res >= 0 && has) {
+		if (ret_lease)
+			*ret_lease = cqe.result0;
+		if (ret_answer)
+			*ret_answer = ans;
+	}
+	return cqe.res;
+}
+
+int kvs_flush_cluster_sync(struct kvs_client *c, uint32_t flags, int timeout_ms,
+			   uint64_t *ret_registered, uint64_t *ret_dropped)
+{
+	struct kvs_cqe cqe;
+
+	SYNC_OP(c, timeout_ms, &cqe, kvs_prep_flush(c, sqe, flags | KVS_FLUSH_CLUSTER, 0));
+	if (cqe.res >= 0 || cqe.res == -ETIMEDOUT) {
+		if (ret_registered)
+			*ret_registered = cqe.result0;
+		if (ret_dropped)
+			*ret_dropped = cqe.result1;
+	}
 	return cqe.res;
 }

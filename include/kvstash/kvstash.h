@@ -89,7 +89,8 @@ struct kvs_connect_opts {
 /*
  * kvs_connect_opts.flags.  KVS_CONNECT_CLUSTER: ask for the cluster
  * answer area (KVS_HELLO_CLUSTER), so the session may send cluster
- * QUERYs; -EOPNOTSUPP from a kvstashd older than wire minor 1.
+ * QUERYs; -EOPNOTSUPP from a kvstashd older than wire minor 1.  Unknown
+ * bits, and KVS_CONNECT_CLUSTER for an admin session: -EINVAL.
  */
 #define KVS_CONNECT_CLUSTER (1u << 0)
 
@@ -190,6 +191,9 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *client);
  * Prepare helpers.  Arguments are copied into the session's argument
  * area (-ENOSPC when it has no room until earlier SQEs are consumed;
  * -E2BIG when @n exceeds max_keys; -EINVAL for n == 0 where it needs n).
+ * kvs_prep_query() takes KVS_QUERY_CLUSTER only on a session connected
+ * with KVS_CONNECT_CLUSTER (-EINVAL otherwise); kvs_prep_flush() takes
+ * KVS_FLUSH_CLUSTER, alone or with KVS_FLUSH_INSTANCE.
  */
 int kvs_prep_nop(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t user_data);
 int kvs_prep_save(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,

@@ -24,6 +24,10 @@ from . import _lib
 from .admin import stats, status
 from .client import (
     Client,
+    ClusterAnswer,
+    ClusterFlushResult,
+    ClusterHolder,
+    ClusterQueryResult,
     Completion,
     CudaLayer,
     HostMemory,
@@ -77,6 +81,10 @@ __all__ = [
     "Busy",
     "Cancelled",
     "Client",
+    "ClusterAnswer",
+    "ClusterFlushResult",
+    "ClusterHolder",
+    "ClusterQueryResult",
     "Completion",
     "ConnectionLost",
     "CopyFailed",

@@ -38,8 +38,17 @@ KEY_SIZE = 16
 # Opcodes (abi.h).
 OP_NOP, OP_SAVE, OP_QUERY, OP_LOAD, OP_RELEASE, OP_FLUSH = range(6)
 QUERY_NOLEASE = 1 << 0
+QUERY_CLUSTER = 1 << 1
 FLUSH_INSTANCE = 1 << 0
+FLUSH_CLUSTER = 1 << 1
 CQE_LOCAL = 1 << 0
+CQE_CLUSTER = 1 << 1
+CONNECT_CLUSTER = 1 << 0  # kvstash.h: kvs_connect_opts.flags
+
+# The cluster answer (abi.h).
+CLUSTER_NAME_MAX = 64
+CLUSTER_ADDR_MAX = 128
+CLUSTER_HOLDERS = 4
 
 # Roles, device and memory kinds (wire.h).
 ROLE_WORKER, ROLE_SCHEDULER, ROLE_ADMIN = 1, 2, 3
@@ -82,7 +91,9 @@ class ConnectOpts(Structure):
         ("timeout_ms", c_int),
         ("log", LogFn),
         ("log_arg", c_void_p),
-        ("resv", c_uint64 * 4),
+        ("flags", c_uint32),
+        ("resv0", c_uint32),
+        ("resv", c_uint64 * 3),
     ]
 
 
@@ -131,6 +142,27 @@ class Cqe(Structure):
         ("flags", c_uint32),
         ("result0", c_uint64),
         ("result1", c_uint64),
+    ]
+
+
+class ClusterHolder(Structure):
+    _fields_ = [
+        ("node", c_char * CLUSTER_NAME_MAX),
+        ("addr", c_char * CLUSTER_ADDR_MAX),
+        ("epoch", c_uint64),
+        ("blocks", c_uint32),
+        ("resv0", c_uint32),
+    ]
+
+
+class ClusterAnswer(Structure):
+    _fields_ = [
+        ("status", c_int32),
+        ("best", c_uint32),
+        ("nr_holders", c_uint32),
+        ("round_trips", c_uint32),
+        ("resv", c_uint64 * 2),
+        ("holders", ClusterHolder * CLUSTER_HOLDERS),
     ]
 
 
@@ -219,6 +251,8 @@ for _s, _size in (
     (Mem, 80),
     (LayerDesc, 56),
     (Cqe, 32),
+    (ClusterHolder, 208),
+    (ClusterAnswer, 32 + 4 * 208),
     (CudaArena, 56),
     (CudaLayerDesc, 48),
     (MsgHdr, 16),
@@ -259,6 +293,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "kvs_wait_cqe": (c_int, [c_void_p, POINTER(CqePtr), c_int]),
     "kvs_cqe_seen": (None, [c_void_p, CqePtr]),
     "kvs_pending": (c_uint, [c_void_p]),
+    "kvs_cqe_cluster": (c_int, [c_void_p, CqePtr, POINTER(ClusterAnswer)]),
     "kvs_host_alloc": (c_int, [c_uint64, POINTER(c_int), POINTER(c_void_p)]),
     "kvs_host_free": (None, [c_int, c_void_p, c_uint64]),
     "kvs_cuda_available": (c_int, []),

@@ -70,13 +70,54 @@ class QueryResult(NamedTuple):
     lease: int
 
 
+class ClusterHolder(NamedTuple):
+    """Another node holding the @blocks keys after a cluster QUERY's local hits."""
+
+    node: str
+    addr: str  # its peer address; "" if none
+    epoch: int  # of its registry lease
+    blocks: int
+
+
+class ClusterAnswer(NamedTuple):
+    """The cluster part of a cluster QUERY (struct kvs_cluster_answer).
+
+    It covers the keys after the local hits: best is the longest run of
+    them one other node holds, holders the nodes (best first).  status 0,
+    or -ENOTCONN / -ETIMEDOUT / -ESHUTDOWN / -EPROTO: local hits only.
+    """
+
+    status: int
+    best: int
+    holders: tuple[ClusterHolder, ...]
+    round_trips: int
+
+
+class ClusterQueryResult(NamedTuple):
+    """Cluster QUERY: the local hits and their lease, and the cluster answer."""
+
+    hits: int
+    lease: int
+    cluster: ClusterAnswer
+
+
+class ClusterFlushResult(NamedTuple):
+    """Cluster FLUSH: registry changes delivered and dropped since the
+    session's previous cluster FLUSH (the node's, every session's)."""
+
+    registered: int
+    dropped: int
+
+
 class Completion(NamedTuple):
-    """A CQE as kvstashd (or, with local=True, libkvstash) posted it."""
+    """A CQE as kvstashd (or, with local=True, libkvstash) posted it;
+    cluster: the checked answer of a cluster QUERY (kvs_cqe_cluster), else None."""
 
     res: int
     flags: int
     result0: int
     result1: int
+    cluster: ClusterAnswer | None = None
 
     @property
     def local(self) -> bool:
@@ -413,6 +454,7 @@ class Client:
         sq_entries: int = 0,
         arg_bytes: int = 0,
         timeout_ms: int = 5000,
+        cluster: bool = False,
     ) -> None:
         roles = {"worker": _lib.ROLE_WORKER, "scheduler": _lib.ROLE_SCHEDULER, "admin": _lib.ROLE_ADMIN}
         if role not in roles:
@@ -447,7 +489,10 @@ class Client:
         o.sq_entries = sq_entries
         o.arg_bytes = arg_bytes
         o.timeout_ms = timeout_ms
+        # KVS_CONNECT_CLUSTER: the answer area, so that query_cluster() may be used.
+        o.flags = _lib.CONNECT_CLUSTER if cluster else 0
         o.log = self._log_cb
+        self.cluster = cluster
         self.role = role
         self.instance = instance
         self.namespace = namespace
@@ -679,13 +724,26 @@ class Client:
         return self._start("query", _query_result,
                            lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
 
-    def load(self, lease: int | QueryResult, block_ids: IdsLike, layers: LayerRange = None) -> Operation:
+    def query_cluster(self, keys: KeysLike, req_id: int = 0, lease: bool = True) -> Operation:
+        """query() that also asks the cluster registry who else holds the keys
+        after the local hits; result ClusterQueryResult.
+
+        Needs a Client(cluster=True) (InvalidArgument otherwise); a kvstashd
+        without [cluster] fails it with NotSupported.
+        """
+        data, n = pack_keys(keys, "query_cluster")
+        flags = _lib.QUERY_CLUSTER | (0 if lease else _lib.QUERY_NOLEASE)
+        return self._start("query_cluster", _cluster_query_result,
+                           lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
+
+    def load(self, lease: int | QueryResult | ClusterQueryResult, block_ids: IdsLike,
+             layers: LayerRange = None) -> Operation:
         """Copy the leased blocks (the first len(block_ids) of them) into
         @block_ids; result the number of blocks loaded.
 
         layers: None for all, range(begin, end), or (begin, count).
         """
-        lease_id = lease.lease if isinstance(lease, QueryResult) else lease
+        lease_id = lease.lease if isinstance(lease, (QueryResult, ClusterQueryResult)) else lease
         ids = pack_ids(block_ids, "load")
         if not ids:
             raise InvalidArgument(errno.EINVAL, "load", "no block ids")
@@ -694,9 +752,9 @@ class Client:
         return self._start("load", _load_result,
                            lambda c, s, u: self._lib.kvs_prep_load(c, s, lease_id, addr, n, begin, count, u))
 
-    def release(self, lease: int | QueryResult) -> Operation:
+    def release(self, lease: int | QueryResult | ClusterQueryResult) -> Operation:
         """Drop a lease not used by a load; result None (LeaseNotFound if unknown)."""
-        lease_id = lease.lease if isinstance(lease, QueryResult) else lease
+        lease_id = lease.lease if isinstance(lease, (QueryResult, ClusterQueryResult)) else lease
         return self._start("release", _none,
                            lambda c, s, u: self._lib.kvs_prep_release(c, s, lease_id, u))
 
@@ -707,11 +765,29 @@ class Client:
         return self._start("flush", _flush_result,
                            lambda c, s, u: self._lib.kvs_prep_flush(c, s, flags, u))
 
+    def flush_cluster(self, instance: bool = False) -> Operation:
+        """flush() that also waits until every registry change enqueued before
+        it was delivered or dropped; result ClusterFlushResult.
+
+        Timeout when kvstashd's flush deadline passed (the counts are then in
+        the operation's completion.result0/result1); NotSupported without
+        [cluster] in kvstashd.
+        """
+        flags = _lib.FLUSH_CLUSTER | (_lib.FLUSH_INSTANCE if instance else 0)
+        return self._start("flush_cluster", _cluster_flush_result,
+                           lambda c, s, u: self._lib.kvs_prep_flush(c, s, flags, u))
+
     # ---- completion ------------------------------------------------------------------
 
     def _take(self, cqe: ctypes._Pointer) -> None:  # type: ignore[name-defined]
         e = cqe.contents
-        comp = Completion(e.res, e.flags, e.result0, e.result1)
+        answer = None
+        if e.flags & _lib.CQE_CLUSTER:
+            # Only while this CQE is the one looked at: before kvs_cqe_seen().
+            a = _lib.ClusterAnswer()
+            if self._lib.kvs_cqe_cluster(self._c, cqe, ctypes.byref(a)) == 0:
+                answer = _cluster_answer(a)
+        comp = Completion(e.res, e.flags, e.result0, e.result1, answer)
         user_data = e.user_data
         self._lib.kvs_cqe_seen(self._c, cqe)
         opn = self._pending.pop(user_data, None)
@@ -795,3 +871,22 @@ def _load_result(c: Completion) -> int:
 
 def _flush_result(c: Completion) -> int:
     return c.result0
+
+
+def _cluster_answer(a: _lib.ClusterAnswer) -> ClusterAnswer:
+    # libkvstash checked nr_holders and the names' NULs.
+    holders = tuple(
+        ClusterHolder(_lib.cstr(h.node), _lib.cstr(h.addr), h.epoch, h.blocks)
+        for h in a.holders[: a.nr_holders]
+    )
+    return ClusterAnswer(a.status, a.best, holders, a.round_trips)
+
+
+def _cluster_query_result(c: Completion) -> ClusterQueryResult:
+    # A successful cluster QUERY always carries its answer (libkvstash makes it -EBADMSG otherwise).
+    assert c.cluster is not None
+    return ClusterQueryResult(c.res, c.result0, c.cluster)
+
+
+def _cluster_flush_result(c: Completion) -> ClusterFlushResult:
+    return ClusterFlushResult(c.result0, c.result1)

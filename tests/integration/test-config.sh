@@ -107,6 +107,17 @@ printf '[session]\nsq_entries = 3\n' >"$f"
 reject "cross-key check" "[session] sq_entries and sq_entries_max must be powers of two" \
 	--config "$f"
 
+# [cluster] is checked as start-up would check it (the registry's rules).
+f=$dir/cluster-timeouts.conf
+printf '[cluster]\nredis = 127.0.0.1:6379\nlease_ttl = 2s\ncommand_timeout = 1s\n' >"$f"
+if grep -q '^#define HAVE_HIREDIS 1' "$top_builddir/config.h"; then
+	reject "[cluster] timeouts" "[cluster] connect_timeout and command_timeout" --config "$f"
+	printf '[cluster]\nredis = 127.0.0.1:6379\npassword_file = %s/nosuch\n' "$dir" >"$dir/pw.conf"
+	reject "[cluster] password_file" "$dir/nosuch" --config "$dir/pw.conf"
+else
+	reject "[cluster] without hiredis" "cluster support is not compiled in" --config "$f"
+fi
+
 reject "missing file" "$dir/nosuch.conf: No such file or directory" --config "$dir/nosuch.conf"
 KVSTASH_CONFIG=$dir/bad-value.conf
 export KVSTASH_CONFIG

@@ -26,6 +26,18 @@
  *     own KVS_CQE_LOCAL mark) reach the application as -EBADMSG marked
  *     KVS_CQE_LOCAL, with the application's user_data; a plausible one
  *     unchanged; a corrupt CQ tail ends the session with -ECONNRESET;
+ *   - cluster sessions (wire minor 1): a region without the answer area
+ *     or with one smaller than the CQ, and a daemon of minor 0 (ignoring
+ *     or refusing KVS_HELLO_CLUSTER): refused (-EBADMSG, -EOPNOTSUPP); an
+ *     area nobody asked for is ignored; cluster answers that lie (5
+ *     holders, unterminated names, best above the keys left, holders'
+ *     blocks out of order or range, holders with a failure status, an
+ *     unknown status, reserved words) and KVS_CQE_CLUSTER where it does
+ *     not belong (a NOP, a plain QUERY, a FLUSH, a failed QUERY) or
+ *     missing from a cluster QUERY: -EBADMSG (KVS_CQE_LOCAL), no answer;
+ *     an honest answer rewritten after the library took it stays what it
+ *     was; the sync calls get their own answer while another is kept, and
+ *     a reconnect keeps the flag and the kept answers;
  *   - a daemon flipping the result of every CQE while the library reaps
  *     it: every completion the application sees is one of the two values;
  *   - REGISTER, UNREGISTER and admin replies that lie (a positive status,
@@ -93,16 +105,25 @@ static uint32_t recv_req(int conn, void *buf, size_t cap, uint32_t want_type)
 	return h->seq;
 }
 
-static int make_region(uint32_t sq, uint32_t cq, uint64_t argb, uint32_t sqe_size, uint32_t version,
-		       struct shmq_region **ret)
+/* A session region; with a cluster answer area of @ans_bytes when not 0. */
+static int make_region_ans(uint32_t sq, uint32_t cq, uint64_t argb, uint32_t sqe_size,
+			   uint32_t version, uint64_t ans_bytes, struct shmq_region **ret)
 {
-	struct shmq_part_spec parts[3] = {
+	struct shmq_part_spec parts[4] = {
 		{ SHMQ_PART_RING, KVS_PART_SQ, sqe_size, sq, 0 },
 		{ SHMQ_PART_RING, KVS_PART_CQ, sizeof(struct kvs_cqe), cq, 0 },
 		{ SHMQ_PART_AREA, KVS_PART_ARGS, 0, 0, argb },
+		{ SHMQ_PART_AREA, KVS_PART_CLUSTER, 0, 0, ans_bytes },
 	};
 
-	return shmq_region_create("kvstash-session", KVS_REGION_MAGIC, version, parts, 3, ret);
+	return shmq_region_create("kvstash-session", KVS_REGION_MAGIC, version, parts,
+				  ans_bytes ? 4 : 3, ret);
+}
+
+static int make_region(uint32_t sq, uint32_t cq, uint64_t argb, uint32_t sqe_size, uint32_t version,
+		       struct shmq_region **ret)
+{
+	return make_region_ans(sq, cq, argb, sqe_size, version, 0, ret);
 }
 
 /* A reply exactly as kvstashd's handle_hello() makes it, for @region. */
@@ -237,16 +258,23 @@ static void fake_done(void)
 	unlink(sock_path);
 }
 
-static int engine_connect(uint32_t role, int timeout_ms, struct kvs_client **ret)
+static int engine_connect_flags(uint32_t role, uint32_t flags, int timeout_ms,
+				struct kvs_client **ret)
 {
 	struct kvs_connect_opts o;
 
 	kvs_connect_opts_init(&o);
 	o.role = role;
+	o.flags = flags;
 	o.instance = "hostile-daemon";
 	o.ns = "hostile-daemon/ns";
 	o.timeout_ms = timeout_ms;
 	return kvs_connect(sock_path, &o, ret);
+}
+
+static int engine_connect(uint32_t role, int timeout_ms, struct kvs_client **ret)
+{
+	return engine_connect_flags(role, 0, timeout_ms, ret);
 }
 
 static struct kvs_client *engine_session(void)
@@ -304,12 +332,20 @@ enum mut {
 	M_SILENT,
 	M_ADMIN_FD,
 	M_ADMIN_OK,
+	M_CL_OK,
+	M_CL_NO_PART,
+	M_CL_PART_SHORT,
+	M_CL_OLD_MINOR,
+	M_CL_OLD_REFUSES,
+	M_CL_NEW_REFUSES,
+	M_CL_UNASKED_PART,
 };
 
 static const struct hello_case {
 	enum mut mut;
 	const char *what;
 	int want;
+	bool cluster; /* connect with KVS_CONNECT_CLUSTER */
 } cases[] = {
 	{ M_NONE, "a good reply (the fake daemon itself is right)", 0 },
 	{ M_INFLIGHT_0, "max_inflight 0", -EBADMSG },
@@ -343,6 +379,13 @@ static const struct hello_case {
 	{ M_SILENT, "no reply at all", -ETIMEDOUT },
 	{ M_ADMIN_FD, "a region for an admin session", -EBADMSG },
 	{ M_ADMIN_OK, "a good admin reply", 0 },
+	{ M_CL_OK, "a good cluster session", 0, true },
+	{ M_CL_NO_PART, "a cluster session without the answer area", -EBADMSG, true },
+	{ M_CL_PART_SHORT, "an answer area of half the CQ", -EBADMSG, true },
+	{ M_CL_OLD_MINOR, "wire minor 0 accepting the flag (an old daemon)", -EOPNOTSUPP, true },
+	{ M_CL_OLD_REFUSES, "wire minor 0 refusing the flag with -EINVAL", -EOPNOTSUPP, true },
+	{ M_CL_NEW_REFUSES, "wire minor 1 refusing with -EINVAL", -EINVAL, true },
+	{ M_CL_UNASKED_PART, "an answer area nobody asked for (ignored)", 0 },
 };
 
 static int memfd_of(uint64_t size, bool seal, bool garbage)
@@ -366,7 +409,7 @@ static int hello_child(void *arg, unsigned i)
 {
 	const struct hello_case *hc = &cases[i];
 	uint32_t sq = SQ, cq = CQ, sqe_size = sizeof(struct kvs_sqe), version = KVS_REGION_VERSION;
-	uint64_t argb = ARGB;
+	uint64_t argb = ARGB, ans_bytes = 0;
 	struct shmq_region *region = NULL;
 	struct kvs_msg_hello_reply rep;
 	struct kvs_msg_hello h;
@@ -377,6 +420,8 @@ static int hello_child(void *arg, unsigned i)
 	(void)arg;
 	conn = accept_conn();
 	seq = recv_req(conn, &h, sizeof(h), KVS_MSG_HELLO);
+	CHECK(h.flags == (hc->cluster ? KVS_HELLO_CLUSTER : 0u), "%s: HELLO flags %x", hc->what,
+	      h.flags);
 	if (hc->mut == M_SQ_HUGE)
 		sq = 1u << 20, cq = 1u << 21;
 	if (hc->mut == M_CQ_BELOW_2SQ)
@@ -385,7 +430,10 @@ static int hello_child(void *arg, unsigned i)
 		sqe_size = 8;
 	if (hc->mut == M_REGION_VERSION)
 		version = 2;
-	CHECK(make_region(sq, cq, argb, sqe_size, version, &region) == 0, "region");
+	if (hc->mut == M_CL_OK || hc->mut == M_CL_UNASKED_PART || hc->mut == M_CL_PART_SHORT)
+		ans_bytes = (uint64_t)cq * sizeof(struct kvs_cluster_answer) /
+			    (hc->mut == M_CL_PART_SHORT ? 2 : 1);
+	CHECK(make_region_ans(sq, cq, argb, sqe_size, version, ans_bytes, &region) == 0, "region");
 	good_reply(&rep, seq, region, sq, cq, argb);
 	fds[0] = shmq_region_fd(region);
 	switch (hc->mut) {
@@ -474,6 +522,19 @@ static int hello_child(void *arg, unsigned i)
 		extra = memfd_of(rep.region_size, true, true);
 		fds[0] = extra;
 		break;
+	case M_CL_OLD_MINOR:
+		rep.r.rev_minor = 0;
+		break;
+	case M_CL_OLD_REFUSES:
+	case M_CL_NEW_REFUSES:
+		rep.r.hdr.type = KVS_MSG_REPLY;
+		rep.r.status = -EINVAL;
+		rep.r.rev_minor = hc->mut == M_CL_OLD_REFUSES ? 0 : 1;
+		snprintf(rep.r.text, sizeof(rep.r.text), "unknown HELLO flags");
+		len = sizeof(rep.r);
+		rep.r.hdr.size = (uint32_t)len;
+		nfds = 0;
+		break;
 	case M_CQ_NOT_EMPTY: {
 		struct shmq_ring r;
 		uint32_t idx;
@@ -511,8 +572,9 @@ static void hello_replies(void)
 
 		fake_listen();
 		fake_spawn(hello_child, i);
-		r = engine_connect(admin ? KVS_ROLE_ADMIN : KVS_ROLE_WORKER,
-				   hc->mut == M_SILENT ? 300 : WAIT_MS, &c);
+		r = engine_connect_flags(admin ? KVS_ROLE_ADMIN : KVS_ROLE_WORKER,
+					 hc->cluster ? KVS_CONNECT_CLUSTER : 0,
+					 hc->mut == M_SILENT ? 300 : WAIT_MS, &c);
 		CHECK_RES(r, hc->want, hc->what);
 		CHECK(r == 0 || c == NULL, "%s: the client was set on failure", hc->what);
 		if (r == 0) {
@@ -760,6 +822,466 @@ static void impossible_results(void)
 	it_ok("%zu impossible or odd results: -EBADMSG (KVS_CQE_LOCAL) where no operation could "
 	      "give them, kept where one could; a corrupt CQ tail ends the session",
 	      NRESULTS);
+}
+
+/* ---- cluster answers ---------------------------------------------------- */
+
+/* A cluster session (KVS_HELLO_CLUSTER asked and given): the rings and the answer area. */
+static void fake_cluster_session(struct fake *f, struct kvs_cluster_answer **ret_ans)
+{
+	struct kvs_msg_hello h;
+	struct kvs_msg_hello_reply rep;
+	uint64_t size;
+	uint32_t seq;
+	void *a;
+	int fd;
+
+	f->conn = accept_conn();
+	seq = recv_req(f->conn, &h, sizeof(h), KVS_MSG_HELLO);
+	CHECK(h.flags == KVS_HELLO_CLUSTER, "fake daemon: HELLO flags %x", h.flags);
+	CHECK(make_region_ans(SQ, CQ, ARGB, sizeof(struct kvs_sqe), KVS_REGION_VERSION,
+			      CQ * sizeof(struct kvs_cluster_answer), &f->region) == 0,
+	      "region");
+	CHECK(shmq_ring_init(&f->sq, f->region, KVS_PART_SQ, SHMQ_CONSUMER) == 0 &&
+		      shmq_ring_init(&f->cq, f->region, KVS_PART_CQ, SHMQ_PRODUCER) == 0 &&
+		      shmq_region_area(f->region, KVS_PART_CLUSTER, &a, &size) == 0,
+	      "rings, answers");
+	*ret_ans = a;
+	good_reply(&rep, seq, f->region, SQ, CQ, ARGB);
+	fd = shmq_region_fd(f->region);
+	CHECK(raw_send(f->conn, &rep, sizeof(rep), &fd, 1) == 0, "send the HELLO reply");
+}
+
+/* Publish @e with @a (NULL: none) at its ring index, the answer first, as kvstashd does. */
+static struct kvs_cluster_answer *post_cluster(struct fake *f, struct kvs_cluster_answer *area,
+					       const struct kvs_cqe *e,
+					       const struct kvs_cluster_answer *a)
+{
+	uint32_t idx;
+
+	CHECK(shmq_prod_reserve(&f->cq, 1, &idx) == 1, "fake daemon: CQ full");
+	if (a)
+		area[idx & (CQ - 1)] = *a;
+	memcpy(shmq_ring_entry(&f->cq, idx), e, sizeof(*e));
+	shmq_prod_commit(&f->cq, 0);
+	return &area[idx & (CQ - 1)];
+}
+
+/* An honest answer to a QUERY of 4 keys with 1 local hit: 2 more at b, 1 at c. */
+static struct kvs_cluster_answer good_answer(void)
+{
+	struct kvs_cluster_answer a;
+
+	memset(&a, 0, sizeof(a));
+	a.best = 2;
+	a.nr_holders = 2;
+	a.round_trips = 1;
+	snprintf(a.holders[0].node, sizeof(a.holders[0].node), "node-b");
+	snprintf(a.holders[0].addr, sizeof(a.holders[0].addr), "10.0.0.2:7000");
+	a.holders[0].epoch = 3;
+	a.holders[0].blocks = 2;
+	snprintf(a.holders[1].node, sizeof(a.holders[1].node), "node-c");
+	a.holders[1].epoch = 9;
+	a.holders[1].blocks = 1;
+	return a;
+}
+
+enum ans_mut {
+	A_GOOD,
+	A_HOLDERS_5,
+	A_NODE_UNTERMINATED,
+	A_ADDR_UNTERMINATED,
+	A_BEST_OVER,
+	A_BLOCKS_0,
+	A_HEAD_NOT_BEST,
+	A_ASCENDING,
+	A_NOTCONN_HOLDERS,
+	A_NOTCONN,
+	A_STATUS_EIO,
+	A_RESV,
+	A_HOLDER_RESV,
+	A_BEST_NO_HOLDER,
+	A_ALL_LOCAL,
+	A_NO_FLAG,
+	A_REFUSED,
+	A_REFUSED_FLAG,
+	A_ON_NOP,
+	A_ON_PLAIN_QUERY,
+	A_ON_FLUSH,
+};
+
+static const struct ans_case {
+	enum ans_mut mut;
+	int32_t res;	  /* of a QUERY of 4 keys */
+	uint32_t flags;	  /* of the CQE */
+	int32_t want;	  /* what the application sees */
+	bool want_answer; /* kvs_cqe_cluster() gives one */
+	const char *what;
+} acases[] = {
+	{ A_GOOD, 1, KVS_CQE_CLUSTER, 1, true, "an honest answer (rewritten once taken)" },
+	{ A_HOLDERS_5, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "nr_holders 5" },
+	{ A_NODE_UNTERMINATED, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "a node name without NUL" },
+	{ A_ADDR_UNTERMINATED, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "an address without NUL" },
+	{ A_BEST_OVER, 2, KVS_CQE_CLUSTER, -EBADMSG, false, "best 3 > 4 keys - 2 hits" },
+	{ A_BLOCKS_0, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "a holder of 0 blocks" },
+	{ A_HEAD_NOT_BEST, 1, KVS_CQE_CLUSTER, -EBADMSG, false,
+	  "the first holder's blocks < best" },
+	{ A_ASCENDING, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "holders by blocks ascending" },
+	{ A_NOTCONN_HOLDERS, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "-ENOTCONN with holders" },
+	{ A_NOTCONN, 1, KVS_CQE_CLUSTER, 1, true, "-ENOTCONN, local hits only" },
+	{ A_STATUS_EIO, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "status -EIO" },
+	{ A_RESV, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "a reserved word set" },
+	{ A_HOLDER_RESV, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "a holder's reserved word set" },
+	{ A_BEST_NO_HOLDER, 1, KVS_CQE_CLUSTER, -EBADMSG, false, "best 2 with no holder" },
+	{ A_ALL_LOCAL, 4, KVS_CQE_CLUSTER, 4, true, "every key a local hit, nothing asked" },
+	{ A_NO_FLAG, 1, 0, -EBADMSG, false, "a cluster QUERY's CQE without KVS_CQE_CLUSTER" },
+	{ A_REFUSED, -EOPNOTSUPP, 0, -EOPNOTSUPP, false, "a refused cluster QUERY" },
+	{ A_REFUSED_FLAG, -EOPNOTSUPP, KVS_CQE_CLUSTER, -EBADMSG, false,
+	  "a refused cluster QUERY with KVS_CQE_CLUSTER" },
+	{ A_ON_NOP, 0, KVS_CQE_CLUSTER, -EBADMSG, false, "KVS_CQE_CLUSTER on a NOP" },
+	{ A_ON_PLAIN_QUERY, 1, KVS_CQE_CLUSTER, -EBADMSG, false,
+	  "KVS_CQE_CLUSTER on a QUERY without KVS_QUERY_CLUSTER" },
+	{ A_ON_FLUSH, 0, KVS_CQE_CLUSTER, -EBADMSG, false, "KVS_CQE_CLUSTER on a cluster FLUSH" },
+};
+
+#define NACASES (sizeof(acases) / sizeof(acases[0]))
+
+static struct kvs_cluster_answer mutated_answer(enum ans_mut m)
+{
+	struct kvs_cluster_answer a = good_answer();
+
+	switch (m) {
+	case A_HOLDERS_5:
+		a.nr_holders = 5;
+		a.holders[2] = a.holders[3] = a.holders[1];
+		break;
+	case A_NODE_UNTERMINATED:
+		memset(a.holders[1].node, 'n', sizeof(a.holders[1].node));
+		break;
+	case A_ADDR_UNTERMINATED:
+		memset(a.holders[0].addr, 'a', sizeof(a.holders[0].addr));
+		break;
+	case A_BEST_OVER:
+		a.best = 3;
+		a.holders[0].blocks = 3;
+		break;
+	case A_BLOCKS_0:
+		a.holders[1].blocks = 0;
+		break;
+	case A_HEAD_NOT_BEST:
+		a.holders[0].blocks = 1;
+		break;
+	case A_ASCENDING:
+		a.best = 3;
+		a.holders[0].blocks = 1;
+		a.holders[1].blocks = 3;
+		break;
+	case A_NOTCONN_HOLDERS:
+		a.status = -ENOTCONN;
+		break;
+	case A_NOTCONN:
+	case A_ALL_LOCAL:
+		memset(&a, 0, sizeof(a));
+		a.status = m == A_NOTCONN ? -ENOTCONN : 0;
+		/* Past nr_holders: junk the library must not hand on. */
+		memset(a.holders, 'j', sizeof(a.holders));
+		break;
+	case A_STATUS_EIO:
+		memset(&a, 0, sizeof(a));
+		a.status = -EIO;
+		break;
+	case A_RESV:
+		a.resv[1] = 1;
+		break;
+	case A_HOLDER_RESV:
+		a.holders[1].resv0 = 1;
+		break;
+	case A_BEST_NO_HOLDER:
+		a.nr_holders = 0;
+		break;
+	default:
+		break;
+	}
+	return a;
+}
+
+static int answers_child(void *arg, unsigned i)
+{
+	struct kvs_cluster_answer *area;
+	struct fake f;
+
+	(void)arg;
+	(void)i;
+	fake_cluster_session(&f, &area);
+	for (unsigned k = 0; k < NACASES; k++) {
+		const struct ans_case *ac = &acases[k];
+		struct kvs_sqe sqe = take_sqe(&f);
+		struct kvs_cqe e = { sqe.user_data, ac->res, ac->flags, 0, 0 };
+		struct kvs_cluster_answer a = mutated_answer(ac->mut), *slot;
+
+		if (ac->res >= 0 && sqe.opcode == KVS_OP_QUERY)
+			e.result0 = 77; /* the lease */
+		slot = post_cluster(&f, area, &e, &a);
+		if (ac->mut == A_GOOD) {
+			/* The engine holds the CQE now: an answer kvstashd lies in afterwards. */
+			ctl_wait(ctl[1], W_PEEKED);
+			memset(slot, 0xff, sizeof(*slot));
+			ctl_send(ctl[1], W_REWRITTEN);
+		}
+	}
+	return fake_end(&f);
+}
+
+static void check_answer(const struct kvs_cluster_answer *got,
+			 const struct kvs_cluster_answer *want, const char *what)
+{
+	CHECK(got->status == want->status && got->best == want->best &&
+		      got->nr_holders == want->nr_holders,
+	      "%s: status %d best %u holders %u", what, got->status, got->best, got->nr_holders);
+	for (uint32_t h = 0; h < KVS_CLUSTER_HOLDERS; h++) {
+		struct kvs_cluster_holder none = { { 0 } };
+		const struct kvs_cluster_holder *w =
+			h < want->nr_holders ? &want->holders[h] : &none;
+
+		CHECK(memcmp(&got->holders[h], w, sizeof(*w)) == 0, "%s: holder %u differs", what,
+		      h);
+	}
+}
+
+static void cluster_answers(void)
+{
+	uint8_t keys[4 * KVS_KEY_SIZE] = { 1 };
+	struct kvs_cluster_answer ans;
+	struct kvs_client *c;
+	int r;
+
+	fake_listen();
+	fake_spawn(answers_child, 0);
+	r = engine_connect_flags(KVS_ROLE_WORKER, KVS_CONNECT_CLUSTER, WAIT_MS, &c);
+	CHECK(r == 0, "cluster connect to the fake daemon: %s", kvs_strerror(r));
+	for (unsigned k = 0; k < NACASES; k++) {
+		const struct ans_case *ac = &acases[k];
+		struct kvs_sqe *sqe = kvs_get_sqe(c);
+		uint64_t ud = 2000 + k;
+		struct kvs_cqe *p, e;
+
+		CHECK(sqe != NULL, "no SQE");
+		if (ac->mut == A_ON_NOP)
+			r = kvs_prep_nop(c, sqe, ud);
+		else if (ac->mut == A_ON_FLUSH)
+			r = kvs_prep_flush(c, sqe, KVS_FLUSH_CLUSTER, ud);
+		else
+			r = kvs_prep_query(c, sqe, keys, 4, 1,
+					   ac->mut == A_ON_PLAIN_QUERY ? 0 : KVS_QUERY_CLUSTER, ud);
+		CHECK(r == 0 && kvs_submit(c) == 1, "prep %s", ac->what);
+		r = kvs_wait_cqe(c, &p, WAIT_MS);
+		CHECK(r == 0, "%s: no completion: %s", ac->what, kvs_strerror(r));
+		e = *p;
+		CHECK(e.user_data == ud, "%s: user_data %llu", ac->what,
+		      (unsigned long long)e.user_data);
+		CHECK_RES(e.res, ac->want, ac->what);
+		if (ac->want == -EBADMSG)
+			CHECK(e.flags == KVS_CQE_LOCAL && e.result0 == 0,
+			      "%s: flags %x results %llu", ac->what, e.flags,
+			      (unsigned long long)e.result0);
+		if (ac->mut == A_GOOD) {
+			ctl_send(ctl[0], W_PEEKED);
+			ctl_wait(ctl[0], W_REWRITTEN);
+		}
+		memset(&ans, 0x5a, sizeof(ans));
+		r = kvs_cqe_cluster(c, p, &ans);
+		if (ac->want_answer) {
+			struct kvs_cluster_answer want = mutated_answer(ac->mut);
+
+			CHECK(r == 0, "%s: kvs_cqe_cluster: %s", ac->what, kvs_strerror(r));
+			CHECK(e.flags == KVS_CQE_CLUSTER && e.result0 == 77,
+			      "%s: flags %x lease %llu", ac->what, e.flags,
+			      (unsigned long long)e.result0);
+			if (ac->mut != A_GOOD)
+				want.nr_holders = 0;
+			check_answer(&ans, &want, ac->what);
+		} else {
+			CHECK_RES(r, -ENOENT, ac->what);
+			CHECK(ans.best == 0x5a5a5a5au, "%s: the answer was written", ac->what);
+		}
+		CHECK_RES(kvs_cqe_cluster(c, NULL, &ans), -EINVAL, "a NULL CQE");
+		CHECK_RES(kvs_cqe_cluster(c, &e, &ans), -EINVAL, "a CQE not the library's");
+		kvs_cqe_seen(c, p);
+		CHECK_RES(kvs_cqe_cluster(c, p, &ans), -EINVAL, "a CQE already seen");
+	}
+	CHECK(kvs_pending(c) == 0, "%u pending", kvs_pending(c));
+	kvs_close(c);
+	fake_done();
+	it_ok("%zu cluster answers: the honest ones copied as they were when taken, every "
+	      "malformed or misplaced one -EBADMSG (KVS_CQE_LOCAL) with no answer",
+	      NACASES);
+}
+
+/* A cluster QUERY, 3 of 4 keys elsewhere (answer @best at one holder). */
+static struct kvs_cluster_answer one_holder(uint32_t best, const char *node)
+{
+	struct kvs_cluster_answer a;
+
+	memset(&a, 0, sizeof(a));
+	a.best = best;
+	a.nr_holders = 1;
+	snprintf(a.holders[0].node, sizeof(a.holders[0].node), "%s", node);
+	a.holders[0].blocks = best;
+	return a;
+}
+
+static int sync_child(void *arg, unsigned i)
+{
+	struct kvs_cluster_answer *area, a;
+	struct kvs_sqe q1, q2, fl;
+	struct kvs_cqe e;
+	struct fake f;
+
+	(void)arg;
+	(void)i;
+	fake_cluster_session(&f, &area);
+	/* An async cluster QUERY, then a sync one: both answered, the async one first. */
+	q1 = take_sqe(&f);
+	q2 = take_sqe(&f);
+	CHECK(q1.opcode == KVS_OP_QUERY && q1.flags == KVS_QUERY_CLUSTER &&
+		      q2.opcode == KVS_OP_QUERY &&
+		      q2.flags == (KVS_QUERY_CLUSTER | KVS_QUERY_NOLEASE),
+	      "fake daemon: QUERY flags %x, %x", q1.flags, q2.flags);
+	e = (struct kvs_cqe){ q1.user_data, 1, KVS_CQE_CLUSTER, 5, 0 };
+	a = one_holder(3, "async");
+	post_cluster(&f, area, &e, &a);
+	e = (struct kvs_cqe){ q2.user_data, 2, KVS_CQE_CLUSTER, 6, 0 };
+	a = one_holder(2, "sync");
+	post_cluster(&f, area, &e, &a);
+	/* Cluster FLUSHes: done, past the deadline, refused. */
+	fl = take_sqe(&f);
+	CHECK(fl.opcode == KVS_OP_FLUSH && fl.flags == (KVS_FLUSH_CLUSTER | KVS_FLUSH_INSTANCE),
+	      "fake daemon: FLUSH flags %x", fl.flags);
+	post(&f, &(struct kvs_cqe){ fl.user_data, 0, 0, 7, 2 });
+	fl = take_sqe(&f);
+	post(&f, &(struct kvs_cqe){ fl.user_data, -ETIMEDOUT, 0, 3, 4 });
+	fl = take_sqe(&f);
+	post(&f, &(struct kvs_cqe){ fl.user_data, -EOPNOTSUPP, 0, 0, 0 });
+	/* A cluster QUERY answered, then the engine reconnects before it reaps it. */
+	q1 = take_sqe(&f);
+	e = (struct kvs_cqe){ q1.user_data, 0, KVS_CQE_CLUSTER, 8, 0 };
+	a = one_holder(4, "kept");
+	post_cluster(&f, area, &e, &a);
+	ctl_send(ctl[1], W_POSTED);
+	fake_end(&f);
+	/* The new session asks for the answer area again. */
+	fake_cluster_session(&f, &area);
+	q1 = take_sqe(&f);
+	e = (struct kvs_cqe){ q1.user_data, 0, KVS_CQE_CLUSTER, 9, 0 };
+	a = one_holder(1, "again");
+	post_cluster(&f, area, &e, &a);
+	return fake_end(&f);
+}
+
+static void cluster_sync(void)
+{
+	uint8_t keys[4 * KVS_KEY_SIZE] = { 2 };
+	struct kvs_cluster_answer ans, want;
+	uint64_t lease = 0, reg, drop;
+	struct kvs_client *c;
+	struct kvs_sqe *sqe;
+	struct kvs_cqe *p;
+	int r;
+
+	fake_listen();
+	fake_spawn(sync_child, 0);
+	r = engine_connect_flags(KVS_ROLE_WORKER, KVS_CONNECT_CLUSTER, WAIT_MS, &c);
+	CHECK(r == 0, "cluster connect to the fake daemon: %s", kvs_strerror(r));
+	sqe = kvs_get_sqe(c);
+	CHECK(sqe && kvs_prep_query(c, sqe, keys, 4, 1, KVS_QUERY_CLUSTER, 31) == 0 &&
+		      kvs_submit(c) == 1,
+	      "async cluster QUERY");
+	r = kvs_query_cluster_sync(c, keys, 4, 2, KVS_QUERY_NOLEASE, WAIT_MS, &lease, &ans);
+	CHECK_RES(r, 2, "sync cluster QUERY");
+	want = one_holder(2, "sync");
+	CHECK(lease == 6, "lease %llu", (unsigned long long)lease);
+	check_answer(&ans, &want, "the sync QUERY's own answer");
+	/* The async one was kept meanwhile, with its own answer. */
+	CHECK(kvs_peek_cqe(c, &p) == 0 && p->user_data == 31 && p->res == 1, "the kept QUERY");
+	CHECK_RES(kvs_cqe_cluster(c, p, &ans), 0, "the kept QUERY's answer");
+	want = one_holder(3, "async");
+	check_answer(&ans, &want, "the kept QUERY's answer");
+	kvs_cqe_seen(c, p);
+
+	reg = drop = 99;
+	CHECK_RES(kvs_flush_cluster_sync(c, KVS_FLUSH_INSTANCE, WAIT_MS, &reg, &drop), 0,
+		  "cluster FLUSH");
+	CHECK(reg == 7 && drop == 2, "registered %llu dropped %llu", (unsigned long long)reg,
+	      (unsigned long long)drop);
+	CHECK_RES(kvs_flush_cluster_sync(c, 0, WAIT_MS, &reg, &drop), -ETIMEDOUT,
+		  "cluster FLUSH past its deadline");
+	CHECK(reg == 3 && drop == 4, "registered %llu dropped %llu after -ETIMEDOUT",
+	      (unsigned long long)reg, (unsigned long long)drop);
+	CHECK_RES(kvs_flush_cluster_sync(c, 0, WAIT_MS, &reg, &drop), -EOPNOTSUPP,
+		  "cluster FLUSH refused");
+	CHECK(reg == 3 && drop == 4, "outputs written on -EOPNOTSUPP");
+
+	/* Kept across kvs_reconnect(): the completion and its answer; the flag too. */
+	sqe = kvs_get_sqe(c);
+	CHECK(sqe && kvs_prep_query(c, sqe, keys, 4, 3, KVS_QUERY_CLUSTER, 41) == 0 &&
+		      kvs_submit(c) == 1,
+	      "cluster QUERY before the reconnect");
+	ctl_wait(ctl[0], W_POSTED);
+	CHECK_RES(kvs_reconnect(c), 0, "reconnect");
+	CHECK(kvs_peek_cqe(c, &p) == 0 && p->user_data == 41 && p->res == 0, "the kept QUERY");
+	CHECK_RES(kvs_cqe_cluster(c, p, &ans), 0, "the kept QUERY's answer");
+	want = one_holder(4, "kept");
+	check_answer(&ans, &want, "the answer kept across the reconnect");
+	kvs_cqe_seen(c, p);
+	memset(&ans, 0, sizeof(ans));
+	CHECK_RES(kvs_query_cluster_sync(c, keys, 4, 4, 0, WAIT_MS, &lease, &ans), 0,
+		  "cluster QUERY after the reconnect");
+	want = one_holder(1, "again");
+	check_answer(&ans, &want, "the answer after the reconnect");
+	CHECK(kvs_pending(c) == 0, "%u pending", kvs_pending(c));
+	kvs_close(c);
+	fake_done();
+	it_ok("the cluster sync calls: their own answer and results while another cluster "
+	      "completion is kept with its answer; a reconnect keeps the flag and kept answers");
+}
+
+/* What the library refuses before anything reaches a daemon. */
+static int plain_child(void *arg, unsigned i)
+{
+	struct fake f;
+
+	(void)arg;
+	(void)i;
+	fake_session(&f, CQ);
+	return fake_end(&f);
+}
+
+static void cluster_refusals(void)
+{
+	uint8_t keys[KVS_KEY_SIZE] = { 3 };
+	struct kvs_client *c = NULL;
+	struct kvs_sqe *sqe;
+
+	CHECK_RES(engine_connect_flags(KVS_ROLE_WORKER, 1u << 1, WAIT_MS, &c), -EINVAL,
+		  "an unknown connect flag");
+	CHECK_RES(engine_connect_flags(KVS_ROLE_ADMIN, KVS_CONNECT_CLUSTER, WAIT_MS, &c), -EINVAL,
+		  "KVS_CONNECT_CLUSTER for an admin session");
+	CHECK(c == NULL, "the client was set on failure");
+	fake_listen();
+	fake_spawn(plain_child, 0);
+	c = engine_session();
+	sqe = kvs_get_sqe(c);
+	CHECK(sqe != NULL, "no SQE");
+	CHECK_RES(kvs_prep_query(c, sqe, keys, 1, 1, KVS_QUERY_CLUSTER, 1), -EINVAL,
+		  "KVS_QUERY_CLUSTER without KVS_CONNECT_CLUSTER");
+	CHECK(kvs_pending(c) == 0, "%u pending after the refused prep", kvs_pending(c));
+	CHECK_RES(kvs_query_cluster_sync(c, keys, 1, 1, 0, WAIT_MS, NULL, NULL), -EINVAL,
+		  "kvs_query_cluster_sync without KVS_CONNECT_CLUSTER");
+	CHECK(kvs_pending(c) == 0, "%u pending after the refused sync call", kvs_pending(c));
+	kvs_close(c);
+	fake_done();
+	it_ok("unknown connect flags, the cluster for an admin session and a cluster QUERY on "
+	      "a session without it: -EINVAL, nothing submitted");
 }
 
 /* ---- results flipped while the library reaps --------------------------- */
@@ -1071,6 +1593,9 @@ int main(void)
 	rewritten_cqe();
 	early_cqe();
 	impossible_results();
+	cluster_answers();
+	cluster_sync();
+	cluster_refusals();
 	flipped_results();
 	register_replies();
 	admin_replies();
