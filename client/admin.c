@@ -44,6 +44,9 @@ static const struct field_desc node_fields[] = { KVS_STATS_NODE(FIELD_) };
 #define SMSG struct kvs_msg_stats_session
 static const struct field_desc session_fields[] = { KVS_STATS_SESSION(FIELD_) };
 #undef SMSG
+#define SMSG struct kvs_msg_stats_registry
+static const struct field_desc registry_fields[] = { KVS_STATS_REGISTRY(FIELD_) };
+#undef SMSG
 
 static const struct group_desc {
 	const char *name;
@@ -60,6 +63,9 @@ static const struct group_desc {
 	{ "sessions", KVS_MSG_STATS_SESSION, sizeof(struct kvs_msg_stats_session),
 	  KVS_STATS_GROUP_MANY, session_fields,
 	  sizeof(session_fields) / sizeof(session_fields[0]) },
+	/* Only from a kvstashd with [cluster], in STATS and STATUS replies (wire.h). */
+	{ "registry", KVS_MSG_STATS_REGISTRY, sizeof(struct kvs_msg_stats_registry), 0,
+	  registry_fields, sizeof(registry_fields) / sizeof(registry_fields[0]) },
 };
 
 #define NR_GROUPS (sizeof(groups) / sizeof(groups[0]))

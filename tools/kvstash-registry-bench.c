@@ -6,8 +6,8 @@
  *
  *   kvstash-registry-bench [--redis HOST:PORT] [--inserts N] [--reps R]
  *
- * Without --redis it starts its own redis-server (no persistence) on a
- * random loopback port.  Two registries in this process: "holder" registers
+ * Without --redis it starts its own redis-server (tools/redis-bench.h: no
+ * persistence, a random loopback port, killed at exit).  Two registries in this process: "holder" registers
  * blocks, "asker" queries them, both driven by one epoll loop through
  * registry_fd()/registry_dispatch(), as kvstashd's control thread will.
  *   insert      N blocks enqueued by a producer thread until the flush
@@ -21,26 +21,24 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "cluster/registry.h"
+#include "redis-bench.h"
+
+#define BASE_PREFIX "bench:b:" /* the baseline's keys */
 
 static struct registry *holder, *asker;
 static int ep;
 static uint8_t ns[REG_DIGEST_SIZE];
-static char host[64] = "127.0.0.1";
-static int port;
-static pid_t redis_pid;
+static struct redis_bench rb;
 
 static double now_s(void)
 {
@@ -65,12 +63,6 @@ static void log_cb(void *arg, int level, int err, const char *msg)
 	(void)err;
 	if (level <= 4)
 		fprintf(stderr, "bench: %s\n", msg);
-}
-
-static void make_key(uint8_t *k, uint64_t seed, uint64_t i)
-{
-	memcpy(k, &seed, 8);
-	memcpy(k + 8, &i, 8);
 }
 
 static void loop_once(int ms)
@@ -134,7 +126,7 @@ static void *producer(void *p)
 		uint32_t c = w->n - i < 256 ? (uint32_t)(w->n - i) : 256, got = 0;
 
 		for (uint32_t j = 0; j < c; j++)
-			make_key(k[j], w->seed, i + j);
+			redis_bench_key(k[j], w->seed, i + j);
 		/* A full queue refuses; this producer offers again (the bench wants no drops). */
 		while (got < c) {
 			uint32_t g = registry_insert(holder, ns, (const uint8_t(*)[16])(k + got),
@@ -175,84 +167,6 @@ static double insert_run(uint64_t seed, uint64_t n)
 		fprintf(stderr, "warning: %" PRIu64 " of %" PRIu64 " delivered\n",
 			s1.delivered - s0.delivered, n);
 	return now_s() - t0;
-}
-
-static redisContext *sync_conn(void)
-{
-	redisContext *c = redisConnect(host, port);
-
-	if (!c || c->err) {
-		fprintf(stderr, "cannot connect to %s:%d\n", host, port);
-		exit(1);
-	}
-	return c;
-}
-
-/* Baseline: @n pipelined commands of one key each; seconds until the last reply. */
-static double baseline(redisContext *c, const char *cmd, uint64_t seed, uint64_t n, int expire)
-{
-	char key[64];
-	size_t kl;
-	double t0 = now_s();
-	void *reply;
-
-	memcpy(key, "bench:b:", 8);
-	for (uint64_t i = 0; i < n; i++) {
-		make_key((uint8_t *)key + 8, seed, i);
-		kl = 8 + REG_KEY_SIZE;
-		if (!strcmp(cmd, "HSET")) {
-			redisAppendCommand(c, "HSET %b node-b 1", key, kl);
-			if (expire)
-				redisAppendCommand(c, "PEXPIRE %b 3600000", key, kl);
-		} else {
-			redisAppendCommand(c, "HGETALL %b", key, kl);
-		}
-	}
-	for (uint64_t i = 0; i < n * (expire ? 2 : 1); i++) {
-		if (redisGetReply(c, &reply) != REDIS_OK) {
-			fprintf(stderr, "baseline: %s\n", c->errstr);
-			exit(1);
-		}
-		freeReplyObject(reply);
-	}
-	return now_s() - t0;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void start_redis(void)
-{
-	char portbuf[16];
-	uint16_t r;
-
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		r = (uint16_t)getpid();
-	port = 20000 + r % 40000;
-	snprintf(portbuf, sizeof(portbuf), "%d", port);
-	redis_pid = fork();
-	if (redis_pid == 0) {
-		execlp("redis-server", "redis-server", "--port", portbuf, "--bind", "127.0.0.1",
-		       "--save", "", "--appendonly", "no", "--dir", "/tmp", "--logfile",
-		       "/dev/null", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++) {
-		redisContext *c = redisConnect(host, port);
-
-		if (c && !c->err) {
-			redisFree(c);
-			return;
-		}
-		redisFree(c);
-		usleep(10000);
-	}
-	fprintf(stderr, "redis-server did not start\n");
-	exit(1);
 }
 
 static struct registry *open_reg(const char *node, const char *addr)
@@ -308,13 +222,10 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	if (!addr[0]) {
-		start_redis();
-		snprintf(addr, sizeof(addr), "%s:%d", host, port);
+		redis_bench_start(&rb, NULL);
+		snprintf(addr, sizeof(addr), "%s:%d", rb.host, rb.port);
 	} else {
-		char *colon = strrchr(addr, ':');
-
-		snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-		port = atoi(colon + 1);
+		redis_bench_attach(&rb, addr);
 	}
 	for (int i = 0; i < 36; i++)
 		layers[i] = lg;
@@ -336,21 +247,21 @@ int main(int argc, char **argv)
 			break;
 		loop_once(100);
 	}
-	rc = sync_conn();
+	rc = redis_bench_connect(&rb);
 
 	printf("kvstash-registry-bench: redis %s, one process, loopback\n\n", addr);
 	printf("%-22s %14s %14s %8s\n", "measure", "registry", "baseline", "ratio");
 
 	/* ---- insert throughput ---- */
 	double ti = insert_run(seed++, inserts);
-	double tb = baseline(rc, "HSET", 100, inserts, 1);
+	double tb = redis_bench_pipeline(rc, RB_HSET_PEXPIRE, BASE_PREFIX, "node-b", 100, inserts);
 
 	printf("%-22s %11.0f/s %11.0f/s %7.2fx   (%" PRIu64 " blocks; baseline HSET+PEXPIRE)\n",
 	       "insert", (double)inserts / ti, (double)inserts / tb, tb / ti, inserts);
 
 	/* ---- query latency: the holder has a 32K-key prefix ---- */
 	insert_run(1000, 32768);
-	baseline(rc, "HSET", 1000, 32768, 1);
+	redis_bench_pipeline(rc, RB_HSET_PEXPIRE, BASE_PREFIX, "node-b", 1000, 32768);
 	{
 		static const uint32_t sizes[] = { 64, 512, 4096, 32768 };
 
@@ -362,7 +273,7 @@ int main(int argc, char **argv)
 			uint8_t(*keys)[REG_KEY_SIZE] = malloc((size_t)k * REG_KEY_SIZE);
 
 			for (uint32_t i = 0; i < k; i++)
-				make_key(keys[i], 1000, i);
+				redis_bench_key(keys[i], 1000, i);
 			for (int i = 0; i < r; i++) {
 				double t0 = now_s();
 
@@ -376,20 +287,21 @@ int main(int argc, char **argv)
 						qres.best, qres.status);
 					exit(1);
 				}
-				base[i] = baseline(rc, "HGETALL", 1000, k, 0);
+				base[i] = redis_bench_pipeline(rc, RB_HGETALL, BASE_PREFIX, NULL,
+							       1000, k);
 			}
-			qsort(lat, (size_t)r, sizeof(double), cmp_d);
-			qsort(base, (size_t)r, sizeof(double), cmp_d);
+			double l50 = redis_bench_pct(lat, (size_t)r, 50),
+			       b50 = redis_bench_pct(base, (size_t)r, 50),
+			       l99 = redis_bench_pct(lat, (size_t)r, 99),
+			       b99 = redis_bench_pct(base, (size_t)r, 99);
 			char name[32];
 
 			snprintf(name, sizeof(name), "query %u (p50)", k);
 			printf("%-22s %11.3f ms %11.3f ms %7.2fx   (%u round trips; baseline HGETALL x%u)\n",
-			       name, lat[r / 2] * 1e3, base[r / 2] * 1e3, lat[r / 2] / base[r / 2],
-			       qres.round_trips, k);
+			       name, l50 * 1e3, b50 * 1e3, l50 / b50, qres.round_trips, k);
 			snprintf(name, sizeof(name), "query %u (p99)", k);
-			printf("%-22s %11.3f ms %11.3f ms %7.2fx\n", name,
-			       lat[(r * 99) / 100] * 1e3, base[(r * 99) / 100] * 1e3,
-			       lat[(r * 99) / 100] / base[(r * 99) / 100]);
+			printf("%-22s %11.3f ms %11.3f ms %7.2fx\n", name, l99 * 1e3, b99 * 1e3,
+			       l99 / b99);
 			free(lat);
 			free(base);
 			free(keys);
@@ -414,7 +326,8 @@ int main(int argc, char **argv)
 			registry_flush(holder, &m, 60000, on_flush, NULL);
 			wait_flag();
 			tf = now_s() - t0;
-			tbl = baseline(rc, "HSET", 9000 + s, n, 1);
+			tbl = redis_bench_pipeline(rc, RB_HSET_PEXPIRE, BASE_PREFIX, "node-b",
+						   9000 + s, n);
 			char name[32];
 
 			snprintf(name, sizeof(name), "flush after %" PRIu64, n);
@@ -430,9 +343,6 @@ int main(int argc, char **argv)
 		loop_once(100);
 	registry_free(holder);
 	registry_free(asker);
-	if (redis_pid > 0) {
-		kill(redis_pid, SIGKILL);
-		waitpid(redis_pid, NULL, 0);
-	}
+	redis_bench_stop(&rb);
 	return 0;
 }

@@ -42,8 +42,8 @@ static void usage(FILE *f)
 		"Show what kvstashd is doing.\n"
 		"\n"
 		"Commands:\n"
-		"  status    daemon facts and the sessions connected\n"
-		"  stats     pool, block, operation and session counters\n"
+		"  status    daemon facts, the cluster registry's state, the sessions connected\n"
+		"  stats     pool, block, operation, session and cluster registry counters\n"
 		"  version   versions of this tool, libkvstash and kvstashd\n"
 		"\n"
 		"Options:\n"
@@ -108,6 +108,9 @@ struct reply {
 	size_t nr_nodes;
 	struct kvs_msg_stats_session *sstats;
 	size_t nr_sstats;
+	/* Only from a kvstashd with [cluster], in STATUS and STATS replies. */
+	bool have_registry;
+	struct kvs_msg_stats_registry registry;
 };
 
 static int push(void *arrp, size_t *n, size_t size, const void *item)
@@ -142,6 +145,10 @@ static int collect(void *arg, const struct kvs_msg_hdr *msg)
 		return push(&r->nodes, &r->nr_nodes, sizeof(*r->nodes), msg);
 	case KVS_MSG_STATS_SESSION:
 		return push(&r->sstats, &r->nr_sstats, sizeof(*r->sstats), msg);
+	case KVS_MSG_STATS_REGISTRY:
+		memcpy(&r->registry, msg, sizeof(r->registry));
+		r->have_registry = true;
+		return 0;
 	default:
 		return 0; /* a newer daemon's addition: not ours to show */
 	}
@@ -566,6 +573,10 @@ static void jrate(struct jobj *j, const char *key, uint64_t bytes, uint64_t ns)
 
 /* ---- status ------------------------------------------------------------- */
 
+/* The registry's group, as `kvstash stats` shows it (below); nothing without it. */
+static void registry_json(struct jobj *j, const struct reply *r);
+static void registry_text(const struct reply *r);
+
 static void status_json(const struct reply *r)
 {
 	const struct kvs_msg_status_daemon *d = &r->daemon;
@@ -582,6 +593,7 @@ static void status_json(const struct reply *r)
 	ju64(&j, "sessions", d->nr_sessions);
 	jbool(&j, "cuda_available", d->cuda_available);
 	jclose(&j, '}');
+	registry_json(&j, r);
 	jopen(&j, "sessions", '[');
 	for (size_t i = 0; i < r->nr_sessions; i++) {
 		const struct kvs_msg_status_session *s = &r->sessions[i];
@@ -636,6 +648,7 @@ static void status_text(const struct reply *r)
 	printf("  instances  %u\n", d->nr_instances);
 	printf("  sessions   %u\n", d->nr_sessions);
 	printf("  CUDA       %s\n", d->cuda_available ? "available" : "not available");
+	registry_text(r);
 	if (r->nr_sessions == 0) {
 		printf("\nNo engine sessions.\n");
 		return;
@@ -689,6 +702,7 @@ enum crow_formula {
 enum crow_group {
 	CG_NODE,
 	CG_SESSION,
+	CG_REGISTRY,
 };
 
 struct crow {
@@ -744,6 +758,9 @@ static const struct crow node_rows[] = { KVS_STATS_NODE(CROW_) };
 #define CMSG struct kvs_msg_stats_session
 static const struct crow session_rows[] = { KVS_STATS_SESSION(CROW_) };
 #undef CMSG
+#define CMSG struct kvs_msg_stats_registry
+static const struct crow registry_rows[] = { KVS_STATS_REGISTRY(CROW_) };
+#undef CMSG
 
 #define NROWS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -787,6 +804,7 @@ static void session_keys_json(struct jobj *j, const void *msg)
 static const struct cgroup {
 	const struct crow *rows;
 	size_t nrows;
+	bool single;	   /* one message: lines of its own, a JSON object */
 	const char *title; /* text: the line above its table, NULL: none */
 	unsigned nkeys;
 	const char *key_head[4];
@@ -796,6 +814,7 @@ static const struct cgroup {
 } cgroups[] = {
 	[CG_NODE] = { node_rows,
 		      NROWS(node_rows),
+		      false,
 		      NULL,
 		      2,
 		      { "NODE", "PAGES" },
@@ -804,12 +823,22 @@ static const struct cgroup {
 		      node_keys_json },
 	[CG_SESSION] = { session_rows,
 			 NROWS(session_rows),
+			 false,
 			 "Per session:",
 			 4,
 			 { "SESSION", "PID", "INSTANCE", "RANK" },
 			 "rrlr",
 			 session_keys,
 			 session_keys_json },
+	[CG_REGISTRY] = { registry_rows,
+			  NROWS(registry_rows),
+			  true,
+			  "Registry:",
+			  0,
+			  { NULL },
+			  "",
+			  NULL,
+			  NULL },
 };
 
 /* The messages of group @g in reply @r. */
@@ -819,6 +848,11 @@ static const void *group_msgs(const struct reply *r, unsigned g, size_t *ret_n, 
 		*ret_n = r->nr_nodes;
 		*ret_size = sizeof(*r->nodes);
 		return r->nodes;
+	}
+	if (g == CG_REGISTRY) {
+		*ret_n = r->have_registry;
+		*ret_size = sizeof(r->registry);
+		return &r->registry;
 	}
 	*ret_n = r->nr_sstats;
 	*ret_size = sizeof(*r->sstats);
@@ -865,9 +899,15 @@ static const char *text_value(char *buf, size_t len, const struct crow *rows, si
 		snprintf(buf, len, "%d", (int32_t)msg_u32(msg, c->off));
 		return buf;
 	}
-	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_NAME)
-		return wstr(buf, (const char *)msg + c->off,
-			    len - 1 < KVS_NAME_MAX ? len - 1 : KVS_NAME_MAX);
+	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_NAME) {
+		wstr(buf, (const char *)msg + c->off,
+		     len - 1 < KVS_NAME_MAX ? len - 1 : KVS_NAME_MAX);
+		return printable(buf);
+	}
+	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_BOOL) {
+		snprintf(buf, len, "%s", msg_u32(msg, c->off) ? "yes" : "no");
+		return buf;
+	}
 	if (c->shape == CR_FIELD) {
 		v = c->type == KVS_STATS_T_U64 ? msg_u64(msg, c->off) : msg_u32(msg, c->off);
 	} else {
@@ -889,7 +929,7 @@ static const char *text_value(char *buf, size_t len, const struct crow *rows, si
 	}
 	if (unit == KVS_STATS_U_BYTES)
 		return human_bytes(buf, len, v);
-	snprintf(buf, len, "%" PRIu64, v);
+	snprintf(buf, len, "%" PRIu64 "%s", v, unit == KVS_STATS_U_US ? " us" : "");
 	return buf;
 }
 
@@ -912,7 +952,13 @@ static bool same(const char *x, const char *y)
 	return x && y && strcmp(x, y) == 0;
 }
 
-/* A group's items as a table: its KEY columns, then every row with a text. */
+static void lines_text(const struct reply *r, const struct crow *rows, size_t n, const void *msg,
+		       const char *indent, int width);
+
+/*
+ * A group's items as a table: its KEY columns, then every row with a text;
+ * a group of one message as lines under its title.
+ */
 static void group_text(const struct reply *r, unsigned g)
 {
 	const struct cgroup *cg = &cgroups[g];
@@ -927,6 +973,10 @@ static void group_text(const struct reply *r, unsigned g)
 		return;
 	if (cg->title)
 		printf("\n%s\n", cg->title);
+	if (cg->single) {
+		lines_text(NULL, cg->rows, cg->nrows, msgs, "  ", 11);
+		return;
+	}
 	for (unsigned i = 0; i < cg->nkeys; i++) {
 		head[i] = cg->key_head[i];
 		align[i] = cg->key_align[i];
@@ -957,15 +1007,14 @@ static void group_text(const struct reply *r, unsigned g)
 	table_free(&t);
 }
 
-static void stats_text(const struct reply *r)
+/*
+ * The lines of @rows of message @msg: one per title, in the order of its
+ * first row, "@indent title" padded to @width, then its fragments.  With
+ * @r, the groups placed after a line follow it.
+ */
+static void lines_text(const struct reply *r, const struct crow *rows, size_t n, const void *msg,
+		       const char *indent, int width)
 {
-	const struct crow *rows = global_rows;
-	const size_t n = NROWS(global_rows);
-	char up[32];
-
-	printf("kvstashd at %s, up %s\n\n", socket_path(),
-	       human_uptime(up, sizeof(up), r->global.uptime_ms));
-	/* One line per title, in the order of its first row; the groups placed after it. */
 	for (size_t i = 0; i < n; i++) {
 		bool seen = false;
 
@@ -976,20 +1025,32 @@ static void stats_text(const struct reply *r)
 			       same(rows[k].line, rows[i].line);
 		if (seen)
 			continue;
-		printf("%-12s", rows[i].line);
+		printf("%s%-*s", indent, width, rows[i].line);
 		for (size_t k = i; k < n; k++) {
 			char v[64];
 
 			if (rows[k].text && rows[k].shape != CR_GROUP &&
 			    same(rows[k].line, rows[i].line))
 				fragment(rows[k].text,
-					 text_value(v, sizeof(v), rows, n, &rows[k], &r->global));
+					 text_value(v, sizeof(v), rows, n, &rows[k], msg));
 		}
 		putchar('\n');
-		for (size_t k = 0; k < n; k++)
+		for (size_t k = 0; r && k < n; k++)
 			if (rows[k].shape == CR_GROUP && same(rows[k].line, rows[i].line))
 				group_text(r, rows[k].group);
 	}
+}
+
+static void stats_text(const struct reply *r)
+{
+	const struct crow *rows = global_rows;
+	const size_t n = NROWS(global_rows);
+	char up[32];
+
+	printf("kvstashd at %s, up %s\n\n", socket_path(),
+	       human_uptime(up, sizeof(up), r->global.uptime_ms));
+	/* One line per title, in the order of its first row; the groups placed after it. */
+	lines_text(r, rows, n, &r->global, "", 12);
 	for (size_t k = 0; k < n; k++)
 		if (rows[k].shape == CR_GROUP && !rows[k].line)
 			group_text(r, rows[k].group);
@@ -1076,12 +1137,24 @@ static void json_rows(struct jobj *j, const struct reply *r, const struct crow *
 	}
 }
 
-/* A group's items as a list: its KEY members, then its rows. */
+/*
+ * A group's items as a list: its KEY members, then its rows.  A group of
+ * one message is an object, and no member at all without its message.
+ */
 static void json_group(struct jobj *j, const char *key, const struct reply *r, unsigned g)
 {
 	const struct cgroup *cg = &cgroups[g];
 	size_t n, size;
 	const uint8_t *msgs = group_msgs(r, g, &n, &size);
+
+	if (cg->single) {
+		if (n == 0)
+			return;
+		jopen(j, key, '{');
+		json_rows(j, r, cg->rows, cg->nrows, msgs);
+		jclose(j, '}');
+		return;
+	}
 
 	jopen(j, key, '[');
 	for (size_t m = 0; m < n; m++) {
@@ -1102,6 +1175,16 @@ static void stats_json(const struct reply *r)
 	json_rows(&j, r, global_rows, NROWS(global_rows), &r->global);
 	jclose(&j, '}');
 	putchar('\n');
+}
+
+static void registry_json(struct jobj *j, const struct reply *r)
+{
+	json_group(j, "registry", r, CG_REGISTRY);
+}
+
+static void registry_text(const struct reply *r)
+{
+	group_text(r, CG_REGISTRY);
 }
 
 /* ---- commands ------------------------------------------------------------ */

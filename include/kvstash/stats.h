@@ -4,7 +4,7 @@
  *
  * A group is one kind of message in the reply to KVS_MSG_STATS (wire.h):
  * global (one message), node (one per pool region), session (one per engine
- * session).  A later module adds its own group (one per SSD drive, one per
+ * session), registry (one, only from a kvstashd with [cluster]).  A later module adds its own group (one per SSD drive, one per
  * peer, one for the registry client): a table here, a message type in
  * wire.h, an entry in kvs_stats_group().  Each table lists its message's
  * fields in wire order, and from it come
@@ -39,7 +39,7 @@
  *              COUNTER: only grows; GAUGE: a value of the moment.
  *     src      CTR: counted by kvstashd as it happens (its counters);
  *              SMP: read from its owner (store, lease table) for each reply.
- *     unit     NONE, COUNT, BYTES, NS, MS.
+ *     unit     NONE, COUNT, BYTES, NS, MS, US.
  *     section, key   JSON: member @key of object @section ("": the top
  *              level; a group shown as a list: its items).  key NULL: not
  *              in the JSON by this table (KEY rows: the CLI prints them).
@@ -62,7 +62,10 @@
  *   S(group, section, key, line)
  *     Where the messages of another group appear in this group's views:
  *     the JSON list @key in @section, the text table after line @line
- *     (NULL: after the last), the Prometheus families at this place.
+ *     (NULL: after the last), the Prometheus families at this place.  A
+ *     group of one message (no KVS_STATS_GROUP_MANY) is the JSON object
+ *     @key and, in text, its own lines under its title; a reply without
+ *     its message shows nothing of it (no member, no line, no family).
  *
  *   I(type, name, prom, help)
  *     A counter of kvstashd not in the message: U64, HIST (a latency
@@ -182,7 +185,8 @@
 	X(I, U64, sessions_closed, NULL, "Sessions of sessions_total freed since.")                \
 	X(I, ERRKIND, errors_by_kind, "kvstash_errors_total",                                      \
 	  "Operations that completed with an error, by kind.")                                     \
-	X(S, SESSION, "", "per_session", NULL)
+	X(S, SESSION, "", "per_session", NULL)                                                     \
+	X(S, REGISTRY, "", "registry", NULL)
 
 #define KVS_STATS_NODE(X)                                                                          \
 	X(F, I32, node, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                    \
@@ -230,6 +234,82 @@
 	X(F, NAME, instance, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                               \
 	  NULL, "The engine instance of the session.")
 
+/*
+ * The cluster registry client (sidecar/cluster/registry.h): struct
+ * registry_stats field for field, read with registry_get_stats() for each
+ * reply, and the state's name from registry_state_name(), so a CLI needs
+ * no table of states.  One message, sent only by a kvstashd with a
+ * [cluster] section, in the STATS reply and in the STATUS reply.
+ */
+#define KVS_STATS_REGISTRY(X)                                                                      \
+	X(F, NAME, state_name, GAUGE, SMP, NONE, "", "state", "state", "%s",                       \
+	  NULL, "The state's name (registry_state_name()).")                                       \
+	X(F, U32, state, GAUGE, SMP, NONE, "", "state_code", NULL, NULL,                           \
+	  "kvstash_registry_state",                                                                \
+	  "Registry client state: 0 disconnected, 1 connecting, 2 handshake, 3 ready, "            \
+	  "4 conflict, 5 closed.")                                                                 \
+	X(F, BOOL, connected, GAUGE, SMP, NONE, "", "connected", "state", ", connected %s",        \
+	  "kvstash_registry_connected", "1 while connected to Redis.")                             \
+	X(F, BOOL, leased, GAUGE, SMP, NONE, "", "leased", "state", ", leased %s",                 \
+	  "kvstash_registry_leased", "1 while this node holds its lease.")                         \
+	X(F, BOOL, backfilling, GAUGE, SMP, NONE, "", "backfilling", "state", ", backfilling %s",  \
+	  "kvstash_registry_backfilling",                                                          \
+	  "1 while resident blocks are re-registered after a lease acquisition.")                  \
+	X(F, U64, epoch, GAUGE, SMP, NONE, "", "epoch", "state", ", epoch %s",                     \
+	  "kvstash_registry_epoch", "Epoch of the lease held or last held; 0: never leased.")      \
+	X(F, U64, queue_depth, GAUGE, SMP, COUNT, "queue", "depth", NULL, NULL,                    \
+	  "kvstash_registry_queue_depth", "Changes waiting in the registration queue.")            \
+	X(F, U64, queue_capacity, GAUGE, SMP, COUNT, "queue", "capacity", NULL, NULL,              \
+	  "kvstash_registry_queue_capacity", "Entries of the registration queue.")                 \
+	X(D, queue, PAIR, queue_depth, queue_capacity, NULL, NULL, "queue", "%s queued",           \
+	  NULL, NULL)                                                                              \
+	X(F, U64, enqueued, COUNTER, SMP, COUNT, "queue", "enqueued", "queue", ", %s enqueued",    \
+	  "kvstash_registry_enqueued_total", "Registrations and removals enqueued.")               \
+	X(F, U64, delivered, COUNTER, SMP, COUNT, "queue", "delivered", "queue", ", %s delivered", \
+	  "kvstash_registry_delivered_total", "Changes Redis applied (netted ones included).")     \
+	X(F, U64, dropped_overflow, COUNTER, SMP, COUNT, "dropped", "overflow",                    \
+	  "dropped", "%s overflow",                                                                \
+	  "kvstash_registry_dropped_total{reason=\"overflow\"}",                                   \
+	  "Changes dropped, by reason: queue full (overflow), no lease or connection when "        \
+	  "dequeued (offline), a failed or fenced attempt (failed).")                              \
+	X(F, U64, dropped_offline, COUNTER, SMP, COUNT, "dropped", "offline",                      \
+	  "dropped", ", %s offline",                                                               \
+	  "kvstash_registry_dropped_total{reason=\"offline\"}",                                    \
+	  "Changes dropped, by reason: queue full (overflow), no lease or connection when "        \
+	  "dequeued (offline), a failed or fenced attempt (failed).")                              \
+	X(F, U64, dropped_failed, COUNTER, SMP, COUNT, "dropped", "failed",                        \
+	  "dropped", ", %s failed",                                                                \
+	  "kvstash_registry_dropped_total{reason=\"failed\"}",                                     \
+	  "Changes dropped, by reason: queue full (overflow), no lease or connection when "        \
+	  "dequeued (offline), a failed or fenced attempt (failed).")                              \
+	X(F, U64, backfilled, COUNTER, SMP, COUNT, "queue", "backfilled", "queue",                 \
+	  ", %s backfilled",                                                                       \
+	  "kvstash_registry_backfilled_total", "Blocks re-registered after a lease acquisition.")  \
+	X(F, U64, round_trips, COUNTER, SMP, COUNT, "redis", "round_trips", "redis", "%s replies", \
+	  "kvstash_registry_round_trips_total", "Replies received from Redis.")                    \
+	X(F, U64, last_rtt_us, GAUGE, SMP, US, "redis", "last_rtt_us", "redis",                    \
+	  ", last round trip %s",                                                                  \
+	  "kvstash_registry_last_rtt_seconds", "Round trip of the last reply from Redis.")         \
+	X(F, U64, errors, COUNTER, SMP, COUNT, "redis", "errors", "redis", ", %s errors",          \
+	  "kvstash_registry_errors_total", "Error replies, timeouts and protocol violations.")     \
+	X(F, U64, connects, COUNTER, SMP, COUNT, "redis", "connects", "redis", ", %s connects",    \
+	  "kvstash_registry_connects_total", "Connections to Redis established.")                  \
+	X(F, U64, disconnects, COUNTER, SMP, COUNT, "redis", "disconnects", "redis",               \
+	  ", %s disconnects",                                                                      \
+	  "kvstash_registry_disconnects_total", "Connections to Redis lost or closed.")            \
+	X(F, U64, leases_acquired, COUNTER, SMP, COUNT, "leases", "acquired", "leases",            \
+	  "%s acquired",                                                                           \
+	  "kvstash_registry_leases_acquired_total", "Node leases acquired (each a new epoch).")    \
+	X(F, U64, leases_lost, COUNTER, SMP, COUNT, "leases", "lost", "leases", ", %s lost",       \
+	  "kvstash_registry_leases_lost_total", "Node leases lost: expired, fenced or taken over.")\
+	X(F, U64, queries, COUNTER, SMP, COUNT, "queries", "ops", "ops", "%s cluster queries",     \
+	  "kvstash_registry_queries_total", "Cluster queries asked of the registry.")              \
+	X(F, U64, query_hits, COUNTER, SMP, COUNT, "queries", "hits", "ops",                       \
+	  ", %s with a holder",                                                                    \
+	  "kvstash_registry_query_hits_total", "Cluster queries answered with another holder.")    \
+	X(F, U64, flushes, COUNTER, SMP, COUNT, "", "flushes", "ops", ", %s flushes",              \
+	  "kvstash_registry_flushes_total", "Cluster flushes asked of the registry.")
+
 /* clang-format on */
 
 /*
@@ -239,6 +319,7 @@
 #define KVS_STATS_GLOBAL_SIZE  304u
 #define KVS_STATS_NODE_SIZE    88u
 #define KVS_STATS_SESSION_SIZE 200u
+#define KVS_STATS_REGISTRY_SIZE 320u
 
 /* ---- the message structs (wire.h) ------------------------------------ */
 
@@ -299,5 +380,6 @@
 #define KVS_STATS_U_BYTES 2u
 #define KVS_STATS_U_NS	  3u
 #define KVS_STATS_U_MS	  4u
+#define KVS_STATS_U_US	  5u
 
 #endif /* KVSTASH_STATS_H */

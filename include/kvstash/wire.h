@@ -56,6 +56,7 @@
 #define KVS_MSG_STATS_NODE 21u
 #define KVS_MSG_STATS_SESSION 22u
 #define KVS_MSG_END 23u		    /* ends a multi-message admin reply */
+#define KVS_MSG_STATS_REGISTRY 24u /* minor 1: the registry client, with [cluster] only */
 
 struct kvs_msg_hdr {
 	uint32_t type;
@@ -223,6 +224,13 @@ struct kvs_msg_status_session {
 KVS_STATS_STRUCT(kvs_msg_stats_global, KVS_STATS_GLOBAL, KVS_STATS_GLOBAL_SIZE);
 KVS_STATS_STRUCT(kvs_msg_stats_node, KVS_STATS_NODE, KVS_STATS_NODE_SIZE);
 KVS_STATS_STRUCT(kvs_msg_stats_session, KVS_STATS_SESSION, KVS_STATS_SESSION_SIZE);
+/*
+ * Minor 1: a kvstashd with a [cluster] section adds one STATS_REGISTRY
+ * after the sessions' messages of a STATS reply, and one after
+ * STATUS_DAEMON in a STATUS reply; without [cluster] neither reply changes.
+ * A libkvstash of minor 0 skips the type (a newer daemon's addition).
+ */
+KVS_STATS_STRUCT(kvs_msg_stats_registry, KVS_STATS_REGISTRY, KVS_STATS_REGISTRY_SIZE);
 
 _Static_assert(sizeof(struct kvs_msg_hdr) == 16, "hdr");
 _Static_assert(offsetof(struct kvs_msg_hello, rev_major) == 16, "hello revision is frozen");
@@ -247,5 +255,8 @@ _Static_assert(KVS_STATS_RESV(KVS_STATS_NODE_SIZE, KVS_STATS_NODE) > 0,
 	       "stats node: no reserved word left; grow KVS_STATS_NODE_SIZE (stats.h)");
 _Static_assert(KVS_STATS_RESV(KVS_STATS_SESSION_SIZE, KVS_STATS_SESSION) > 0,
 	       "stats session: no reserved word left; grow KVS_STATS_SESSION_SIZE (stats.h)");
+_Static_assert(sizeof(struct kvs_msg_stats_registry) == KVS_STATS_REGISTRY_SIZE, "stats registry");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_REGISTRY_SIZE, KVS_STATS_REGISTRY) > 0,
+	       "stats registry: no reserved word left; grow KVS_STATS_REGISTRY_SIZE (stats.h)");
 
 #endif /* KVSTASH_WIRE_H */

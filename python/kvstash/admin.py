@@ -162,22 +162,30 @@ def _request(socket_path: str | os.PathLike[str] | None, msg_type: int, op: str,
 
 
 def status(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int = 5000) -> dict[str, Any]:
-    """{"daemon": {...}, "sessions": [{...}, ...]} (struct kvs_msg_status_*)."""
+    """{"daemon": {...}, "sessions": [{...}, ...]} (struct kvs_msg_status_*), and
+    "registry": {...} (struct kvs_msg_stats_registry) from a kvstashd with [cluster]."""
     out: dict[str, Any] = {"daemon": {}, "sessions": []}
+    layouts = _stats_layouts()
     structs = {t: (cls, _BOOLS) for t, cls in _lib.ADMIN_STRUCTS.items()}
+    # A stats group of one message may come with the status (the registry's).
+    structs.update({t: (g.cls, g.bools) for t, g in layouts.items() if not g.many})
     for t, d in _request(socket_path, _lib.MSG_STATUS, "status", timeout_ms, structs):
         if t == _lib.MSG_STATUS_DAEMON:
             out["daemon"] = d
         elif t == _lib.MSG_STATUS_SESSION:
             out["sessions"].append(d)
+        elif t in layouts:
+            out[layouts[t].key] = d
     return out
 
 
 def stats(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int = 5000) -> dict[str, Any]:
     """{"global": {...}, "nodes": [...], "sessions": [...]}: one key per stats group
-    (struct kvs_msg_stats_*), a dict for a group of one message, else a list."""
+    (struct kvs_msg_stats_*), a list for a group of many messages, a dict for a
+    group of one, present when kvstashd sent it: "global" always, "registry" from
+    a kvstashd with [cluster]."""
     layouts = _stats_layouts()
-    out: dict[str, Any] = {g.key: [] if g.many else {} for g in layouts.values()}
+    out: dict[str, Any] = {g.key: [] if g.many else None for g in layouts.values()}
     structs = {t: (g.cls, g.bools) for t, g in layouts.items()}
     for t, d in _request(socket_path, _lib.MSG_STATS, "stats", timeout_ms, structs):
         g = layouts[t]
@@ -185,4 +193,5 @@ def stats(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int 
             out[g.key].append(d)
         else:
             out[g.key] = d
-    return out
+    # In the groups' order, without the groups of one message that did not come.
+    return {k: v for k, v in out.items() if v is not None}

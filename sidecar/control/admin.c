@@ -15,6 +15,7 @@
 #include "control/session.h"
 #include "control/admin.h"
 #include "obs/metrics.h"
+#include "cluster/registry.h"
 #include "base/util.h"
 
 #define HDR(m, t, sq) \
@@ -74,6 +75,58 @@ static bool listed(const struct session *s)
 	return s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
 }
 
+/*
+ * The registry client's message, when kvstashd has one ([cluster]); false
+ * without, and the replies and the scrape then carry none.  The values are
+ * registry_get_stats()'s relaxed reads: safe on the metrics thread too,
+ * where d->reg outlives every scrape (metrics_stop() comes first in
+ * daemon_fini()).
+ */
+static bool sample_registry(struct daemon *d, struct kvs_msg_stats_registry *m)
+{
+	struct registry_stats st;
+
+	if (!d->reg)
+		return false;
+	registry_get_stats(d->reg, &st);
+	strscpy_trunc(m->state_name, registry_state_name((int)st.state), sizeof(m->state_name));
+	m->state = st.state;
+	m->connected = st.connected != 0;
+	m->leased = st.leased != 0;
+	m->backfilling = st.backfilling != 0;
+	m->epoch = st.epoch;
+	m->queue_depth = st.queue_depth;
+	m->queue_capacity = st.queue_capacity;
+	m->enqueued = st.enqueued;
+	m->delivered = st.delivered;
+	m->dropped_overflow = st.dropped_overflow;
+	m->dropped_offline = st.dropped_offline;
+	m->dropped_failed = st.dropped_failed;
+	m->backfilled = st.backfilled;
+	m->round_trips = st.round_trips;
+	m->last_rtt_us = st.last_rtt_us;
+	m->errors = st.errors;
+	m->connects = st.connects;
+	m->disconnects = st.disconnects;
+	m->leases_acquired = st.leases_acquired;
+	m->leases_lost = st.leases_lost;
+	m->queries = st.queries;
+	m->query_hits = st.query_hits;
+	m->flushes = st.flushes;
+	return true;
+}
+
+/* Append the registry's message to @t, if kvstashd has a registry. */
+static void put_registry(struct daemon *d, struct train *t, uint32_t seq)
+{
+	struct kvs_msg_stats_registry m = { 0 };
+
+	if (!sample_registry(d, &m))
+		return;
+	HDR(m, KVS_MSG_STATS_REGISTRY, seq);
+	put(t, &m, sizeof(m));
+}
+
 int admin_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 {
 	struct kvs_msg_status_daemon dm = { 0 };
@@ -89,6 +142,8 @@ int admin_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	dm.nr_instances = instance_count(d->instances);
 	dm.cuda_available = movers_device_count(KVS_DEVICE_CUDA) > 0;
 	put(&t, &dm, sizeof(dm));
+	/* `kvstash status` shows the registry too: one request, one moment. */
+	put_registry(d, &t, seq);
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_status_session m = { 0 };
 		struct registration *reg = session_reg(s);
@@ -174,6 +229,7 @@ void admin_sample(void *arg, struct metrics_sample *smp)
 
 	smp->nr_nodes = sample(d, &smp->global, smp->nodes, smp->max_nodes);
 	smp->ctr = &d->ctr;
+	smp->nr_registry = sample_registry(d, &smp->registry);
 }
 
 int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
@@ -207,5 +263,6 @@ int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 		m.inflight = __atomic_load_n(&s->w.inflight, __ATOMIC_RELAXED);
 		put(&t, &m, sizeof(m));
 	}
+	put_registry(d, &t, seq);
 	return send_train(admin, &t, seq);
 }

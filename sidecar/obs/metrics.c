@@ -41,6 +41,7 @@ enum prow_what {
 enum prow_group {
 	PG_NODE,
 	PG_SESSION,
+	PG_REGISTRY,
 };
 
 struct prow {
@@ -101,6 +102,9 @@ static const struct prow node_rows[] = { KVS_STATS_NODE(PROW_) };
 #undef PMSG
 #define PMSG struct kvs_msg_stats_session
 static const struct prow session_rows[] = { KVS_STATS_SESSION(PROW_) };
+#undef PMSG
+#define PMSG struct kvs_msg_stats_registry
+static const struct prow registry_rows[] = { KVS_STATS_REGISTRY(PROW_) };
 #undef PMSG
 
 static struct {
@@ -261,8 +265,14 @@ static void group(struct buf *b, const struct prow *rows, size_t nrows, const vo
 						       ll ? "," : "", kr->prom, u32);
 				}
 			}
-			put(b, "%.*s%s %" PRIu64 "\n", (int)name_len(r->prom), r->prom,
-			    labels(all, sizeof(all), r, lab), msg_u64(msg, r));
+			/* Microseconds are exported as (fractional) seconds, the base unit. */
+			if (r->unit == KVS_STATS_U_US)
+				put(b, "%.*s%s %.6f\n", (int)name_len(r->prom), r->prom,
+				    labels(all, sizeof(all), r, lab),
+				    (double)msg_u64(msg, r) / 1e6);
+			else
+				put(b, "%.*s%s %" PRIu64 "\n", (int)name_len(r->prom), r->prom,
+				    labels(all, sizeof(all), r, lab), msg_u64(msg, r));
 		}
 	}
 }
@@ -282,12 +292,18 @@ static void render(struct buf *b, const struct metrics_sample *smp)
 		const uint64_t *kinds;
 
 		if (r->what == PR_GROUP) {
-			if (r->group == PG_NODE)
+			if (r->group == PG_NODE) {
 				group(b, node_rows, ARRAY_SIZE(node_rows), smp->nodes,
 				      smp->nr_nodes, sizeof(*smp->nodes));
-			else
+			} else if (r->group == PG_REGISTRY) {
+				/* No [cluster]: not even the HELP lines. */
+				if (smp->nr_registry)
+					group(b, registry_rows, ARRAY_SIZE(registry_rows),
+					      &smp->registry, 1, sizeof(smp->registry));
+			} else {
 				group(b, session_rows, ARRAY_SIZE(session_rows), NULL, 0,
 				      sizeof(struct kvs_msg_stats_session));
+			}
 			continue;
 		}
 		if (!r->prom || r->what == PR_LABEL || r->what == PR_SKIP)

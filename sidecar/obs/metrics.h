@@ -5,8 +5,9 @@
  * draining) with libmicrohttpd on its own thread.  The families are the
  * rows of <kvstash/stats.h> that name one, in table order; their figures
  * are those of `kvstash stats`, taken by the daemon's sampler on this
- * thread.  Labels are bounded (node, direction, error kind), never per key
- * or per session.
+ * thread.  Labels are bounded (node, direction, error kind, drop reason),
+ * never per key or per session.  A group the sample lacks (the registry's
+ * without [cluster]) shows no family at all.
  *
  * Built without libmicrohttpd, metrics_start() refuses a non-empty listen
  * address with a clear error.
@@ -34,6 +35,9 @@ struct metrics_sample {
 	struct kvs_msg_stats_node *nodes;
 	unsigned max_nodes, nr_nodes;
 	const struct counters_global *ctr;
+	/* The registry client's, when nr_registry is 1 (kvstashd with [cluster]). */
+	struct kvs_msg_stats_registry registry;
+	unsigned nr_registry;
 };
 
 typedef void metrics_sample_fn(void *arg, struct metrics_sample *smp);

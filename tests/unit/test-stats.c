@@ -42,6 +42,9 @@ static const struct row node_rows[] = { KVS_STATS_NODE(ROW_) };
 #define M struct kvs_msg_stats_session
 static const struct row session_rows[] = { KVS_STATS_SESSION(ROW_) };
 #undef M
+#define M struct kvs_msg_stats_registry
+static const struct row registry_rows[] = { KVS_STATS_REGISTRY(ROW_) };
+#undef M
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -61,6 +64,8 @@ static const struct {
 	{ KVS_MSG_STATS_SESSION, "sessions", sizeof(struct kvs_msg_stats_session),
 	  KVS_STATS_GROUP_MANY, session_rows, N(session_rows),
 	  offsetof(struct kvs_msg_stats_session, resv) },
+	{ KVS_MSG_STATS_REGISTRY, "registry", sizeof(struct kvs_msg_stats_registry), 0,
+	  registry_rows, N(registry_rows), offsetof(struct kvs_msg_stats_registry, resv) },
 };
 
 START_TEST(test_descriptors)
@@ -183,6 +188,58 @@ START_TEST(test_frozen)
 }
 END_TEST
 
+/*
+ * Wire revision 1.1: the registry's message, and every field of struct
+ * registry_stats (sidecar/cluster/registry.h) in it, exported to
+ * Prometheus under kvstash_registry_*.
+ */
+START_TEST(test_registry)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		const char *prom;
+	} reg[] = {
+		{ "state_name", 16, NULL },
+		{ "state", 80, "kvstash_registry_state" },
+		{ "connected", 84, "kvstash_registry_connected" },
+		{ "leased", 88, "kvstash_registry_leased" },
+		{ "backfilling", 92, "kvstash_registry_backfilling" },
+		{ "epoch", 96, "kvstash_registry_epoch" },
+		{ "queue_depth", 104, "kvstash_registry_queue_depth" },
+		{ "queue_capacity", 112, "kvstash_registry_queue_capacity" },
+		{ "enqueued", 120, "kvstash_registry_enqueued_total" },
+		{ "delivered", 128, "kvstash_registry_delivered_total" },
+		{ "dropped_overflow", 136, "kvstash_registry_dropped_total{reason=\"overflow\"}" },
+		{ "dropped_offline", 144, "kvstash_registry_dropped_total{reason=\"offline\"}" },
+		{ "dropped_failed", 152, "kvstash_registry_dropped_total{reason=\"failed\"}" },
+		{ "backfilled", 160, "kvstash_registry_backfilled_total" },
+		{ "round_trips", 168, "kvstash_registry_round_trips_total" },
+		{ "last_rtt_us", 176, "kvstash_registry_last_rtt_seconds" },
+		{ "errors", 184, "kvstash_registry_errors_total" },
+		{ "connects", 192, "kvstash_registry_connects_total" },
+		{ "disconnects", 200, "kvstash_registry_disconnects_total" },
+		{ "leases_acquired", 208, "kvstash_registry_leases_acquired_total" },
+		{ "leases_lost", 216, "kvstash_registry_leases_lost_total" },
+		{ "queries", 224, "kvstash_registry_queries_total" },
+		{ "query_hits", 232, "kvstash_registry_query_hits_total" },
+		{ "flushes", 240, "kvstash_registry_flushes_total" },
+	};
+
+	ck_assert_uint_eq(KVS_MSG_STATS_REGISTRY, 24);
+	ck_assert_uint_ge(N(registry_rows), N(reg));
+	for (size_t i = 0; i < N(reg); i++) {
+		ck_assert_str_eq(registry_rows[i].name, reg[i].name);
+		ck_assert_uint_eq(registry_rows[i].off, reg[i].off);
+		if (reg[i].prom)
+			ck_assert_str_eq(registry_rows[i].prom, reg[i].prom);
+		else
+			ck_assert_ptr_null(registry_rows[i].prom);
+	}
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_registry), 320);
+}
+END_TEST
+
 /* Every row a Prometheus family, with all its rows (D and I ones too). */
 struct prom {
 	const char *prom;
@@ -201,7 +258,7 @@ struct prom {
 #define PROM_I_HIST		       0
 
 static const struct prom proms[] = { KVS_STATS_GLOBAL(PROM_) KVS_STATS_NODE(PROM_)
-					     KVS_STATS_SESSION(PROM_) };
+					     KVS_STATS_SESSION(PROM_) KVS_STATS_REGISTRY(PROM_) };
 
 static size_t family_len(const char *p)
 {
@@ -248,16 +305,20 @@ struct text {
 #define TEXT_I(...)
 
 static const struct text global_text[] = { KVS_STATS_GLOBAL(TEXT_) };
+/* A group of one message is lines too (kvstash(1)'s "Registry:"). */
+static const struct text lines_text[] = { KVS_STATS_REGISTRY(TEXT_) };
 static const struct text table_text[] = { KVS_STATS_NODE(TEXT_) KVS_STATS_SESSION(TEXT_) };
 
 START_TEST(test_text)
 {
-	for (size_t i = 0; i < N(global_text); i++) {
-		const char *t = global_text[i].text, *at;
+	for (size_t i = 0; i < N(global_text) + N(lines_text); i++) {
+		const struct text *x =
+			i < N(global_text) ? &global_text[i] : &lines_text[i - N(global_text)];
+		const char *t = x->text, *at;
 
 		if (!t)
 			continue;
-		ck_assert_ptr_nonnull(global_text[i].line);
+		ck_assert_ptr_nonnull(x->line);
 		at = strstr(t, "%s");
 		ck_assert_msg(at && !strstr(at + 2, "%") && !memchr(t, '%', (size_t)(at - t)),
 			      "fragment \"%s\" needs exactly one %%s", t);
@@ -270,7 +331,7 @@ START_TEST(test_text)
 }
 END_TEST
 
-UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_prom_names, test_text)
+UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_registry, test_prom_names, test_text)
 
 const struct unit_suite unit_suite = {
 	.name = "stats",
