@@ -120,9 +120,13 @@ struct seg {
 
 struct net_op {
 	uint8_t op;
+	uint8_t sent; /* batch_send(): already in the REGISTER being built */
 	uint8_t ns[REG_DIGEST_SIZE];
 	uint8_t key[REG_KEY_SIZE];
 };
+
+/* A REGISTER's arguments at most: its keys, their bare keys, a group per key, our words. */
+#define ARGV_MAX (4 * BATCH_MAX + 32)
 
 struct registry {
 	/* configuration (copies) */
@@ -136,8 +140,9 @@ struct registry {
 	struct registry_ops ops;
 
 	/* keys */
-	char lease_key[160], epoch_key[160], lease_prefix[160], bprefix[160];
-	size_t bprefix_len;
+	char lease_key[160], epoch_key[160], lease_prefix[160];
+	/* The run sets' prefix, this node's list of its sets, the cluster's node list (scripts.h). */
+	char sprefix[160], sets_key[160], nodes_key[160], sets_prefix[160];
 
 	/* the loop */
 	int epfd, evfd, tfd;
@@ -180,9 +185,10 @@ struct registry {
 	uint64_t net_seed;
 	uint64_t pend_start, pend_end; /* positions in the batch being built */
 	uint32_t pend_backfill;
-	char *keybuf;
 	const char **argv;
 	size_t *argvlen;
+	char (*gcount)[12];		   /* a REGISTER's group sizes, as text */
+	const uint8_t **gdigest, **member; /* its groups' digests, its bare keys */
 
 	/* resolution, in position order */
 	uint64_t resolved, del_cum, drop_cum;
@@ -453,8 +459,8 @@ static int send_text_script(struct registry *r, struct req *q, int script, uint3
 
 static void send_acquire(struct registry *r)
 {
-	const char *argv[10];
-	size_t lens[10];
+	const char *argv[14];
+	size_t lens[14];
 	char ttl[16];
 	struct req *q = req_new(K_ACQUIRE);
 	uint64_t rnd;
@@ -467,14 +473,18 @@ static void send_acquire(struct registry *r)
 	snprintf(ttl, sizeof(ttl), "%u", r->ttl_ms);
 	argv[3] = r->lease_key;
 	argv[4] = r->epoch_key;
-	argv[5] = r->nonce;
-	argv[6] = r->token;
+	argv[5] = r->sets_key;
+	argv[6] = r->nodes_key;
+	argv[7] = r->nonce;
+	argv[8] = r->token;
 	/* Only a process's first lease takes over a live one: it is this node restarted. */
-	argv[7] = r->ever_leased ? "0" : "1";
-	argv[8] = ttl;
-	argv[9] = r->peer_addr;
+	argv[9] = r->ever_leased ? "0" : "1";
+	argv[10] = ttl;
+	argv[11] = r->peer_addr;
+	argv[12] = r->node;
+	argv[13] = r->lease_prefix;
 	r->acquiring = 1;
-	send_text_script(r, q, S_ACQUIRE, 2, 5, argv, lens);
+	send_text_script(r, q, S_ACQUIRE, 4, 7, argv, lens);
 }
 
 static void send_renew(struct registry *r)
@@ -902,11 +912,17 @@ static void batch_done(struct registry *r, struct req *q, const redisReply *repl
 
 /* ---- sending batches ----------------------------------------------------- */
 
+/*
+ * REGISTER's arguments (scripts.h): KEYS the lease; ARGV our words, the
+ * groups (digest, count: inserts first, then removes, each kind grouped
+ * by namespace), then the keys in group order.  A batch has one namespace
+ * or a few, so grouping is a pass per namespace over the batch.
+ */
 static void batch_send(struct registry *r)
 {
-	uint32_t nins = 0, n = r->nops, k = 3;
-	const size_t kl = r->bprefix_len + REG_DIGEST_SIZE + REG_KEY_SIZE;
-	char nins_s[16], ttl_s[24], ep_s[24];
+	uint32_t n = r->nops, k = 3, g = 0, ngroups[2] = { 0, 0 }, nm = 0;
+	const uint8_t **gdigest = r->gdigest, **member = r->member;
+	char ttl_s[24], ep_s[24], ngi_s[16], ngr_s[16];
 	struct batch b;
 	struct req *q;
 
@@ -927,40 +943,67 @@ static void batch_send(struct registry *r)
 	}
 	b = (struct batch){ r->pend_start, r->pend_end, n, r->pend_backfill };
 	q->batch = b;
-	r->argv[k] = r->lease_key;
-	r->argvlen[k++] = strlen(r->lease_key);
-	/* Inserts first, then removes: the script takes them in that order. */
+	for (uint32_t i = 0; i < n; i++)
+		r->ops_buf[i].sent = 0;
+	/* Inserts first, then removes: the script takes the groups in that order. */
 	for (int pass = 0; pass < 2; pass++) {
-		for (uint32_t i = 0; i < n; i++) {
-			const struct net_op *o = &r->ops_buf[i];
-			char *kb;
+		for (uint32_t first = 0; first < n; first++) {
+			const struct net_op *f = &r->ops_buf[first];
+			uint32_t cnt = 0;
 
-			if ((o->op == RQ_INSERT) != (pass == 0))
+			if (f->sent || (f->op == RQ_INSERT) != (pass == 0))
 				continue;
-			kb = r->keybuf + (size_t)(k - 4) * kl;
-			memcpy(kb, r->bprefix, r->bprefix_len);
-			memcpy(kb + r->bprefix_len, o->ns, REG_DIGEST_SIZE);
-			memcpy(kb + r->bprefix_len + REG_DIGEST_SIZE, o->key, REG_KEY_SIZE);
-			r->argv[k] = kb;
-			r->argvlen[k++] = kl;
-			nins += pass == 0;
+			/* A group: every change of this kind in @f's namespace. */
+			for (uint32_t i = first; i < n; i++) {
+				struct net_op *o = &r->ops_buf[i];
+
+				if (o->sent || o->op != f->op ||
+				    memcmp(o->ns, f->ns, REG_DIGEST_SIZE))
+					continue;
+				o->sent = 1;
+				member[nm++] = o->key;
+				cnt++;
+			}
+			gdigest[g] = f->ns;
+			snprintf(r->gcount[g], sizeof(r->gcount[g]), "%u", cnt);
+			g++;
+			ngroups[pass]++;
 		}
 	}
-	snprintf(nins_s, sizeof(nins_s), "%u", nins);
 	snprintf(ttl_s, sizeof(ttl_s), "%" PRIu64, r->entry_ttl_ms);
 	snprintf(ep_s, sizeof(ep_s), "%" PRIu64, r->epoch);
+	snprintf(ngi_s, sizeof(ngi_s), "%u", ngroups[0]);
+	snprintf(ngr_s, sizeof(ngr_s), "%u", ngroups[1]);
+	r->argv[k] = r->lease_key;
+	r->argvlen[k++] = strlen(r->lease_key);
 	r->argv[k] = r->token;
 	r->argvlen[k++] = strlen(r->token);
 	r->argv[k] = r->node;
 	r->argvlen[k++] = strlen(r->node);
 	r->argv[k] = ep_s;
 	r->argvlen[k++] = strlen(ep_s);
-	r->argv[k] = nins_s;
-	r->argvlen[k++] = strlen(nins_s);
 	r->argv[k] = ttl_s;
 	r->argvlen[k++] = strlen(ttl_s);
+	r->argv[k] = r->sprefix;
+	r->argvlen[k++] = strlen(r->sprefix);
+	r->argv[k] = r->sets_key;
+	r->argvlen[k++] = strlen(r->sets_key);
+	r->argv[k] = ngi_s;
+	r->argvlen[k++] = strlen(ngi_s);
+	r->argv[k] = ngr_s;
+	r->argvlen[k++] = strlen(ngr_s);
+	for (uint32_t i = 0; i < g; i++) {
+		r->argv[k] = (const char *)gdigest[i];
+		r->argvlen[k++] = REG_DIGEST_SIZE;
+		r->argv[k] = r->gcount[i];
+		r->argvlen[k++] = strlen(r->gcount[i]);
+	}
+	for (uint32_t i = 0; i < nm; i++) {
+		r->argv[k] = (const char *)member[i];
+		r->argvlen[k++] = REG_KEY_SIZE;
+	}
 	batch_reset(r);
-	if (send_script(r, q, S_REGISTER, n + 1, 5, r->argv, r->argvlen) == 0) {
+	if (send_script(r, q, S_REGISTER, 1, k - 4, r->argv, r->argvlen) == 0) {
 		r->batches_inflight++;
 	} else {
 		resolve(r, b.start, b.end, 0); /* q is freed */
@@ -1191,8 +1234,6 @@ static void query_chunk_done(struct registry *r, struct query *qu, uint32_t chun
 
 static void query_send(struct registry *r, struct query *qu)
 {
-	const size_t kl = r->bprefix_len + REG_DIGEST_SIZE + REG_KEY_SIZE;
-
 	while (!qu->stop && !qu->done && qu->inflight < QUERY_WINDOW &&
 	       qu->next_chunk < qu->nchunks && r->ac && !r->want_close &&
 	       (r->state == REG_READY || r->state == REG_CONFLICT)) {
@@ -1207,20 +1248,23 @@ static void query_send(struct registry *r, struct query *qu)
 		}
 		q->qc.q = qu;
 		q->qc.chunk = c;
-		for (uint32_t i = 0; i < len; i++, k++) {
-			char *kb = r->keybuf + (size_t)i * kl;
-
-			memcpy(kb, r->bprefix, r->bprefix_len);
-			memcpy(kb + r->bprefix_len, qu->ns, REG_DIGEST_SIZE);
-			memcpy(kb + r->bprefix_len + REG_DIGEST_SIZE, qu->keys[first + i],
-			       REG_KEY_SIZE);
-			r->argv[k] = kb;
-			r->argvlen[k] = kl;
-		}
+		/* The keys go bare (16 bytes): the members of the run sets (scripts.h). */
+		r->argv[k] = r->nodes_key;
+		r->argvlen[k++] = strlen(r->nodes_key);
 		r->argv[k] = r->lease_prefix;
-		r->argvlen[k] = strlen(r->lease_prefix);
+		r->argvlen[k++] = strlen(r->lease_prefix);
+		r->argv[k] = r->sprefix;
+		r->argvlen[k++] = strlen(r->sprefix);
+		r->argv[k] = (const char *)qu->ns;
+		r->argvlen[k++] = REG_DIGEST_SIZE;
+		r->argv[k] = r->node;
+		r->argvlen[k++] = strlen(r->node);
+		for (uint32_t i = 0; i < len; i++, k++) {
+			r->argv[k] = (const char *)qu->keys[first + i];
+			r->argvlen[k] = REG_KEY_SIZE;
+		}
 		qu->next_chunk++;
-		if (send_script(r, q, S_QUERY, len, 1, r->argv, r->argvlen) < 0) {
+		if (send_script(r, q, S_QUERY, 1, len + 4, r->argv, r->argvlen) < 0) {
 			qu->stop = 1;
 			break;
 		}
@@ -1519,7 +1563,6 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 		 struct registry **ret, char *why, size_t wl)
 {
 	struct epoll_event e = { .events = EPOLLIN };
-	const size_t kl_max = 160 + REG_DIGEST_SIZE + REG_KEY_SIZE;
 	struct registry *r;
 	char w[256] = "";
 	int rc;
@@ -1552,7 +1595,10 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	snprintf(r->lease_key, sizeof(r->lease_key), "kvs:%s:lease:%s", r->cluster, r->node);
 	snprintf(r->epoch_key, sizeof(r->epoch_key), "kvs:%s:epoch:%s", r->cluster, r->node);
 	snprintf(r->lease_prefix, sizeof(r->lease_prefix), "kvs:%s:lease:", r->cluster);
-	r->bprefix_len = (size_t)snprintf(r->bprefix, sizeof(r->bprefix), "kvs:%s:b:", r->cluster);
+	snprintf(r->sprefix, sizeof(r->sprefix), "kvs:%s:n:", r->cluster);
+	snprintf(r->sets_key, sizeof(r->sets_key), "kvs:%s:sets:%s", r->cluster, r->node);
+	snprintf(r->sets_prefix, sizeof(r->sets_prefix), "kvs:%s:sets:", r->cluster);
+	snprintf(r->nodes_key, sizeof(r->nodes_key), "kvs:%s:nodes", r->cluster);
 	reg_addr_parse(cfg->redis, &r->addr, w, sizeof(w));
 	rc = -ENOMEM;
 	if (cfg->password && cfg->password[0] && !(r->password = strdup(cfg->password)))
@@ -1562,11 +1608,13 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	r->bf_buf = malloc(BATCH_MAX * sizeof(*r->bf_buf));
 	r->qtmp = malloc(REPLY_MAX_NODES * sizeof(*r->qtmp));
 	/* Keys for a batch (BATCH_MAX) or a query chunk (QUERY_CHUNK), plus our words. */
-	r->keybuf = malloc((size_t)BATCH_MAX * kl_max);
-	r->argv = malloc((BATCH_MAX + 16) * sizeof(*r->argv));
-	r->argvlen = malloc((BATCH_MAX + 16) * sizeof(*r->argvlen));
-	if (!r->ops_buf || !r->net || !r->bf_buf || !r->qtmp || !r->keybuf || !r->argv ||
-	    !r->argvlen)
+	r->argv = malloc(ARGV_MAX * sizeof(*r->argv));
+	r->argvlen = malloc(ARGV_MAX * sizeof(*r->argvlen));
+	r->gcount = malloc((size_t)BATCH_MAX * sizeof(*r->gcount));
+	r->gdigest = malloc((size_t)BATCH_MAX * sizeof(*r->gdigest));
+	r->member = malloc((size_t)BATCH_MAX * sizeof(*r->member));
+	if (!r->ops_buf || !r->net || !r->bf_buf || !r->qtmp || !r->argv || !r->argvlen ||
+	    !r->gcount || !r->gdigest || !r->member)
 		goto fail;
 	if (getrandom(&r->net_seed, sizeof(r->net_seed), 0) != sizeof(r->net_seed))
 		r->net_seed = now_ns();
@@ -1655,9 +1703,11 @@ void registry_free(struct registry *r)
 	free(r->net);
 	free(r->bf_buf);
 	free(r->qtmp);
-	free(r->keybuf);
 	free(r->argv);
 	free(r->argvlen);
+	free(r->gcount);
+	free(r->gdigest);
+	free(r->member);
 	free(r);
 }
 

@@ -10,14 +10,16 @@
  *   epoch:<node>  counter; INCR on every lease acquisition
  *   lease:<node>  hash {tok = "<epoch>:<nonce>", epoch, addr}, PEXPIRE ttl,
  *                 renewed every ttl/3 by a script that checks tok
- *   b:<digest><key>  hash node -> epoch: who holds block <key> (16 bytes)
- *                 of namespace <digest> (16 bytes), both binary
+ *   n:<node>:<epoch>:<digest>  set of the 16-byte keys of namespace
+ *                 <digest> (16 binary bytes) the node holds under that epoch
+ *                 (its "run set"), PEXPIRE entry ttl
+ *   sets:<node>   set of the node's run sets (ACQUIRE unlinks them)
+ *   nodes         set of the nodes that took a lease
  * Writes go through a Lua script that first compares the lease's tok with
  * the writer's: a node whose lease expired or was taken over is refused
- * server-side (fenced).  Queries go through a script that answers a holder
- * only while its lease holds the epoch the entry carries, so a dead node's
- * blocks stop being answered when its lease expires (one TTL), with no
- * sweeper.  A new lease always has a new epoch, so everything a node
+ * server-side (fenced).  Queries go through a script that reads only the
+ * run sets of each node's live epoch, so a dead node's blocks stop being
+ * answered when its lease expires (one TTL), with no sweeper.  A new lease always has a new epoch, so everything a node
  * registered under an old one is invisible; the node re-registers what is
  * resident through the backfill callback.
  *

@@ -11,21 +11,50 @@
 #define KVS_REG_SCRIPTS_H
 
 /*
- * ACQUIRE  KEYS: lease, epoch counter.  ARGV: nonce, previous token (or
- * ""), force (1: take over a live lease of another incarnation, as a
- * restarted node does), ttl ms, peer address.
+ * Model.  A node's lease, lease:<node> {tok, epoch, addr}, says it is
+ * alive and under which epoch.  What it holds is one set per epoch and
+ * namespace, n:<node>:<epoch>:<digest>, of 16-byte block keys (its "run
+ * sets"), listed in sets:<node>; nodes lists every node that ever took a
+ * lease.  A query tests the chunk's first key against each live node's
+ * set of the namespace and, for the nodes holding it, takes the whole
+ * chunk in one SMISMEMBER: Redis does a set lookup per key and a script
+ * call per node, and a registration is one variadic SADD or SREM per
+ * namespace per batch.  Only the live epoch's sets are ever read, so a
+ * node's blocks vanish with its lease and come back only as it
+ * re-registers them under its new epoch; its ACQUIRE unlinks its old
+ * sets.  Sets carry the entry TTL, refreshed as the node registers, so a
+ * node that left for good leaves nothing after one entry TTL; ACQUIRE
+ * drops from nodes the names with neither a lease nor a list of sets.
+ */
+
+/*
+ * ACQUIRE  KEYS: lease, epoch counter, the node's list of run sets, the
+ * cluster's node list.  ARGV: nonce, previous token (or ""), force (1:
+ * take over a live lease of another incarnation, as a restarted node
+ * does), ttl ms, peer address, node name, lease key prefix.
  * -> {1, token, epoch, displaced token or ""} or {0, holder token, pttl}.
  */
-#define SCRIPT_ACQUIRE                                                                   \
-	"local cur = redis.call('HGET', KEYS[1], 'tok')\n"                               \
-	"if cur and cur ~= ARGV[2] and ARGV[3] ~= '1' then\n"                            \
-	"  return {0, cur, redis.call('PTTL', KEYS[1])}\n"                              \
-	"end\n"                                                                          \
-	"local e = redis.call('INCR', KEYS[2])\n"                                        \
-	"local tok = string.format('%d:%s', e, ARGV[1])\n"                              \
-	"redis.call('DEL', KEYS[1])\n"                                                   \
+#define SCRIPT_ACQUIRE                                                                     \
+	"local cur = redis.call('HGET', KEYS[1], 'tok')\n"                                 \
+	"if cur and cur ~= ARGV[2] and ARGV[3] ~= '1' then\n"                              \
+	"  return {0, cur, redis.call('PTTL', KEYS[1])}\n"                                 \
+	"end\n"                                                                            \
+	"local e = redis.call('INCR', KEYS[2])\n"                                          \
+	"local tok = string.format('%d:%s', e, ARGV[1])\n"                                 \
+	"redis.call('DEL', KEYS[1])\n"                                                     \
 	"redis.call('HSET', KEYS[1], 'tok', tok, 'epoch', tostring(e), 'addr', ARGV[5])\n" \
-	"redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"                                      \
+	"redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"                                        \
+	"for _, s in ipairs(redis.call('SMEMBERS', KEYS[3])) do\n"                         \
+	"  redis.call('UNLINK', s)\n"                                                      \
+	"end\n"                                                                            \
+	"redis.call('DEL', KEYS[3])\n"                                                     \
+	"local lst = string.sub(KEYS[3], 1, #KEYS[3] - #ARGV[6])\n"                        \
+	"for _, nd in ipairs(redis.call('SMEMBERS', KEYS[4])) do\n"                        \
+	"  if redis.call('EXISTS', ARGV[7] .. nd, lst .. nd) == 0 then\n"                  \
+	"    redis.call('SREM', KEYS[4], nd)\n"                                            \
+	"  end\n"                                                                          \
+	"end\n"                                                                            \
+	"redis.call('SADD', KEYS[4], ARGV[6])\n"                                           \
 	"return {1, tok, e, cur or ''}\n"
 
 /* RENEW  KEYS: lease.  ARGV: token, ttl ms.  -> 1, or 0 (lost). */
@@ -44,61 +73,70 @@
 	"return 0\n"
 
 /*
- * REGISTER  KEYS: lease, then ninserts block keys, then block keys to
- * remove.  ARGV: token, node, epoch, ninserts, entry ttl ms.
- * -> the number of block keys, or the error "FENCED".  A hash left empty
- * by HDEL is deleted by Redis; the entry TTL bounds what a node that died
- * for good leaves behind (live nodes refresh theirs, registry.c).
+ * REGISTER  KEYS: lease.  ARGV: token, node, epoch, entry ttl ms, run set
+ * prefix ("kvs:<cluster>:n:"), the node's list of run sets, the number of
+ * insert groups and of remove groups, then per group its 16-byte digest
+ * and its count, then the 16-byte keys in group order (a group's keys
+ * after the previous group's).  -> the number of keys, or the error
+ * "FENCED".  Each group is one variadic SADD or SREM, in slices (Lua's
+ * unpack() is bounded by its stack); a set left empty is deleted by
+ * Redis.
  */
-#define SCRIPT_REGISTER                                                   \
-	"if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then\n"            \
-	"  return redis.error_reply('FENCED lease lost')\n"                 \
-	"end\n"                                                              \
-	"local node, ep, ttl = ARGV[2], ARGV[3], ARGV[5]\n"                  \
-	"local n = tonumber(ARGV[4]) + 1\n"                                  \
-	"for i = 2, n do\n"                                                  \
-	"  redis.call('HSET', KEYS[i], node, ep)\n"                          \
-	"  redis.call('PEXPIRE', KEYS[i], ttl)\n"                            \
-	"end\n"                                                              \
-	"for i = n + 1, #KEYS do redis.call('HDEL', KEYS[i], node) end\n"    \
-	"return #KEYS - 1\n"
+#define SCRIPT_REGISTER                                                              \
+	"if redis.call('HGET', KEYS[1], 'tok') ~= ARGV[1] then\n"                    \
+	"  return redis.error_reply('FENCED lease lost')\n"                          \
+	"end\n"                                                                      \
+	"local ttl, lst = ARGV[4], ARGV[6]\n"                                        \
+	"local spfx = ARGV[5] .. ARGV[2] .. ':' .. ARGV[3] .. ':'\n"                 \
+	"local gi, gr = tonumber(ARGV[7]), tonumber(ARGV[8])\n"                      \
+	"local first = 9 + 2 * (gi + gr)\n"                                          \
+	"local m = first\n"                                                          \
+	"for g = 0, gi + gr - 1 do\n"                                                \
+	"  local set, c = spfx .. ARGV[9 + 2 * g], tonumber(ARGV[10 + 2 * g])\n"     \
+	"  local cmd = g < gi and 'SADD' or 'SREM'\n"                                \
+	"  for j = m, m + c - 1, 4000 do\n"                                          \
+	"    redis.call(cmd, set, unpack(ARGV, j, math.min(j + 3999, m + c - 1)))\n" \
+	"  end\n"                                                                    \
+	"  if g < gi then\n"                                                         \
+	"    redis.call('PEXPIRE', set, ttl)\n"                                      \
+	"    redis.call('SADD', lst, set)\n"                                         \
+	"  end\n"                                                                    \
+	"  m = m + c\n"                                                              \
+	"end\n"                                                                      \
+	"if gi > 0 then redis.call('PEXPIRE', lst, ttl) end\n"                       \
+	"return #ARGV - first + 1\n"
 
 /*
- * QUERY  KEYS: a chunk of block keys, in prefix order.  ARGV: the lease
- * key prefix.  The holders of the first key whose lease holds the epoch
- * their entry carries are the candidates; each keeps its run while it
- * holds the next key under the same epoch; the loop ends when none is
- * left.  -> {node, run, epoch, addr, ...} for every candidate.
+ * QUERY  KEYS: the cluster's node list.  ARGV: the lease key prefix, the
+ * run set prefix, the namespace digest (16 bytes), the asking node's name,
+ * then a chunk of keys (16 bytes each) in prefix order.  Every other node
+ * whose lease is live and whose set of that epoch and namespace holds the
+ * first key is a candidate; its run is how many keys from the first its
+ * set holds in a row.  -> {node, run, epoch, addr, ...} per candidate, at
+ * most 1024 (reply.c's bound), the longest runs first.
  */
-#define SCRIPT_QUERY                                                         \
-	"local pfx = ARGV[1]\n"                                                 \
-	"local cand, run, addr, eps, n = {}, {}, {}, {}, 0\n"                   \
-	"local h = redis.call('HGETALL', KEYS[1])\n"                            \
-	"for j = 1, #h, 2 do\n"                                                 \
-	"  local l = redis.call('HMGET', pfx .. h[j], 'epoch', 'addr')\n"       \
-	"  if l[1] and l[1] == h[j + 1] then\n"                                 \
-	"    n = n + 1; cand[n] = h[j]; eps[n] = h[j + 1]\n"                    \
-	"    addr[n] = l[2] or ''; run[n] = 1\n"                                \
-	"  end\n"                                                               \
-	"end\n"                                                                 \
-	"local alive, i = n, 2\n"                                               \
-	"while alive > 0 and i <= #KEYS do\n"                                   \
-	"  for c = 1, n do\n"                                                   \
-	"    if run[c] == i - 1 then\n"                                         \
-	"      if redis.call('HGET', KEYS[i], cand[c]) == eps[c] then\n"        \
-	"        run[c] = i\n"                                                  \
-	"      else\n"                                                          \
-	"        alive = alive - 1\n"                                           \
-	"      end\n"                                                           \
-	"    end\n"                                                             \
-	"  end\n"                                                               \
-	"  i = i + 1\n"                                                         \
-	"end\n"                                                                 \
-	"local out = {}\n"                                                      \
-	"for c = 1, n do\n"                                                     \
-	"  out[#out + 1] = cand[c]; out[#out + 1] = run[c]\n"                  \
-	"  out[#out + 1] = eps[c]; out[#out + 1] = addr[c]\n"                  \
-	"end\n"                                                                 \
+#define SCRIPT_QUERY                                                           \
+	"local out, c = {}, {}\n"                                              \
+	"for _, nd in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"            \
+	"  if nd ~= ARGV[4] then\n"                                            \
+	"    local l = redis.call('HMGET', ARGV[1] .. nd, 'epoch', 'addr')\n"  \
+	"    if l[1] then\n"                                                   \
+	"      local set = ARGV[2] .. nd .. ':' .. l[1] .. ':' .. ARGV[3]\n"   \
+	"      if redis.call('SISMEMBER', set, ARGV[5]) == 1 then\n"           \
+	"        local run = 1\n"                                              \
+	"        if #ARGV > 5 then\n"                                          \
+	"          local m = redis.call('SMISMEMBER', set, unpack(ARGV, 6))\n" \
+	"          while run <= #m and m[run] == 1 do run = run + 1 end\n"     \
+	"        end\n"                                                        \
+	"        c[#c + 1] = {nd, run, l[1], l[2] or ''}\n"                    \
+	"      end\n"                                                          \
+	"    end\n"                                                            \
+	"  end\n"                                                              \
+	"end\n"                                                                \
+	"table.sort(c, function(a, b) return a[2] > b[2] end)\n"               \
+	"for i = 1, math.min(#c, 1024) do\n"                                   \
+	"  for j = 1, 4 do out[#out + 1] = c[i][j] end\n"                      \
+	"end\n"                                                                \
 	"return out\n"
 
 #endif /* KVS_REG_SCRIPTS_H */

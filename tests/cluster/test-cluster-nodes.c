@@ -168,13 +168,14 @@ int main(void)
 	 * holds: k6[2..8) among them, which n1 does not have.
 	 */
 	CHECK(e1 == ct_lease_epoch(&rd, "n1"), "n1 changed its epoch");
-	r = redis_cmd(&rd, out, sizeof(out), "EVAL %s 0 kvs:%s:b:* n2 n1 %llu",
+	/* n2's run sets (sidecar/cluster/scripts.h) copied into n1's of its live epoch. */
+	r = redis_cmd(&rd, out, sizeof(out), "EVAL %s 0 kvs:%s:n:n2:* kvs:%s:n:n1:%llu:",
 		      "local n = 0 "
 		      "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
-		      "if redis.call('HEXISTS', k, ARGV[2]) == 1 then "
-		      "redis.call('HSET', k, ARGV[3], ARGV[4]) n = n + 1 end end "
+		      "local d = ARGV[2] .. string.sub(k, -16) "
+		      "n = n + redis.call('SUNIONSTORE', d, d, k) end "
 		      "return n",
-		      ct_cluster(), (unsigned long long)e1);
+		      ct_cluster(), ct_cluster(), (unsigned long long)e1);
 	CHECK(r == 0 && strtoul(out, NULL, 10) >= 8, "forging n1's entries: %d %s", r, out);
 	r = ct_cquery(cy.c, k6, 8, &a);
 	h1 = ct_holder(&a, "n1");
