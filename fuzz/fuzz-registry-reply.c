@@ -80,6 +80,16 @@ static void check_reply(const redisReply *r, uint32_t chunk)
 	if (!rc)
 		FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == chunk, "register count");
 	check_query(r, chunk);
+	{
+		uint32_t lead = UINT32_MAX;
+
+		rc = reply_members(r, chunk, &lead);
+		FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO, "members: %d", rc);
+		if (!rc)
+			FUZZ_CHECK(lead <= chunk && r->type == REDIS_REPLY_ARRAY &&
+					   r->elements == chunk,
+				   "members: %u leading of %u", lead, chunk);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

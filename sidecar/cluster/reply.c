@@ -261,6 +261,27 @@ int reply_register(const redisReply *r, uint64_t count)
 	return 0;
 }
 
+int reply_members(const redisReply *r, uint32_t len, uint32_t *ret_lead)
+{
+	uint32_t lead = 0;
+	int e = not_error(r);
+
+	if (e)
+		return e;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != len)
+		return -EPROTO;
+	for (uint32_t i = 0; i < len; i++) {
+		const redisReply *m = r->element[i];
+
+		if (m->type != REDIS_REPLY_INTEGER || (m->integer != 0 && m->integer != 1))
+			return -EPROTO;
+		if (lead == i && m->integer == 1)
+			lead++;
+	}
+	*ret_lead = lead;
+	return 0;
+}
+
 int reply_name_ok(const char *s, size_t len)
 {
 	if (len == 0 || len >= REG_NAME_MAX)

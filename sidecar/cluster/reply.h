@@ -63,6 +63,13 @@ struct query_node {
 	uint32_t run;
 };
 /*
+ * SMISMEMBER over @len keys: an array of exactly @len integers, each 0 or
+ * 1; *@ret_lead = how many leading ones (the run).  0, -EIO (an error
+ * reply), -EPROTO.
+ */
+int reply_members(const redisReply *r, uint32_t len, uint32_t *ret_lead);
+
+/*
  * QUERY over a chunk of @chunk keys: up to @max candidates into @out,
  * their number in *@ret_n.  Runs in [1, @chunk], names and addresses
  * syntax-checked, no node twice.  -EIO, -EPROTO.

@@ -15,11 +15,11 @@
  * alive and under which epoch.  What it holds is one set per epoch and
  * namespace, n:<node>:<epoch>:<digest>, of 16-byte block keys (its "run
  * sets"), listed in sets:<node>; nodes lists every node that ever took a
- * lease.  A query tests the chunk's first key against each live node's
- * set of the namespace and, for the nodes holding it, takes the whole
- * chunk in one SMISMEMBER: Redis does a set lookup per key and a script
- * call per node, and a registration is one variadic SADD or SREM per
- * namespace per batch.  Only the live epoch's sets are ever read, so a
+ * lease.  A query tests its first key against each live node's set of
+ * the namespace (a script), then asks the sets of the nodes holding it
+ * for whole chunks of keys with plain SMISMEMBERs: Redis does a set lookup
+ * per key and nothing else, and a registration is one variadic SADD or
+ * SREM per namespace per batch.  Only the live epoch's sets are ever read, so a
  * node's blocks vanish with its lease and come back only as it
  * re-registers them under its new epoch; its ACQUIRE unlinks its old
  * sets.  Sets carry the entry TTL, refreshed as the node registers, so a
@@ -109,34 +109,24 @@
 /*
  * QUERY  KEYS: the cluster's node list.  ARGV: the lease key prefix, the
  * run set prefix, the namespace digest (16 bytes), the asking node's name,
- * then a chunk of keys (16 bytes each) in prefix order.  Every other node
- * whose lease is live and whose set of that epoch and namespace holds the
- * first key is a candidate; its run is how many keys from the first its
- * set holds in a row.  -> {node, run, epoch, addr, ...} per candidate, at
- * most 1024 (reply.c's bound), the longest runs first.
+ * the first key of a query (16 bytes).  The candidates: every other node
+ * whose lease is live and whose run set of that epoch and namespace holds
+ * the key.  -> {node, 1, epoch, addr, ...} per candidate, at most 1024
+ * (reply.c's bound).  The rest of the query is plain SMISMEMBERs on the
+ * candidates' sets (registry.c): no script call per key.
  */
-#define SCRIPT_QUERY                                                           \
-	"local out, c = {}, {}\n"                                              \
-	"for _, nd in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"            \
-	"  if nd ~= ARGV[4] then\n"                                            \
-	"    local l = redis.call('HMGET', ARGV[1] .. nd, 'epoch', 'addr')\n"  \
-	"    if l[1] then\n"                                                   \
-	"      local set = ARGV[2] .. nd .. ':' .. l[1] .. ':' .. ARGV[3]\n"   \
-	"      if redis.call('SISMEMBER', set, ARGV[5]) == 1 then\n"           \
-	"        local run = 1\n"                                              \
-	"        if #ARGV > 5 then\n"                                          \
-	"          local m = redis.call('SMISMEMBER', set, unpack(ARGV, 6))\n" \
-	"          while run <= #m and m[run] == 1 do run = run + 1 end\n"     \
-	"        end\n"                                                        \
-	"        c[#c + 1] = {nd, run, l[1], l[2] or ''}\n"                    \
-	"      end\n"                                                          \
-	"    end\n"                                                            \
-	"  end\n"                                                              \
-	"end\n"                                                                \
-	"table.sort(c, function(a, b) return a[2] > b[2] end)\n"               \
-	"for i = 1, math.min(#c, 1024) do\n"                                   \
-	"  for j = 1, 4 do out[#out + 1] = c[i][j] end\n"                      \
-	"end\n"                                                                \
+#define SCRIPT_QUERY                                                                   \
+	"local out = {}\n"                                                             \
+	"for _, nd in ipairs(redis.call('SMEMBERS', KEYS[1])) do\n"                    \
+	"  if nd ~= ARGV[4] and #out < 4096 then\n"                                    \
+	"    local l = redis.call('HMGET', ARGV[1] .. nd, 'epoch', 'addr')\n"          \
+	"    if l[1] and redis.call('SISMEMBER',\n"                                    \
+	"        ARGV[2] .. nd .. ':' .. l[1] .. ':' .. ARGV[3], ARGV[5]) == 1 then\n" \
+	"      out[#out + 1] = nd; out[#out + 1] = 1\n"                                \
+	"      out[#out + 1] = l[1]; out[#out + 1] = l[2] or ''\n"                     \
+	"    end\n"                                                                    \
+	"  end\n"                                                                      \
+	"end\n"                                                                        \
 	"return out\n"
 
 #endif /* KVS_REG_SCRIPTS_H */
