@@ -209,6 +209,17 @@ void cnode_stop(struct cnode *n)
 	CHECK(st == 0, "kvstashd %s: exit status %d after SIGTERM", n->name, st);
 }
 
+void ct_stop_pair(struct kvs_client *ca, struct test_kv *kva, struct cnode *a,
+		  struct kvs_client *cb, struct test_kv *kvb, struct cnode *b)
+{
+	kvs_close(ca);
+	kvs_close(cb);
+	test_kv_free(kva);
+	test_kv_free(kvb);
+	cnode_stop(a);
+	cnode_stop(b);
+}
+
 void cnode_kill(struct cnode *n)
 {
 	if (n->d.pid > 0)

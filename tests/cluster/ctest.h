@@ -69,6 +69,12 @@ void cnode_start(struct cnode *n, const struct redis *rd, const char *name, cons
 		 const char *extra_ini);
 /* SIGTERM; fails the test unless it exits 0 within CT_POLL_MS. */
 void cnode_stop(struct cnode *n);
+/*
+ * The end of a two-node test: both engines closed and their memory
+ * freed, then both nodes stopped (each must exit 0).
+ */
+void ct_stop_pair(struct kvs_client *ca, struct test_kv *kva, struct cnode *a,
+		  struct kvs_client *cb, struct test_kv *kvb, struct cnode *b);
 /* Only the SIGTERM; then cnode_wait_exit(). */
 void cnode_term(struct cnode *n);
 /* Wait up to @timeout_ms for the exit; its status, or -ETIMEDOUT. */

@@ -270,11 +270,6 @@ int main(void)
 	       "(%llu -> %llu -> %llu)\n",
 	       (unsigned long long)e4, (unsigned long long)e5, (unsigned long long)e6);
 
-	kvs_close(ca);
-	kvs_close(cb);
-	test_kv_free(&kva);
-	test_kv_free(&kvb);
-	cnode_stop(&a);
-	cnode_stop(&b);
+	ct_stop_pair(ca, &kva, &a, cb, &kvb, &b);
 	ct_pass("cluster death: SIGKILL, restart, fencing after a pause");
 }

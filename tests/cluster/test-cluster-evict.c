@@ -92,11 +92,6 @@ int main(void)
 	printf("# %u of %d blocks resident, as the registry says (%u pictures)\n", resident, TOTAL,
 	       tries);
 
-	kvs_close(ca);
-	kvs_close(cb);
-	test_kv_free(&kva);
-	test_kv_free(&kvb);
-	cnode_stop(&a);
-	cnode_stop(&b);
+	ct_stop_pair(ca, &kva, &a, cb, &kvb, &b);
 	ct_pass("cluster evict: registered while resident, unregistered when evicted");
 }

@@ -125,11 +125,6 @@ int main(void)
 	}
 	printf("ok - registering again after the overflow\n");
 
-	kvs_close(ca);
-	kvs_close(cb);
-	test_kv_free(&kva);
-	test_kv_free(&kvb);
-	cnode_stop(&a);
-	cnode_stop(&b);
+	ct_stop_pair(ca, &kva, &a, cb, &kvb, &b);
 	ct_pass("cluster overflow: drops reported, data path unaffected");
 }

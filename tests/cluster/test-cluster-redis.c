@@ -229,11 +229,6 @@ int main(void)
 	       (unsigned long long)atomic_load(&tr->degraded));
 	CHECK(atomic_load(&tr->degraded) > 0, "the traffic never saw a degraded cluster answer");
 
-	kvs_close(ca);
-	kvs_close(cb);
-	test_kv_free(&kva);
-	test_kv_free(&kvb);
-	cnode_stop(&a);
-	cnode_stop(&b);
+	ct_stop_pair(ca, &kva, &a, cb, &kvb, &b);
 	ct_pass("cluster redis: killed and restarted (with data, empty) under traffic");
 }
