@@ -29,6 +29,8 @@ static void check_hello(const struct hello_req *h)
 	FUZZ_CHECK(h->role == KVS_ROLE_WORKER || h->role == KVS_ROLE_SCHEDULER ||
 			   h->role == KVS_ROLE_ADMIN,
 		   "role %u", h->role);
+	FUZZ_CHECK(!(h->flags & ~KVS_HELLO_CLUSTER) && (h->role != KVS_ROLE_ADMIN || !h->flags),
+		   "HELLO flags 0x%x for role %u", h->flags, h->role);
 	if (h->role == KVS_ROLE_ADMIN)
 		return;
 	FUZZ_CHECK(terminated(h->instance, sizeof(h->instance)) &&

@@ -47,10 +47,12 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 	FUZZ_CHECK(op == KVS_OP_LOAD || op == KVS_OP_RELEASE ? sqe->lease != 0 : sqe->lease == 0,
 		   "lease field");
 	FUZZ_CHECK(op == KVS_OP_QUERY || sqe->req_id == 0, "req_id");
-	FUZZ_CHECK((op == KVS_OP_QUERY && !(sqe->flags & ~KVS_QUERY_NOLEASE)) ||
-			   (op == KVS_OP_FLUSH && !(sqe->flags & ~KVS_FLUSH_INSTANCE)) ||
-			   sqe->flags == 0,
-		   "flags 0x%x for op %u", sqe->flags, op);
+	FUZZ_CHECK(
+		(op == KVS_OP_QUERY && !(sqe->flags & ~(KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER))) ||
+			(op == KVS_OP_FLUSH &&
+			 !(sqe->flags & ~(KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER))) ||
+			sqe->flags == 0,
+		"flags 0x%x for op %u", sqe->flags, op);
 	if (!has_args(op)) {
 		FUZZ_CHECK(!sqe->count && !sqe->arg_off && !sqe->arg_len, "arguments on op %u", op);
 		return;
