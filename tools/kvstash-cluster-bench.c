@@ -61,6 +61,7 @@ static struct {
 	unsigned block_kib;
 	uint32_t blocks;   /* the large N and K */
 	uint32_t max_keys; /* [session] max_keys; 0: the daemon's default */
+	const char *ini;   /* more configuration for both daemons (--daemon-ini) */
 } O = { .reps = 30, .pool = 512ull << 20, .block_kib = 4, .blocks = 32768 };
 
 struct node {
@@ -155,6 +156,8 @@ static void write_config(const struct node *n, const char *path)
 		n->sock, O.pool, rb.host, rb.port, cluster, n->name);
 	if (O.max_keys)
 		fprintf(f, "[session]\nmax_keys = %u\n", O.max_keys);
+	if (O.ini)
+		fprintf(f, "%s\n", O.ini);
 	if (fclose(f))
 		die("%s: %s", path, strerror(errno));
 }
@@ -522,6 +525,23 @@ static void bench_query(uint32_t k, unsigned reps)
 
 /* ---- main -------------------------------------------------------------- */
 
+/* "\\n" in @s (as a shell passes it) becomes a new line, in place. */
+static char *unescape_newlines(char *s)
+{
+	char *w = s;
+
+	for (const char *p = s; *p; p++, w++) {
+		if (p[0] == '\\' && p[1] == 'n') {
+			*w = '\n';
+			p++;
+		} else {
+			*w = *p;
+		}
+	}
+	*w = '\0';
+	return s;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -534,7 +554,8 @@ static void usage(FILE *f)
 		"  --pool SIZE          each kvstashd's pool (default 512M)\n"
 		"  --block-kib K        block size, 4 to 16 KiB (%u)\n"
 		"  --blocks N           the large N and K: flush after N, query of N keys (%u)\n"
-		"  --max-keys N         the daemons' [session] max_keys (larger QUERYs are split)\n",
+		"  --max-keys N         the daemons' [session] max_keys (larger QUERYs are split)\n"
+		"  --daemon-ini TEXT    appended to both daemons' configuration (\\n: a new line)\n",
 		O.reps, O.block_kib, O.blocks);
 }
 
@@ -588,7 +609,8 @@ static void parse_args(int argc, char **argv)
 		OPT_POOL,
 		OPT_BLOCK,
 		OPT_BLOCKS,
-		OPT_MAX_KEYS
+		OPT_MAX_KEYS,
+		OPT_INI
 	};
 	static const struct option opts[] = {
 		{ "kvstashd", required_argument, NULL, OPT_KVSTASHD },
@@ -598,6 +620,7 @@ static void parse_args(int argc, char **argv)
 		{ "block-kib", required_argument, NULL, OPT_BLOCK },
 		{ "blocks", required_argument, NULL, OPT_BLOCKS },
 		{ "max-keys", required_argument, NULL, OPT_MAX_KEYS },
+		{ "daemon-ini", required_argument, NULL, OPT_INI },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -626,6 +649,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_MAX_KEYS:
 			O.max_keys = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case OPT_INI:
+			O.ini = unescape_newlines(optarg);
 			break;
 		default:
 			usage_exit(usage, c);
