@@ -942,7 +942,7 @@ int main(void)
 
 	/* Only our two guarded sessions are left, and everything else is gone. */
 	/* (Leases: SQEs the flipper rewrote into QUERYs may hold some.) */
-	r = soak_settle(&d, 2, UINT64_MAX, -1, 2, 10000);
+	r = soak_settle(&d, 2, UINT64_MAX, -1, 2, -1, 10000);
 	maps = wait_map_count(d.pid, GUARDED_MAP, 2, 5000);
 	CHECK(r.g.sessions_live == 2 && r.regions == 2 && maps == 2,
 	      "after the attacks: %llu sessions, %d regions, %d mappings (2 expected)",
@@ -953,7 +953,7 @@ int main(void)
 	raw_sess_close(&g);
 	raw_sess_close(&l);
 	check_guards("the sessions closed");
-	base = soak_settle(&d, 0, 0, -1, 0, 10000);
+	base = soak_settle(&d, 0, 0, -1, 0, -1, 10000);
 	maps = wait_map_count(d.pid, GUARDED_MAP, 0, 5000);
 	CHECK(base.g.sessions_live == 0 && base.regions == 0 && maps == 0,
 	      "at the end: %llu sessions, %d regions, %d mappings",

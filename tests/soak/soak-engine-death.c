@@ -322,9 +322,9 @@ int main(void)
 	for (unsigned i = 0; i < NSURV; i++)
 		it_spawn(survivor, sh, i);
 	soak_barrier_wait(sh->bar);
-	base = soak_settle(&d, NSURV, 0, -1, NSURV, 5000);
+	base = soak_settle(&d, NSURV, 0, -1, NSURV, NSURV, 5000);
 	usleep(100000);
-	base = soak_settle(&d, NSURV, 0, base.fds, NSURV, 5000); /* the same twice: stable */
+	base = soak_settle(&d, NSURV, 0, base.fds, NSURV, NSURV, 5000); /* the same twice: stable */
 	CHECK(base.g.sessions_live == NSURV && base.regions == (int)NSURV &&
 		      base.maps == (int)NSURV,
 	      "baseline: %llu sessions, %d regions, %d mappings",
@@ -341,7 +341,7 @@ int main(void)
 	soak_barrier_wait(sh->bar); /* each holds its lease */
 	for (unsigned i = 0; i < NSURV; i++)
 		held += sh->res[i].held;
-	r = soak_settle(&d, NSURV, held, base.fds, base.regions, 10000);
+	r = soak_settle(&d, NSURV, held, base.fds, base.regions, base.maps, 10000);
 	printf("# kvstashd after the kills: %llu sessions (baseline %u), %llu leases (survivors "
 	       "hold %llu), %d fds (baseline %d), %d session regions, %d engine mappings\n",
 	       (unsigned long long)r.g.sessions_live, NSURV, (unsigned long long)r.g.leases_live,
@@ -373,7 +373,7 @@ int main(void)
 	      "pinned %llu blocks of %u bytes in a pool of %u bytes: slots leaked",
 	      (unsigned long long)(sh->fill_batches * FILL_BATCH), SLOT, POOL);
 	it_wait_all();
-	r = soak_settle(&d, 0, 0, -1, 0, 10000);
+	r = soak_settle(&d, 0, 0, -1, 0, 0, 10000);
 	CHECK(r.g.sessions_live == 0 && r.g.leases_live == 0 && r.regions == 0 && r.maps == 0,
 	      "after the survivors left: %llu sessions, %llu leases, %d regions, %d mappings",
 	      (unsigned long long)r.g.sessions_live, (unsigned long long)r.g.leases_live, r.regions,

@@ -262,7 +262,7 @@ static void sessions(void)
 		kvs_close(c[i]);
 	c[0] = conn_retry(&d, 0);
 	kvs_close(c[0]);
-	g = soak_settle(&d, 0, 0, -1, 0, 10000).g;
+	g = soak_settle(&d, 0, 0, -1, 0, -1, 10000).g;
 	CHECK(g.sessions_live == 0, "%llu sessions live", (unsigned long long)g.sessions_live);
 	CHECK(g.sessions_refused - g0.sessions_refused >= refused,
 	      "%llu sessions refused, %llu expected at least",

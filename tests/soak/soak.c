@@ -33,7 +33,7 @@ struct soak_res soak_res(const struct kvsd *d)
 }
 
 struct soak_res soak_settle(const struct kvsd *d, uint64_t sessions, uint64_t leases, int fds,
-			    int regions, int timeout_ms)
+			    int regions, int maps, int timeout_ms)
 {
 	uint64_t t0 = test_now_ns();
 	struct soak_res r;
@@ -42,7 +42,8 @@ struct soak_res soak_settle(const struct kvsd *d, uint64_t sessions, uint64_t le
 		r = soak_res(d);
 		if ((r.g.sessions_live == sessions &&
 		     (leases == UINT64_MAX || r.g.leases_live == leases) &&
-		     (fds < 0 || r.fds == fds) && (regions < 0 || r.regions == regions)) ||
+		     (fds < 0 || r.fds == fds) && (regions < 0 || r.regions == regions) &&
+		     (maps < 0 || r.maps == maps)) ||
 		    test_now_ns() - t0 > (uint64_t)timeout_ms * 1000000)
 			return r;
 		usleep(10000);

@@ -41,13 +41,14 @@ struct soak_res soak_res(const struct kvsd *d);
 
 /*
  * Wait (up to @timeout_ms) until the daemon has @sessions live sessions,
- * @leases live leases (UINT64_MAX: any), @fds fds and @regions session
- * regions (-1: any):
- * sessions end asynchronously, after their copies drained.  Returns the
- * last reading.
+ * @leases live leases (UINT64_MAX: any), @fds fds, @regions session
+ * regions and @maps engine mappings (-1: any): sessions end
+ * asynchronously, after their copies drained, and their engine memory is
+ * unmapped and closed later still, on the host mover's release thread.
+ * Returns the last reading.
  */
 struct soak_res soak_settle(const struct kvsd *d, uint64_t sessions, uint64_t leases, int fds,
-			    int regions, int timeout_ms);
+			    int regions, int maps, int timeout_ms);
 
 /*
  * A barrier in shared memory for forked processes.  The process that made
