@@ -130,8 +130,13 @@ struct net_op {
 	uint8_t key[REG_KEY_SIZE];
 };
 
-/* A REGISTER's arguments at most: its keys, their bare keys, a group per key, our words. */
-#define ARGV_MAX (4 * BATCH_MAX + 32)
+/*
+ * The most arguments a command takes: a REGISTER of BATCH_MAX changes (a
+ * key and at most a group of two words per change, and our 13 words), or
+ * a query chunk (QUERY_CHUNK keys and 2 words).
+ */
+#define ARGV_MAX (3 * BATCH_MAX + 16)
+_Static_assert(QUERY_CHUNK + 2 <= ARGV_MAX, "a query chunk fits the arguments");
 
 struct registry {
 	/* configuration (copies) */
@@ -147,7 +152,7 @@ struct registry {
 	/* keys */
 	char lease_key[160], epoch_key[160], lease_prefix[160];
 	/* The run sets' prefix, this node's list of its sets, the cluster's node list (scripts.h). */
-	char sprefix[160], sets_key[160], nodes_key[160], sets_prefix[160];
+	char sprefix[160], sets_key[160], nodes_key[160];
 
 	/* the loop */
 	int epfd, evfd, tfd;
@@ -1687,7 +1692,6 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	snprintf(r->lease_prefix, sizeof(r->lease_prefix), "kvs:%s:lease:", r->cluster);
 	snprintf(r->sprefix, sizeof(r->sprefix), "kvs:%s:n:", r->cluster);
 	snprintf(r->sets_key, sizeof(r->sets_key), "kvs:%s:sets:%s", r->cluster, r->node);
-	snprintf(r->sets_prefix, sizeof(r->sets_prefix), "kvs:%s:sets:", r->cluster);
 	snprintf(r->nodes_key, sizeof(r->nodes_key), "kvs:%s:nodes", r->cluster);
 	reg_addr_parse(cfg->redis, &r->addr, w, sizeof(w));
 	rc = -ENOMEM;
