@@ -230,10 +230,9 @@ static void cluster_send(struct worker *w, struct op *op)
 	ack_msg(w, &op->cmsg, op->s, WCMD_CLUSTER);
 }
 
-/* A cluster op is back from the control thread, its results set: post it. */
-static void cluster_done(struct worker *w, struct op *op)
+/* Post a cluster op whose results are set (a QUERY's with its answer), and free it. */
+static void cluster_post(struct worker *w, struct op *op)
 {
-	struct wsession *s = op->s;
 	struct kvs_cqe cqe = {
 		.user_data = op->user_data,
 		.res = op->res,
@@ -241,11 +240,17 @@ static void cluster_done(struct worker *w, struct op *op)
 		.result1 = op->r1,
 	};
 
-	s->cluster_out--;
 	if (op->opcode == KVS_OP_QUERY && op->res >= 0)
 		cqe.flags = KVS_CQE_CLUSTER;
-	post_cqe(w, s, &cqe, cqe.flags ? op->ans : NULL);
+	post_cqe(w, op->s, &cqe, cqe.flags ? op->ans : NULL);
 	op_free(op);
+}
+
+/* A cluster op is back from the control thread. */
+static void cluster_done(struct worker *w, struct op *op)
+{
+	op->s->cluster_out--;
+	cluster_post(w, op);
 }
 
 static void finish_save(struct worker *w, struct op *op)
@@ -517,8 +522,7 @@ static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe 
 		 * registry; the answer says so).
 		 */
 		cop->ans->status = hits == a->n ? 0 : -ENOTCONN;
-		s->cluster_out++; /* cluster_done() drops it */
-		cluster_done(w, cop);
+		cluster_post(w, cop);
 		return;
 	}
 	memcpy(cop->tag, s->ns->tag, KVS_KEY_SIZE);
