@@ -62,6 +62,27 @@ static void flush_ok(struct kvs_client *c, uint64_t at_least)
 	      (unsigned long long)reg, (unsigned long long)drop);
 }
 
+/*
+ * 8 blocks saved on @ca while its node cannot write (fenced or
+ * displaced): its cluster FLUSH reports them all dropped, none
+ * registered, and @cb never finds them at n1.
+ */
+static void want_fenced(struct kvs_client *ca, struct test_kv *kva, struct kvs_client *cb,
+			const uint8_t *keys, uint32_t seed, const char *what)
+{
+	struct kvs_cluster_answer ans;
+	uint64_t reg = 0, drop = 0;
+	int r;
+
+	ct_save(ca, kva, keys, 8, seed);
+	r = ct_cflush(ca, &reg, &drop);
+	CHECK((r == 0 || r == -ETIMEDOUT) && reg == 0 && drop >= 8,
+	      "cluster FLUSH on %s: res %d (%s) registered %llu dropped %llu (want 0, >= 8)", what,
+	      r, kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
+	CHECK(!names(cb, keys, 8, "n1", NULL, &ans), "%s: its blocks answered: %s", what,
+	      ct_answer_str(0, &ans));
+}
+
 static void sigkill(struct redis *rd, struct cnode *a, struct kvs_client *cb, const uint8_t *keys)
 {
 	struct kvs_cluster_answer ans;
@@ -207,14 +228,7 @@ int main(void)
 			(unsigned long long)e3) == 0 &&
 		      !strcmp(out, "0"),
 	      "forging n1's lease token: %s", out);
-	ct_save(ca, &kva, k4, 8, 4);
-	r = ct_cflush(ca, &reg, &drop);
-	CHECK((r == 0 || r == -ETIMEDOUT) && reg == 0 && drop >= 8,
-	      "cluster FLUSH of writes under a lease n1 no longer holds: res %d (%s) registered "
-	      "%llu dropped %llu (want 0, >= 8)",
-	      r, kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
-	CHECK(!names(cb, k4, 8, "n1", NULL, &ans), "fenced writes answered: %s",
-	      ct_answer_str(0, &ans));
+	want_fenced(ca, &kva, cb, k4, 4, "n1 under a lease it no longer holds");
 	/* Nobody renews the forged lease: n1 takes the next epoch when it expires. */
 	e4 = ct_wait_lease(&rd, "n1", e3);
 	for (uint64_t end = now_ms() + CT_POLL_MS;; usleep(20000)) {
@@ -244,14 +258,7 @@ int main(void)
 	      ct_answer_str(0, &ans));
 	r = ct_cflush(ca, &reg, &drop);
 	CHECK(r == 0, "cluster FLUSH on the displaced n1: %d", r);
-	ct_save(ca, &kva, k6, 8, 6);
-	r = ct_cflush(ca, &reg, &drop);
-	CHECK((r == 0 || r == -ETIMEDOUT) && reg == 0 && drop >= 8,
-	      "cluster FLUSH on the displaced n1: res %d (%s) registered %llu dropped %llu (want 0, "
-	      ">= 8)",
-	      r, kvs_strerror(r), (unsigned long long)reg, (unsigned long long)drop);
-	CHECK(!names(cb, k6, 8, "n1", NULL, &ans), "the displaced n1 advertised: %s",
-	      ct_answer_str(0, &ans));
+	want_fenced(ca, &kva, cb, k6, 6, "the displaced n1");
 	/* The winner leaves (releasing its lease): the first one takes the node back. */
 	kvs_close(ca2);
 	test_kv_free(&kva2);
