@@ -400,6 +400,20 @@ void client_defer(struct kvs_client *c, const struct local_cqe *l)
 	c->lq_n++;
 }
 
+/* Complete operation @slot locally with -ECONNRESET: kvstashd is gone. */
+static void complete_reset(struct kvs_client *c, uint32_t slot)
+{
+	struct local_cqe l = { { 0 } };
+
+	l.cqe.user_data = c->pend[slot].user_data;
+	l.cqe.res = -ECONNRESET;
+	l.cqe.flags = KVS_CQE_LOCAL;
+	l.tag = ((uint64_t)c->pend[slot].gen << 32) | slot;
+	l.ans = ANS_NONE;
+	pend_put(c, slot);
+	client_defer(c, &l);
+}
+
 /* Take every completion in the ring into the local queue (death). */
 static void drain_ring(struct kvs_client *c)
 {
@@ -426,18 +440,9 @@ void client_mark_dead(struct kvs_client *c)
 		   c->pend_cap - c->pend_nfree);
 	drain_ring(c);
 	for (uint32_t i = 0; i < c->pend_cap; i++) {
-		struct local_cqe l = { { 0 } };
-
 		/* A submitted SQE only: one still being prepared is cancelled by its owner. */
-		if (c->pend[i].state != PEND_SUBMITTED)
-			continue;
-		l.cqe.user_data = c->pend[i].user_data;
-		l.cqe.res = -ECONNRESET;
-		l.cqe.flags = KVS_CQE_LOCAL;
-		l.tag = ((uint64_t)c->pend[i].gen << 32) | i;
-		l.ans = ANS_NONE;
-		pend_put(c, i);
-		client_defer(c, &l);
+		if (c->pend[i].state == PEND_SUBMITTED)
+			complete_reset(c, i);
 	}
 }
 
@@ -813,18 +818,8 @@ int kvs_submit(struct kvs_client *c)
 		return 0;
 	c->sq_reserved = 0;
 	if (c->dead) {
-		for (uint32_t i = 0; i < n; i++) {
-			uint32_t slot = c->reserved_tags[i];
-			struct local_cqe l = { { 0 } };
-
-			l.cqe.user_data = c->pend[slot].user_data;
-			l.cqe.res = -ECONNRESET;
-			l.cqe.flags = KVS_CQE_LOCAL;
-			l.tag = ((uint64_t)c->pend[slot].gen << 32) | slot;
-			l.ans = ANS_NONE;
-			pend_put(c, slot);
-			client_defer(c, &l);
-		}
+		for (uint32_t i = 0; i < n; i++)
+			complete_reset(c, c->reserved_tags[i]);
 		return (int)n;
 	}
 	for (uint32_t i = 0; i < n; i++)
