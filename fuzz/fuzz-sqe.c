@@ -48,7 +48,8 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 		   "lease field");
 	FUZZ_CHECK(op == KVS_OP_QUERY || sqe->req_id == 0, "req_id");
 	FUZZ_CHECK(
-		(op == KVS_OP_QUERY && !(sqe->flags & ~(KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER))) ||
+		(op == KVS_OP_QUERY &&
+		 !(sqe->flags & ~(KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM))) ||
 			(op == KVS_OP_FLUSH &&
 			 !(sqe->flags & ~(KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER))) ||
 			sqe->flags == 0,

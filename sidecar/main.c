@@ -20,6 +20,7 @@
 
 #include "base/conf.h"
 #include "control/cluster.h"
+#include "control/tier.h"
 #include "control/daemon.h"
 #include "obs/metrics.h"
 #include "obs/log.h"
@@ -206,7 +207,8 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return EXIT_USAGE;
 	}
-	if (check && (r = cluster_check_config(&cfg, err, sizeof(err))) < 0) {
+	if (check && ((r = cluster_check_config(&cfg, err, sizeof(err))) < 0 ||
+		      (r = tier_check_config(&cfg, err, sizeof(err))) < 0)) {
 		fprintf(stderr, "kvstashd: %s\n", err);
 		config_free(&cfg);
 		return EXIT_USAGE;
@@ -229,11 +231,6 @@ int main(int argc, char **argv)
 	log_info("kvstashd %s starting (wire %u.%u, config %s)", PACKAGE_VERSION, KVS_WIRE_MAJOR,
 		 KVS_WIRE_MINOR, config);
 	raise_fd_limit(&cfg);
-	/* Until the store is wired to sidecar/ssd/ (ssd.h says how), say so rather than ignore it. */
-	if (cfg.ssd_path[0])
-		log_warning("[ssd] path is set, but this kvstashd does not use the SSD tier yet: "
-			    "nothing is written to %s",
-			    cfg.ssd_path);
 
 	r = daemon_init(&d, &cfg, config);
 	if (r == 0) {

@@ -67,6 +67,11 @@
  * KVS_HELLO_CLUSTER; -EOPNOTSUPP when kvstashd has no [cluster]).
  */
 #define KVS_QUERY_CLUSTER (1u << 1)
+/*
+ * Hits in kvstashd's DRAM only: none that must be read back from its SSD
+ * tier first (wire minor 2; without [ssd] every hit is in DRAM anyway).
+ */
+#define KVS_QUERY_DRAM	   (1u << 2)
 #define KVS_FLUSH_INSTANCE (1u << 0) /* every session of the instance */
 /*
  * And every registry change (insert, remove) enqueued before the barrier
@@ -114,8 +119,12 @@ struct kvs_sqe {
  *   SAVE     count (all blocks safe)   blocks stored    blocks skipped
  *                                                       (already resident)
  *   QUERY    hit count (prefix length) lease id (0: none) lease expiry,
- *                                                       ms from now
- *   LOAD     blocks loaded             bytes copied     -
+ *            (both tiers; flags: how                    ms from now
+ *            many still being read,
+ *            KVS_CQE_PENDING)
+ *   LOAD     blocks loaded (fewer      bytes copied     -
+ *            when a read from SSD
+ *            failed: the prefix before)
  *   RELEASE  0                         -                -
  *   FLUSH    0                         -                -
  *   FLUSH    0, -ETIMEDOUT (deadline), changes          changes dropped
@@ -139,6 +148,14 @@ struct kvs_cqe {
 /* kvs_cqe.flags */
 #define KVS_CQE_LOCAL (1u << 0) /* made by libkvstash, not kvstashd (e.g. -ECONNRESET) */
 #define KVS_CQE_CLUSTER (1u << 1) /* a cluster QUERY's: its answer is in KVS_PART_CLUSTER */
+/*
+ * A QUERY's flags, bits 8-31 (wire minor 2): how many of its hits are
+ * still being read from kvstashd's SSD tier into DRAM.  A LOAD of them
+ * waits for those reads (and is shorter if one fails); 0 without [ssd].
+ */
+#define KVS_CQE_PENDING_SHIFT  8u
+#define KVS_CQE_PENDING_MAX    0xffffffu
+#define KVS_CQE_PENDING(flags) ((uint32_t)(flags) >> KVS_CQE_PENDING_SHIFT)
 
 #define KVS_CLUSTER_NAME_MAX 64u  /* node names, NUL included */
 #define KVS_CLUSTER_ADDR_MAX 128u /* peer addresses, NUL included */

@@ -32,7 +32,10 @@
  * Minor 1: the cluster (KVS_HELLO_CLUSTER, KVS_PART_CLUSTER,
  * KVS_QUERY_CLUSTER, KVS_FLUSH_CLUSTER, KVS_MSG_STATS_REGISTRY).
  */
-#define KVS_WIRE_MINOR 1u
+/*
+ * Minor 2: the SSD tier (KVS_QUERY_DRAM, KVS_CQE_PENDING, KVS_MSG_STATS_SSD).
+ */
+#define KVS_WIRE_MINOR 2u
 
 #define KVS_MSG_MAX 131072u	/* largest packet either side sends */
 #define KVS_MAX_FDS 64u		/* most fds one REGISTER may carry */

@@ -19,6 +19,7 @@
 #include "io/mover.h"
 #include "control/admin.h"
 #include "control/cluster.h"
+#include "control/tier.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "store/lease.h"
@@ -144,7 +145,9 @@ static int start_workers(struct daemon *d, int node)
 			if (r < 0)
 				return log_error_errno(r, "cannot start the I/O worker of %s %u",
 						       mv->dev_name, dev);
-			d->workers[d->nr_workers++] = w;
+			d->workers[d->nr_workers] = w;
+			/* Release: the worker before its count (tier_wake()'s load-acquire). */
+			__atomic_store_n(&d->nr_workers, d->nr_workers + 1, __ATOMIC_RELEASE);
 			if (mv == mover_for_device(KVS_DEVICE_HOST))
 				d->host_worker = w;
 		}
@@ -267,6 +270,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = cluster_init(d);
 	if (r < 0)
 		return r;
+	/* Before the workers too: their first eviction may spill, their first QUERY read. */
+	r = tier_init(d);
+	if (r < 0)
+		return r;
 	r = nspace_table_new(cfg->max_namespaces, drop_nspace, d->store, &d->nspaces);
 	if (r == 0)
 		r = instance_table_new(d->store, &d->instances);
@@ -346,6 +353,11 @@ int daemon_run(struct daemon *d)
 void daemon_fini(struct daemon *d)
 {
 	metrics_stop();
+	/*
+	 * The SSD tier first: its last writes read pool slots and free them
+	 * in the store, its last reads wake the workers (tier.h).
+	 */
+	tier_close(d);
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;

@@ -29,6 +29,7 @@ struct lease_table;
 struct nspace_table;
 struct pool;
 struct registry;
+struct ssd;
 struct store;
 
 struct daemon {
@@ -76,6 +77,11 @@ struct daemon {
 	 */
 	struct registry *reg;
 	struct ev_source reg_ev; /* registry_fd(): its socket, timers and wake-ups */
+	/*
+	 * The SSD tier (control/tier.c); NULL without [ssd].  Its functions
+	 * are safe from any thread (ssd/ssd.h); opened and closed here.
+	 */
+	struct ssd *ssd;
 	bool reg_closing;	 /* cluster_shutdown() ran: ops complete with -ESHUTDOWN */
 
 	struct worker *workers[MAX_WORKERS];

@@ -4,8 +4,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "control/nspace.h"
+#include "obs/log.h"
 #include "control/registration.h"
 #include "io/mem.h"
 #include "io/mover.h"
@@ -104,6 +106,21 @@ int registration_build(const struct registration_spec *spec, struct registration
 	}
 	if (!r)
 		r = nspace_adopt(spec->ns, reg->layout, spec->tp_size, why, wl, &first);
+	/*
+	 * The geometry is the namespace's from now on: its identity in the
+	 * SSD tier is the name with it (control thread: the first comes
+	 * once).  Without one (the tier's namespace table is full) its
+	 * blocks stay in DRAM: a smaller cache, not a refused engine.
+	 */
+	if (!r && first) {
+		int t = store_ns_tier(spec->store, &spec->ns->in_store, spec->ns->name,
+				      reg->layout->fingerprint, reg->layout->slot_bytes,
+				      spec->tp_size, reg->layout->replicated);
+
+		if (t < 0)
+			log_warning_errno(t, "namespace %s: not in the SSD tier, DRAM only",
+					  spec->ns->name);
+	}
 	if (r < 0) {
 		registration_free(reg);
 		return r;

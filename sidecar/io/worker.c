@@ -51,6 +51,11 @@ void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s)
 	send_cmd(w, &s->cmds[type], type, s);
 }
 
+void worker_wake(struct worker *w)
+{
+	bump(w);
+}
+
 void worker_cluster_done(struct op *op)
 {
 	send_cmd(op->w, &op->cmsg, WCMD_CLUSTER, op->s);
@@ -165,12 +170,24 @@ static void post_cqe(struct worker *w, struct wsession *s, struct kvs_cqe *cqe,
 	s->bl_n++;
 }
 
+static void post_flags(struct worker *w, struct wsession *s, uint64_t user_data, int32_t res,
+		       uint64_t r0, uint64_t r1, uint32_t flags)
+{
+	struct kvs_cqe cqe = {
+		.user_data = user_data,
+		.res = res,
+		.flags = flags,
+		.result0 = r0,
+		.result1 = r1,
+	};
+
+	post_cqe(w, s, &cqe, NULL);
+}
+
 static void post(struct worker *w, struct wsession *s, uint64_t user_data, int32_t res, uint64_t r0,
 		 uint64_t r1)
 {
-	struct kvs_cqe cqe = { .user_data = user_data, .res = res, .result0 = r0, .result1 = r1 };
-
-	post_cqe(w, s, &cqe, NULL);
+	post_flags(w, s, user_data, res, r0, r1, 0);
 }
 
 static bool drain_backlog(struct wsession *s)
@@ -212,6 +229,7 @@ static void publish_cqs(struct worker *w)
 static void op_free(struct op *op)
 {
 	copy_batch_free(&op->batch);
+	free(op->block_ids);
 	free(op->ents);
 	free(op->ckeys);
 	free(op->ans);
@@ -241,7 +259,7 @@ static void cluster_post(struct worker *w, struct op *op)
 	};
 
 	if (op->opcode == KVS_OP_QUERY && op->res >= 0)
-		cqe.flags = KVS_CQE_CLUSTER;
+		cqe.flags = KVS_CQE_CLUSTER | op->cqe_flags;
 	post_cqe(w, op->s, &cqe, cqe.flags ? op->ans : NULL);
 	op_free(op);
 }
@@ -406,10 +424,46 @@ static void do_save(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	submit_copy(w, op, op->nents && !op->batch.err);
 }
 
+/*
+ * A LOAD may copy once none of its blocks is still READING from SSD: the
+ * prefix before the first FAILED one, in op->nblocks then.  Each block's
+ * tier is read with load-acquire, pairing with the store-release at the
+ * end of its read (store.c), so the bytes read are there when it copies.
+ */
+static bool load_ready(struct op *op)
+{
+	for (uint32_t i = 0; i < op->nblocks; i++) {
+		switch (block_tier(op->lease->blocks[i])) {
+		case BLOCK_RESIDENT:
+			break;
+		case BLOCK_READING:
+			return false;
+		case BLOCK_FAILED:
+			op->nblocks =
+				i; /* never more than the prefix: the engine recomputes the rest */
+			return true;
+		}
+	}
+	return true;
+}
+
+static void load_submit(struct worker *w, struct op *op, const struct registration *reg,
+			const uint32_t *block_ids)
+{
+	const struct layout *lay = reg->layout;
+	struct lease *lease = op->lease;
+
+	for (uint32_t i = 0; i < op->nblocks && !op->batch.err; i++)
+		op->batch.err =
+			copy_batch_add_block(&op->batch, lay, reg->mems, block_ids[i],
+					     lease->blocks[i]->shards[reg->place.shard].slot.addr,
+					     op->layer_begin, op->layer_count);
+	submit_copy(w, op, op->nblocks && !op->batch.err);
+}
+
 static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		    const struct sqe_args *a, const struct registration *reg)
 {
-	const struct layout *lay = reg->layout;
 	struct lease *lease;
 	struct op *op;
 	int r;
@@ -434,12 +488,43 @@ static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	op->lease = lease;
 	op->nblocks = a->n;
 	op->batch.dir = COPY_FROM_POOL;
-	for (uint32_t i = 0; i < a->n && !op->batch.err; i++)
-		op->batch.err =
-			copy_batch_add_block(&op->batch, lay, reg->mems, a->block_ids[i],
-					     lease->blocks[i]->shards[reg->place.shard].slot.addr,
-					     a->layer_begin, a->layer_count);
-	submit_copy(w, op, !op->batch.err);
+	op->layer_begin = a->layer_begin;
+	op->layer_count = a->layer_count;
+	if (load_ready(op)) {
+		load_submit(w, op, reg, a->block_ids);
+		return;
+	}
+	/* Blocks still coming from SSD: it waits, holding the session's copies (detach waits too). */
+	op->block_ids = malloc((size_t)a->n * sizeof(*op->block_ids));
+	if (!op->block_ids) {
+		op->nblocks = 0; /* the lease is spent; nothing copied */
+		load_submit(w, op, reg, a->block_ids);
+		return;
+	}
+	memcpy(op->block_ids, a->block_ids, (size_t)a->n * sizeof(*op->block_ids));
+	s->copies++;
+	cds_list_add_tail(&op->node, &w->parked);
+}
+
+/*
+ * Parked LOADs whose blocks all arrived (or failed) go to the mover: the
+ * store's reads wake the worker (worker_wake()) as each block ends.
+ */
+static bool check_parked(struct worker *w)
+{
+	struct op *op, *tmp;
+	bool any = false;
+
+	cds_list_for_each_entry_safe(op, tmp, &w->parked, node) {
+		if (!load_ready(op))
+			continue;
+		cds_list_del(&op->node);
+		op->s->copies--; /* load_submit() counts it again */
+		/* The session's registration is held while its copies are counted. */
+		load_submit(w, op, wsession_reg(op->s), op->block_ids);
+		any = true;
+	}
+	return any;
 }
 
 /*
@@ -480,8 +565,11 @@ static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe 
 {
 	bool nolease = sqe->flags & KVS_QUERY_NOLEASE;
 	uint64_t id = 0, ttl = 0, pinned = 0;
+	struct registration *reg;
+	struct store_query_req q;
+	struct store_query_res qr;
 	struct op *cop = NULL;
-	uint32_t hits;
+	uint32_t hits, cflags;
 	char why[256];
 	int r;
 
@@ -492,7 +580,22 @@ static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe 
 			return;
 		}
 	}
-	hits = store_query(w->store, s->ns, a->keys, a->n, !nolease, w->blocks, &pinned);
+	reg = wsession_reg(s);
+	q = (struct store_query_req){
+		.ns = s->ns,
+		.keys = a->keys,
+		.n = a->n,
+		.pin = !nolease,
+		.dram_only = sqe->flags & KVS_QUERY_DRAM,
+		/* Read back near its LOADs: the session's region, else its worker's. */
+		.region = reg ? reg->place.region
+			      : pool_region_for_node(store_pool(w->store), w->node),
+		.ret_blocks = w->blocks,
+	};
+	store_query_tiers(w->store, &q, &qr);
+	hits = qr.hits;
+	pinned = qr.bytes;
+	cflags = MIN(qr.pending, KVS_CQE_PENDING_MAX) << KVS_CQE_PENDING_SHIFT;
 	account_query(w->ctr, s->st, hits, a->n);
 	if (hits && !nolease) {
 		r = lease_create(w->leases, s->lh, s->id, s->uid, w->blocks, hits, pinned, &id,
@@ -509,9 +612,10 @@ static void do_query(struct worker *w, struct wsession *s, const struct kvs_sqe 
 		}
 	}
 	if (!cop) {
-		post(w, s, sqe->user_data, (int32_t)hits, id, ttl);
+		post_flags(w, s, sqe->user_data, (int32_t)hits, id, ttl, cflags);
 		return;
 	}
+	cop->cqe_flags = cflags;
 	cop->res = (int32_t)hits;
 	cop->r0 = id;
 	cop->r1 = ttl;
@@ -751,7 +855,8 @@ static bool needs_short_sleep(struct worker *w)
 {
 	struct wsession *s;
 
-	if (!cds_list_empty(&w->flushes))
+	/* Parked LOADs: the store's wake-up is the way on, a short sleep the safety net. */
+	if (!cds_list_empty(&w->flushes) || !cds_list_empty(&w->parked))
 		return true;
 	cds_list_for_each_entry(s, &w->sessions, wnode)
 		if (s->bl_n || s->detaching || s->unregistering)
@@ -793,6 +898,8 @@ static void *worker_main(void *arg)
 			busy |= poll_session(w, s);
 		busy |= reap_done(w); /* inline copies finished above */
 		busy |= check_flushes(w);
+		if (check_parked(w))
+			busy |= reap_done(w); /* copies done inline (nothing left to copy) */
 		publish_cqs(w);
 		settle_sessions(w);
 		/* Pairs with the store-release in worker_stop(). */
@@ -854,6 +961,7 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 	batch_sink_init(&w->sink, &w->word);
 	CDS_INIT_LIST_HEAD(&w->sessions);
 	CDS_INIT_LIST_HEAD(&w->flushes);
+	CDS_INIT_LIST_HEAD(&w->parked);
 	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, w->cfg->max_keys) + 8;
 	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
 	w->blocks = calloc(w->cfg->max_keys, sizeof(*w->blocks));

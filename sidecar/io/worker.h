@@ -217,6 +217,10 @@ struct op {
 	/* LOAD */
 	struct lease *lease;
 	uint32_t nblocks;
+	uint32_t layer_begin, layer_count;
+	uint32_t *block_ids; /* parked (worker.parked): its blocks' ids, copied from the SQE */
+	/* QUERY: KVS_CQE_PENDING of its CQE */
+	uint32_t cqe_flags;
 	/* FLUSH */
 	uint64_t mark;
 	/*
@@ -267,6 +271,7 @@ struct worker {
 	unsigned rings_cap;
 	bool rings_stale;
 	struct cds_list_head flushes; /* FLUSH ops waiting */
+	struct cds_list_head parked;  /* LOADs waiting for blocks read from SSD */
 	uint8_t *scratch;	      /* argument copies (QUERY) */
 	struct block **blocks;	      /* QUERY hits */
 	uint64_t scratch_size;
@@ -294,6 +299,9 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 void worker_stop(struct worker *w);
 
 void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s);
+
+/* Any thread: look at the parked LOADs again (the store's reads from SSD ended). */
+void worker_wake(struct worker *w);
 
 /*
  * Control thread: a cluster op the worker handed over (WCMD_CLUSTER ack)

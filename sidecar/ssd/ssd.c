@@ -1930,8 +1930,11 @@ static void *drive_main(void *arg)
 {
 	struct drive *d = arg;
 	struct ssd *ssd = d->ssd;
-	int r = setup_ring(d);
+	int r;
 
+	if (ssd->cfg.thread_init)
+		ssd->cfg.thread_init(ssd->cfg.cb_arg);
+	r = setup_ring(d);
 	pthread_mutex_lock(&ssd->wait_lock);
 	d->setup_res = r;
 	d->setup_done = true;
@@ -1943,6 +1946,8 @@ static void *drive_main(void *arg)
 		io_uring_queue_exit(&d->ring);
 	d->ring_ok = false;
 	notify_waiters(ssd);
+	if (ssd->cfg.thread_fini)
+		ssd->cfg.thread_fini(ssd->cfg.cb_arg);
 	return NULL;
 }
 

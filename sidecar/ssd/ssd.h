@@ -193,6 +193,12 @@ struct ssd_config {
 	const char *faults;
 
 	void *cb_arg;
+	/*
+	 * Optional: run first and last on each drive thread, so the caller
+	 * can make it what its callbacks need (kvstashd: an RCU reader).
+	 */
+	void (*thread_init)(void *arg);
+	void (*thread_fini)(void *arg);
 	void (*write_done)(void *arg, void *cookie, int res);
 	void (*read_done)(void *arg, void *cookie, int res);
 	/* level: syslog LOG_*; err: errno or 0; msg without a newline. */

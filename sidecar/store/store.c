@@ -9,6 +9,7 @@
 
 #include "base/util.h"
 #include "obs/log.h"
+#include "ssd/ssd.h"
 #include "store/store.h"
 
 /*
@@ -40,6 +41,14 @@ static inline void read_unlock(void)
 }
 
 #define EVICT_TRIES 64
+/*
+ * The SSD tier's reserve: writes to SSD may hold at most this share (1/n)
+ * of the pool, capped at SPILL_RESERVE_MAX, and eviction spills ahead of
+ * need until free room and those writes together reach it (spill_ahead()).
+ */
+#define SPILL_POOL_SHARE  4
+#define SPILL_RESERVE_MAX (4ull << 30)
+#define SPILL_AHEAD_MAX	  16 /* victims spilled ahead per slot taken: a bounded step */
 
 /*
  * Index size.  liburcu's own auto-resize grows a table only once it holds
@@ -77,6 +86,13 @@ struct store {
 	uint64_t unsealed_cap;			/* bytes one tenant may hold unsealed */
 	uint64_t seed[2];			/* keyed hash against collision floods */
 	struct store_stats stats;		/* counters: relaxed atomics */
+
+	/* The SSD tier (store_set_ssd()); NULL: none. */
+	struct ssd *ssd;
+	void (*wake)(void *arg);
+	void *wake_arg;
+	uint64_t spill_cap;	     /* pool bytes writes to SSD may hold */
+	struct cds_list_head failed; /* blocks whose read failed, until unpinned (store lock) */
 };
 
 struct lookup_key {
@@ -228,6 +244,7 @@ int store_new(const struct store_params *p, struct store **ret)
 		s3fifo_init(&st->queues[i]);
 	CDS_INIT_LIST_HEAD(&st->partial);
 	CDS_INIT_LIST_HEAD(&st->tenants);
+	CDS_INIT_LIST_HEAD(&st->failed);
 	st->unsealed_cap = unsealed_cap(p->pool, p->unsealed_share);
 	/* Last: pthread_create() orders everything above before the resizer's first step. */
 	r = -pthread_create(&st->resizer, NULL, resizer_main, st);
@@ -347,9 +364,12 @@ static void block_destroy(struct store *st, struct block *b)
 		stat_add(&st->stats.resident, -1);
 		if (st->hooks && b->ns->tagged)
 			st->hooks->gone(st->hooks->arg, b->ns->tag, b->key);
-	} else {
+	} else if (b->tier == BLOCK_RESIDENT) {
 		cds_list_del(&b->partial);
 		stat_add(&st->stats.partial, -1);
+	} else {
+		/* A failed read's (st->failed); a READING block is never destroyed. */
+		cds_list_del(&b->partial);
 	}
 	cds_list_del(&b->ns_node);
 	/* Release: pairs with the load-acquire in nspace.c's free_if_unused(). */
@@ -370,8 +390,18 @@ static bool claim(struct block *b)
 	 * Pairs with the CAS loop in pin(): a pinner that loses sees
 	 * BLOCK_EVICTING and treats the block as a miss.
 	 */
-	return __atomic_compare_exchange_n(&b->pins, &zero, BLOCK_EVICTING, false,
-					   __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	return __atomic_compare_exchange_n(&b->pins, &zero, BLOCK_EVICTING, false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_RELAXED);
+}
+
+/* A failed read's block, once unpinned: moved to BLOCK_EVICTING, as claim() does. */
+static bool claim_failed(struct block *b)
+{
+	int32_t zero = 0;
+
+	/* Pairs with the CAS loop in pin(), as claim()'s. */
+	return __atomic_compare_exchange_n(&b->pins, &zero, BLOCK_EVICTING, false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_RELAXED);
 }
 
 static bool queue_claim(struct s3fifo_node *n, void *arg)
@@ -421,12 +451,92 @@ static void reclaim(struct store *st, struct block *b)
 	stat_add(&st->stats.partial_reclaimed, 1);
 }
 
-/* Store lock held, @b claimed (so sealed): evicted, remembered by its queue's ghost. */
-static void evict(struct store *st, struct block *b)
+static int ssd_has(struct store *st, const struct store_ns *ns, const uint8_t *key);
+
+/*
+ * Store lock held: one write to SSD of @b's (spill()) ended, or was
+ * displaced from a drive's queue by one worth more.  The last one frees
+ * the block's slots.
+ */
+static void spill_end(struct store *st, struct shard *sh, int res)
+{
+	struct block *b = sh->blk;
+
+	stat_add(&st->stats.spilling_bytes, -(int64_t)slot_bytes_of(st, b));
+
+	if (res != 0)
+		stat_add(&st->stats.spill_failed, 1);
+	if (--b->spilling == 0)
+		block_destroy(st, b);
+}
+
+/*
+ * Store lock held, @b claimed for eviction: queue its shards' writes to
+ * SSD, reading from its slots, which stay allocated until the writes end
+ * (store_ssd_write_done()).  The block stays in the index meanwhile,
+ * claimed: a miss for QUERY (and ssd_lookup() finds it only once
+ * written), as good as resident for a SAVE of it.  Never waits: the
+ * drives' queues are bounded and refuse, or displace a write worth less.
+ * Returns true when a write is queued.
+ */
+static bool spill(struct store *st, struct block *b)
+{
+	uint64_t bytes = slot_bytes_of(st, b);
+	uint32_t uses;
+
+	/* Pairs with the store-release in store_ns_tier(). */
+	if (!st->ssd || !__atomic_load_n(&b->ns->on_ssd, __ATOMIC_ACQUIRE))
+		return false;
+	if (st->stats.spilling_bytes + b->bytes > st->spill_cap) {
+		stat_add(&st->stats.spill_skipped, 1);
+		return false;
+	}
+	uses = __atomic_load_n(&b->uses, __ATOMIC_RELAXED);
+	/* One extra count while queueing: a displaced write of this block cannot end it here. */
+	b->spilling = 1;
+	for (uint32_t i = 0; i < b->nshards; i++) {
+		struct shard *sh = &b->shards[i];
+		struct ssd_write w = {
+			.ns = b->ns->ssd_ns,
+			.key = b->key,
+			.shard = sh->idx,
+			.buf = sh->slot.addr,
+			.len = (uint32_t)bytes,
+			.value = uses,
+			.hits = uses,
+			.cookie = sh,
+		};
+		void *displaced = NULL;
+		int r = ssd_write(st->ssd, &w, &displaced);
+
+		if (r < 0)
+			continue; /* on SSD already, not admitted, no room: this shard is not kept */
+		b->spilling++;
+		stat_add(&st->stats.spilling_bytes, (int64_t)bytes);
+		if (r == 1)
+			spill_end(st, displaced, -ENOBUFS);
+	}
+	if (--b->spilling == 0) {
+		stat_add(&st->stats.spill_skipped, 1);
+		return false;
+	}
+	stat_add(&st->stats.spilled, 1);
+	return true;
+}
+
+/*
+ * Store lock held, @b claimed (so sealed): evicted, remembered by its
+ * queue's ghost.  With @may_spill it may go to SSD first: then its slots
+ * are freed only when the writes end, and this returns false.
+ */
+static bool evict(struct store *st, struct block *b, bool may_spill)
 {
 	s3fifo_evict(&st->queues[b->class_id], &b->qn, block_fp(st, b));
-	block_destroy(st, b);
 	stat_add(&st->stats.evictions, 1);
+	if (may_spill && spill(st, b))
+		return false;
+	block_destroy(st, b);
+	return true;
 }
 
 /* Empty extent @e by evicting every block with a shard in it (or reclaiming, per @room). */
@@ -441,7 +551,7 @@ static bool evict_extent(struct store *st, struct pool_extent *e, const struct r
 		    partial_holder(sh->blk, room->self))
 			reclaim(st, sh->blk);
 		else if (claim(sh->blk))
-			evict(st, sh->blk);
+			evict(st, sh->blk, false); /* the extent must be empty now */
 		else
 			return false; /* pinned meanwhile: try elsewhere */
 	}
@@ -483,6 +593,50 @@ static bool reclaim_partial_for(struct store *st, const struct store_tenant *sel
 	return e && evict_extent(st, e, &room);
 }
 
+/*
+ * Store lock held, a slot of @p's class just taken.  With an SSD tier,
+ * eviction runs ahead of need: while the region's free room plus what
+ * writes to SSD hold (their slots come back when they land) is below
+ * the reserve (spill_cap), the coldest blocks spill.  A SAVE then finds
+ * free slots at the drive's pace; when it finds none, the drive is behind
+ * and take_slot() drops a victim unwritten, at once (counted), as an
+ * eviction never waits for the SSD.  Spilling only once the pool was
+ * full made every slot taken cost writes until the reserve was held,
+ * then drops anyway.
+ */
+static void spill_ahead(struct store *st, const struct store_place *p)
+{
+	const struct pool_region *r = &st->pool->regions[p->region];
+	uint64_t cap = (uint64_t)r->nr_extents * st->pool->extent_size;
+	uint64_t slot = st->pool->classes[p->class_id].slot_bytes;
+
+	if (!st->ssd)
+		return;
+	for (int i = 0; i < SPILL_AHEAD_MAX; i++) {
+		uint64_t used = __atomic_load_n(&r->used_bytes, __ATOMIC_RELAXED);
+		uint64_t spilling = st->stats.spilling_bytes;
+		struct s3fifo_node *victim;
+
+		if (cap - MIN(used, cap) + spilling >= st->spill_cap ||
+		    spilling + slot > st->spill_cap)
+			return;
+		victim = s3fifo_pick(&st->queues[p->class_id], queue_claim, NULL, 0);
+		if (!victim)
+			return;
+		evict(st, caa_container_of(victim, struct block, qn), true);
+	}
+}
+
+/* Store lock held, @b claimed: evicted now; with an SSD tier, counted if it is not there. */
+static void evict_now(struct store *st, struct block *b)
+{
+	/* Pairs with the store-release in store_ns_tier(). */
+	if (st->ssd && __atomic_load_n(&b->ns->on_ssd, __ATOMIC_ACQUIRE) &&
+	    ssd_has(st, b->ns, b->key) < 0)
+		stat_add(&st->stats.spill_dropped, 1);
+	evict(st, b, false);
+}
+
 /* Store lock held.  A slot of @p's class in its region, evicting if needed. */
 static int take_slot(struct store *st, const struct store_place *p, const struct store_tenant *t,
 		     struct shard *sh)
@@ -494,6 +648,8 @@ static int take_slot(struct store *st, const struct store_place *p, const struct
 		struct pool_extent *e;
 		int r = pool_alloc(st->pool, p->region, cls, sh, &sh->slot);
 
+		if (r == 0)
+			spill_ahead(st, p);
 		if (r != -ENOSPC)
 			return r;
 		/*
@@ -508,7 +664,8 @@ static int take_slot(struct store *st, const struct store_place *p, const struct
 		}
 		victim = s3fifo_pick(&st->queues[cls], queue_claim, NULL, 0);
 		if (victim) {
-			evict(st, caa_container_of(victim, struct block, qn));
+			/* Needed now: not spilled (its slot would come back only later). */
+			evict_now(st, caa_container_of(victim, struct block, qn));
 			continue;
 		}
 		e = pool_pick_extent(st->pool, p->region, cls, owner_evictable, NULL);
@@ -725,45 +882,373 @@ void block_unpin(struct block *b)
 	__atomic_fetch_sub(&b->pins, 1, __ATOMIC_RELEASE);
 }
 
+/* A hit on @b, pinned if the QUERY pins: its bytes, its use. */
+static void counted(struct block *b, struct store_query_res *r)
+{
+	r->bytes += b->bytes;
+	if (block_tier(b) == BLOCK_RESIDENT)
+		s3fifo_hit(&b->qn);
+	/* A hint for spill() (its value under backpressure): a lost update costs nothing. */
+	__atomic_store_n(&b->uses, __atomic_load_n(&b->uses, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
+}
+
+/*
+ * One key of a QUERY: @b counts as a hit (pinned into ret_blocks with
+ * @q->pin) or ends the prefix.  A block READING from SSD is a hit still
+ * pending: the LOAD waits for it.  RCU read side or the store lock.
+ */
+static bool hit(struct block *b, const struct store_query_req *q, struct store_query_res *r)
+{
+	/* Pairs with the store-release of tier in read_sealed() and read_failed(). */
+	enum block_tier t = block_tier(b);
+
+	if (t == BLOCK_FAILED)
+		return false;
+	/* Pairs with the store-release in seal() (and read_sealed(), before its tier). */
+	if (t == BLOCK_RESIDENT && !__atomic_load_n(&b->sealed, __ATOMIC_ACQUIRE))
+		return false;
+	if (q->pin) {
+		if (!pin(b))
+			return false;
+		q->ret_blocks[r->hits] = b;
+	} else if (__atomic_load_n(&b->pins, __ATOMIC_RELAXED) < 0) {
+		return false;
+	}
+	if (t == BLOCK_READING)
+		r->pending++;
+	counted(b, r);
+	return true;
+}
+
+/* Every shard of (@ns, @key) is on SSD: -ENOENT if one is not. */
+static int ssd_has(struct store *st, const struct store_ns *ns, const uint8_t *key)
+{
+	struct ssd_loc loc;
+
+	for (uint32_t s = 0; s < ns->nshards; s++)
+		if (ssd_lookup(st->ssd, ns->ssd_ns, key, s, &loc) < 0)
+			return -ENOENT;
+	return 0;
+}
+
+/* Store lock held: the class of @slot_bytes some registration holds, or POOL_NO_CLASS. */
+static uint32_t class_of_bytes(const struct store *st, uint64_t slot_bytes)
+{
+	for (uint32_t c = 0; c < st->pool->nr_classes; c++) {
+		const struct pool_class *pc = &st->pool->classes[c];
+
+		if (pc->slot_bytes == slot_bytes && pc->users)
+			return c;
+	}
+	return POOL_NO_CLASS;
+}
+
+/* Store lock held: a read back from SSD failed; its slots go, the block waits for its pins. */
+static void read_failed(struct store *st, struct block *b)
+{
+	for (uint32_t i = 0; i < b->nshards; i++) {
+		struct shard *sh = &b->shards[i];
+
+		if (sh->state == SHARD_EMPTY)
+			continue;
+		cds_lfht_del(st->ht, &sh->hnode);
+		ht_account(st, -1);
+		pool_free(st->pool, &sh->slot);
+		sh->state = SHARD_EMPTY;
+	}
+	cds_list_add_tail(&b->partial, &st->failed);
+	stat_add(&st->stats.ssd_read_failed, 1);
+	/* Release: a LOAD that sees FAILED (block_tier()) copies nothing of it. */
+	__atomic_store_n(&b->tier, BLOCK_FAILED, __ATOMIC_RELEASE);
+}
+
+/* Store lock held: every shard was read back, byte-exact: a resident block like any other. */
+static void read_sealed(struct store *st, struct block *b)
+{
+	stat_add(&st->stats.resident, 1);
+	s3fifo_insert(&st->queues[b->class_id], &b->qn, block_fp(st, b));
+	__atomic_store_n(&b->sealed, 1, __ATOMIC_RELEASE);
+	/*
+	 * Release: the bytes the drive wrote into the slots (its completion
+	 * was reaped before read_done ran) happen before a LOAD that sees
+	 * BLOCK_RESIDENT with load-acquire copies them.
+	 */
+	__atomic_store_n(&b->tier, BLOCK_RESIDENT, __ATOMIC_RELEASE);
+	if (st->hooks && b->ns->tagged)
+		st->hooks->visible(st->hooks->arg, b->ns->tag, b->key);
+}
+
+/* Store lock held: one shard's read ended with @res; true once the block's last one did. */
+static bool read_end(struct store *st, struct shard *sh, int res)
+{
+	struct block *b = sh->blk;
+
+	b->writers--;
+	if (res == 0) {
+		sh->state = SHARD_DONE;
+		b->present++;
+	} else {
+		b->read_err = 1;
+	}
+	if (b->writers)
+		return false;
+	if (b->read_err)
+		read_failed(st, b);
+	else
+		read_sealed(st, b);
+	return true;
+}
+
+/*
+ * Store lock held: (@q->ns, @key) is on SSD in every shard: a new block
+ * READING into slots of @cls, pinned for the QUERY, its reads started.
+ * NULL when it cannot be (no slot, a read refused at once, the SSD no
+ * longer has it): the prefix ends there.  *@ret_ended: a read ended here.
+ */
+static struct block *read_back(struct store *st, const struct store_query_req *q,
+			       const uint8_t *key, uint32_t cls, bool *ret_ended)
+{
+	struct store_ns *ns = (struct store_ns *)q->ns;
+	uint64_t bytes = st->pool->classes[cls].slot_bytes;
+	struct block *b;
+	uint32_t s;
+
+	if (ssd_has(st, ns, key) < 0)
+		return NULL;
+	b = calloc(1, sizeof(*b) + ns->nshards * sizeof(b->shards[0]));
+	if (!b)
+		return NULL;
+	b->ns = ns;
+	b->ns_id = ns->id;
+	memcpy(b->key, key, KVS_KEY_SIZE);
+	b->class_id = cls;
+	b->nshards = ns->nshards;
+	b->bytes = (uint64_t)ns->nshards * bytes;
+	b->created_ns = now_ns();
+	b->tier = BLOCK_READING;
+	CDS_INIT_LIST_HEAD(&b->partial);
+	for (s = 0; s < b->nshards; s++) {
+		struct store_place p = { cls, q->region, s, b->nshards };
+
+		b->shards[s].blk = b;
+		b->shards[s].idx = (uint16_t)s;
+		cds_lfht_node_init(&b->shards[s].hnode);
+		if (take_slot(st, &p, NULL, &b->shards[s]) < 0)
+			break;
+	}
+	if (s < b->nshards) {
+		/* Never published: nobody else saw it. */
+		while (s--)
+			pool_free(st->pool, &b->shards[s].slot);
+		free(b);
+		return NULL;
+	}
+	/* The QUERY's pin, before anyone can find it. */
+	b->pins = 1;
+	cds_list_add_tail(&b->ns_node, &ns->list);
+	__atomic_fetch_add(&ns->blocks, 1, __ATOMIC_RELAXED);
+	for (s = 0; s < b->nshards; s++) {
+		struct shard *sh = &b->shards[s];
+
+		sh->state = SHARD_WRITING;
+		b->writers++;
+		cds_lfht_add(st->ht, hash_key(st, ns->id, s, key), &sh->hnode);
+		ht_account(st, 1);
+	}
+	/* In prefix order, every shard at once: the drives order nothing else. */
+	for (s = 0; s < b->nshards; s++) {
+		struct shard *sh = &b->shards[s];
+		struct ssd_loc loc;
+		int r = ssd_lookup(st->ssd, ns->ssd_ns, key, s, &loc);
+
+		if (r == 0)
+			r = ssd_read(st->ssd, &loc, sh->slot.addr, bytes, sh);
+		/* No callback comes for a read refused here. */
+		if (r < 0)
+			*ret_ended |= read_end(st, sh, r);
+	}
+	if (b->read_err) {
+		block_unpin(b); /* it fails (now or at its last read): the prefix ends before it */
+		return NULL;
+	}
+	return b;
+}
+
+void store_query_tiers(struct store *st, const struct store_query_req *q,
+		       struct store_query_res *ret)
+{
+	struct store_query_res r = { 0 };
+	bool ended = false;
+	uint32_t cls;
+
+	urcu_memb_read_lock();
+	for (; r.hits < q->n; r.hits++) {
+		/* Shard 0 exists in every sealed block, so one lookup per key. */
+		struct shard *sh =
+			lookup(st, q->ns->id, 0, q->keys + (size_t)r.hits * KVS_KEY_SIZE);
+
+		if (!sh || !hit(sh->blk, q, &r))
+			break;
+	}
+	read_unlock();
+	/* Pairs with the store-release in store_ns_tier(). */
+	if (r.hits == q->n || q->dram_only || !st->ssd ||
+	    !__atomic_load_n(&q->ns->on_ssd, __ATOMIC_ACQUIRE)) {
+		*ret = r;
+		return;
+	}
+	if (!q->pin) {
+		/* Counted, not read: nothing would hold what was read.  Either tier per key. */
+		urcu_memb_read_lock();
+		for (; r.hits < q->n; r.hits++) {
+			const uint8_t *key = q->keys + (size_t)r.hits * KVS_KEY_SIZE;
+			struct shard *sh = lookup(st, q->ns->id, 0, key);
+
+			if (sh && hit(sh->blk, q, &r))
+				continue;
+			if (ssd_has(st, q->ns, key) < 0)
+				break;
+			r.ssd++;
+		}
+		read_unlock();
+		stat_add(&st->stats.ssd_hits, r.ssd);
+		*ret = r;
+		return;
+	}
+	store_lock(st);
+	cls = class_of_bytes(st, q->ns->slot_bytes);
+	if (cls == POOL_NO_CLASS) {
+		store_unlock(st); /* no registration of that size: nothing could load them */
+		*ret = r;
+		return;
+	}
+	/*
+	 * Pin what DRAM holds further on first: the slots read_back() takes
+	 * evict the coldest blocks, and the rest of this very prompt is
+	 * likely among them.
+	 */
+	for (uint32_t i = r.hits; i < q->n; i++) {
+		struct shard *sh = lookup(st, q->ns->id, 0, q->keys + (size_t)i * KVS_KEY_SIZE);
+
+		q->ret_blocks[i] = NULL;
+		if (sh && block_tier(sh->blk) == BLOCK_RESIDENT && sh->blk->sealed && pin(sh->blk))
+			q->ret_blocks[i] = sh->blk;
+	}
+	for (; r.hits < q->n; r.hits++) {
+		const uint8_t *key = q->keys + (size_t)r.hits * KVS_KEY_SIZE;
+		struct shard *sh;
+		struct block *b = q->ret_blocks[r.hits];
+
+		if (b) {
+			counted(b, &r);
+			continue;
+		}
+		/* Saved or read back since the walk above, maybe (or READING: joined). */
+		sh = lookup(st, q->ns->id, 0, key);
+		if (sh) {
+			if (!hit(sh->blk, q, &r))
+				break;
+			continue;
+		}
+		b = read_back(st, q, key, cls, &ended);
+		if (!b)
+			break;
+		q->ret_blocks[r.hits] = b;
+		r.bytes += b->bytes;
+		r.ssd++;
+		r.pending++;
+	}
+	/* Past the prefix: the pins taken ahead go. */
+	for (uint32_t i = r.hits; i < q->n; i++)
+		if (q->ret_blocks[i])
+			block_unpin(q->ret_blocks[i]);
+	store_unlock(st);
+	stat_add(&st->stats.ssd_hits, r.ssd);
+	if (ended && st->wake)
+		st->wake(st->wake_arg);
+	*ret = r;
+}
+
 uint32_t store_query(struct store *st, const struct store_ns *ns, const uint8_t *keys, uint32_t n,
 		     bool do_pin, struct block **ret_blocks, uint64_t *ret_bytes)
 {
-	uint64_t bytes = 0;
-	uint32_t hits = 0;
+	struct store_query_req q = {
+		.ns = ns,
+		.keys = keys,
+		.n = n,
+		.pin = do_pin,
+		.dram_only = true,
+		.ret_blocks = ret_blocks,
+	};
+	struct store_query_res r;
 
-	urcu_memb_read_lock();
-	for (; hits < n; hits++) {
-		/* Shard 0 exists in every sealed block, so one lookup per key. */
-		struct shard *sh = lookup(st, ns->id, 0, keys + (size_t)hits * KVS_KEY_SIZE);
-		struct block *b;
-
-		if (!sh)
-			break;
-		b = sh->blk;
-		/* Pairs with the store-release in seal(). */
-		if (!__atomic_load_n(&b->sealed, __ATOMIC_ACQUIRE))
-			break;
-		if (do_pin) {
-			if (!pin(b))
-				break;
-			ret_blocks[hits] = b;
-			bytes += b->bytes;
-		} else if (__atomic_load_n(&b->pins, __ATOMIC_RELAXED) < 0) {
-			break;
-		}
-		s3fifo_hit(&b->qn);
-	}
-	read_unlock();
+	store_query_tiers(st, &q, &r);
 	if (do_pin)
-		*ret_bytes = bytes;
-	return hits;
+		*ret_bytes = r.bytes;
+	return r.hits;
+}
+
+/* ---- the SSD tier ---------------------------------------------------- */
+
+void store_set_ssd(struct store *st, struct ssd *ssd, void (*wake)(void *arg), void *wake_arg)
+{
+	st->ssd = ssd;
+	st->wake = wake;
+	st->wake_arg = wake_arg;
+	st->spill_cap = MIN(st->pool->capacity_bytes / SPILL_POOL_SHARE, SPILL_RESERVE_MAX);
+}
+
+int store_ns_tier(struct store *st, struct store_ns *ns, const char *name, uint64_t fingerprint,
+		  uint64_t slot_bytes, uint32_t tp_size, bool replicated)
+{
+	uint8_t ident[SSD_NS_MAX];
+	uint32_t id;
+	int len, r;
+
+	if (!st->ssd)
+		return 0;
+	len = ssd_ns_ident(name, fingerprint, slot_bytes, tp_size, replicated, ident);
+	if (len < 0)
+		return len;
+	r = ssd_ns(st->ssd, ident, (size_t)len, &id);
+	if (r < 0)
+		return r;
+	ns->ssd_ns = id;
+	ns->slot_bytes = slot_bytes;
+	ns->nshards = replicated ? 1 : tp_size;
+	/* Release: the fields above before a QUERY or eviction that sees on_ssd. */
+	__atomic_store_n(&ns->on_ssd, true, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void store_ssd_write_done(void *arg, void *cookie, int res)
+{
+	struct store *st = arg;
+
+	store_lock(st);
+	spill_end(st, cookie, res);
+	store_unlock(st);
+}
+
+void store_ssd_read_done(void *arg, void *cookie, int res)
+{
+	struct store *st = arg;
+	bool ended;
+
+	store_lock(st);
+	ended = read_end(st, cookie, res);
+	store_unlock(st);
+	/* After the unlock: a woken worker's LOAD sees the block's tier at once. */
+	if (ended && st->wake)
+		st->wake(st->wake_arg);
 }
 
 unsigned store_reclaim_partial(struct store *st, uint64_t timeout_ns)
 {
 	uint64_t now = now_ns();
 	struct block *b, *tmp;
-	unsigned n = 0;
+	unsigned n = 0, nfailed = 0;
 
 	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
@@ -775,11 +1260,18 @@ unsigned store_reclaim_partial(struct store *st, uint64_t timeout_ns)
 		block_destroy(st, b);
 		n++;
 	}
+	/* Failed reads from SSD, once no lease pins them (any age: they hold no slot). */
+	cds_list_for_each_entry_safe(b, tmp, &st->failed, partial) {
+		if (!claim_failed(b))
+			continue;
+		block_destroy(st, b);
+		nfailed++;
+	}
 	read_unlock();
 	pthread_mutex_unlock(&st->lock);
 	if (n)
 		stat_add(&st->stats.partial_reclaimed, n);
-	return n;
+	return n + nfailed;
 }
 
 void store_get_stats(struct store *st, struct store_stats *ret)
@@ -788,6 +1280,13 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 	ret->partial = __atomic_load_n(&st->stats.partial, __ATOMIC_RELAXED);
 	ret->evictions = __atomic_load_n(&st->stats.evictions, __ATOMIC_RELAXED);
 	ret->partial_reclaimed = __atomic_load_n(&st->stats.partial_reclaimed, __ATOMIC_RELAXED);
+	ret->spilled = __atomic_load_n(&st->stats.spilled, __ATOMIC_RELAXED);
+	ret->spill_skipped = __atomic_load_n(&st->stats.spill_skipped, __ATOMIC_RELAXED);
+	ret->spill_failed = __atomic_load_n(&st->stats.spill_failed, __ATOMIC_RELAXED);
+	ret->spill_dropped = __atomic_load_n(&st->stats.spill_dropped, __ATOMIC_RELAXED);
+	ret->ssd_hits = __atomic_load_n(&st->stats.ssd_hits, __ATOMIC_RELAXED);
+	ret->ssd_read_failed = __atomic_load_n(&st->stats.ssd_read_failed, __ATOMIC_RELAXED);
+	ret->spilling_bytes = __atomic_load_n(&st->stats.spilling_bytes, __ATOMIC_RELAXED);
 }
 
 void store_clear(struct store *st)
@@ -806,6 +1305,9 @@ void store_clear(struct store *st)
 		if (sh->state != SHARD_EMPTY)
 			block_destroy(st, sh->blk);
 	}
+	/* Failed reads hold no slot, so no index entry: their list. */
+	while (!cds_list_empty(&st->failed))
+		block_destroy(st, cds_list_first_entry(&st->failed, struct block, partial));
 	read_unlock();
 	pthread_mutex_unlock(&st->lock);
 }
@@ -895,7 +1397,7 @@ static bool drop_class(struct store *st, uint32_t cls, unsigned *ret_blocks)
 				if (!sh->blk->sealed && !sh->blk->writers) {
 					reclaim(st, sh->blk);
 				} else if (claim(sh->blk)) {
-					evict(st, sh->blk);
+					evict(st, sh->blk, false);
 				} else {
 					all = false;
 					continue;
@@ -965,10 +1467,14 @@ unsigned store_drop_nspace(struct store *st, struct store_ns *ns)
 	store_lock(st);
 	cds_list_for_each_entry_safe(b, tmp, &ns->list, ns_node) {
 		/* No session: nothing can pin or write it (nspace.h); check all the same. */
-		if (!b->sealed && !b->writers)
+		if (b->tier == BLOCK_FAILED) {
+			if (!claim_failed(b))
+				continue;
+			block_destroy(st, b);
+		} else if (!b->sealed && !b->writers)
 			reclaim(st, b);
 		else if (claim(b))
-			evict(st, b);
+			evict(st, b, false);
 		else
 			continue;
 		n++;

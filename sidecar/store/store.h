@@ -82,6 +82,15 @@ struct store_ns {
 	 */
 	bool tagged;
 	uint8_t tag[KVS_KEY_SIZE];
+	/*
+	 * Its place in the SSD tier (store_ns_tier()): its identity there
+	 * and what a block read back needs in DRAM.  Written once, before
+	 * the store-release of on_ssd; read after its load-acquire.
+	 */
+	bool on_ssd;
+	uint32_t ssd_ns;
+	uint64_t slot_bytes;
+	uint32_t nshards;
 };
 
 void store_ns_init(struct store_ns *ns, uint32_t id);
@@ -134,6 +143,19 @@ struct shard {
 	struct store_tenant *tenant; /* charged for the slot until the block seals (store lock) */
 };
 
+/*
+ * Where a block's bytes are (block.tier, release/acquire): in DRAM, or
+ * still being read from SSD into its slots (a QUERY's SSD hit, pinned by
+ * the lease like any hit, invisible to SAVE's eviction), or gone because
+ * that read failed (its slots are free; the block stays only until the
+ * last pin goes, so a LOAD sees the failure: store_reclaim_partial()).
+ */
+enum block_tier {
+	BLOCK_RESIDENT,
+	BLOCK_READING,
+	BLOCK_FAILED,
+};
+
 struct block {
 	struct s3fifo_node qn; /* in the class's S3-FIFO queue once sealed */
 	struct store_ns *ns;
@@ -146,11 +168,15 @@ struct block {
 	uint8_t key[KVS_KEY_SIZE];
 	uint32_t class_id;
 	uint32_t nshards;
-	uint32_t present;	/* shards DONE (store lock) */
-	uint32_t writers;	/* shards WRITING (store lock) */
-	int32_t pins;		/* atomic; BLOCK_EVICTING when claimed */
-	uint8_t sealed;		/* release/acquire: see seal() in store.c */
-	uint64_t bytes;		/* pool bytes of all its shards: what a pin holds */
+	uint32_t present;  /* shards DONE (store lock) */
+	uint32_t writers;  /* shards WRITING (store lock) */
+	int32_t pins;	   /* atomic; BLOCK_EVICTING when claimed */
+	uint8_t sealed;	   /* release/acquire: see seal() in store.c */
+	uint8_t tier;	   /* enum block_tier: release/acquire */
+	uint8_t read_err;  /* a shard's read from SSD failed (store lock) */
+	uint32_t spilling; /* evicted: shards still being written to SSD (store lock) */
+	uint32_t uses;	   /* QUERY hits (relaxed): its value when it spills */
+	uint64_t bytes;	   /* pool bytes of all its shards: what a pin holds */
 	uint64_t created_ns;
 	struct cds_list_head partial; /* in the partial list until sealed */
 	struct cds_list_head ns_node; /* in its namespace's list (store lock) */
@@ -168,6 +194,14 @@ struct store_stats {
 	uint64_t partial;	    /* blocks waiting for shards */
 	uint64_t evictions;
 	uint64_t partial_reclaimed;
+	/* The SSD tier, as the store uses it (ssd_get_stats() has the drives' side). */
+	uint64_t spilled;	/* evicted blocks whose shards were queued for SSD */
+	uint64_t spill_skipped; /* evicted and not kept: already on SSD, refused, no room */
+	uint64_t spill_failed;	/* queued, and the write did not make it */
+	uint64_t spill_dropped; /* evicted unwritten, needed at once: the drive was behind */
+	uint64_t ssd_hits; /* QUERY hits found on SSD (read back or, without a lease, counted) */
+	uint64_t ssd_read_failed; /* blocks whose read back failed: a shorter prefix */
+	uint64_t spilling_bytes;  /* pool bytes held by writes to SSD (gauge) */
 };
 
 /*
@@ -243,10 +277,69 @@ void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok
 uint32_t store_query(struct store *st, const struct store_ns *ns, const uint8_t *keys, uint32_t n,
 		     bool pin, struct block **ret_blocks, uint64_t *ret_bytes);
 
+/*
+ * QUERY across both tiers.  The DRAM walk is store_query()'s; where it
+ * ends, with an SSD tier and @dram_only false, the prefix goes on through
+ * the blocks every shard of which is on SSD: with @pin each becomes a
+ * block READING into slots of @region (the store lock, once, for all of
+ * them), its reads started at once in prefix order; without @pin they
+ * are only counted.  A block already READING (another QUERY's) is joined.
+ */
+struct store_query_req {
+	const struct store_ns *ns;
+	const uint8_t *keys;
+	uint32_t n;
+	bool pin;
+	bool dram_only;
+	unsigned region;	   /* pool region for blocks read back */
+	struct block **ret_blocks; /* with @pin: n entries */
+};
+
+struct store_query_res {
+	uint32_t hits;	  /* the prefix, both tiers */
+	uint32_t ssd;	  /* of them, found on SSD by this QUERY */
+	uint32_t pending; /* of them, still being read (a LOAD waits for them) */
+	uint64_t bytes;	  /* with @pin: pool bytes the hits hold */
+};
+
+void store_query_tiers(struct store *st, const struct store_query_req *q,
+		       struct store_query_res *ret);
+
+/* BLOCK_RESIDENT, BLOCK_READING or BLOCK_FAILED; load-acquire (pairs with the read's end). */
+static inline enum block_tier block_tier(const struct block *b)
+{
+	return (enum block_tier)__atomic_load_n(&b->tier, __ATOMIC_ACQUIRE);
+}
+
 /* A pin from store_query() goes (any thread, no store needed). */
 void block_unpin(struct block *b);
 
-/* Reclaim partial blocks older than @timeout_ns; returns how many. */
+/*
+ * The SSD tier (sidecar/ssd/): evicted blocks spill to it, QUERY reads
+ * from it.  Set once, before any SAVE or QUERY; @ssd outlives the store's
+ * use of it (ssd_close() before store_free(): its last callbacks free
+ * slots).  @wake(@wake_arg) runs when reads end (LOADs waiting on them go
+ * on); from a drive thread, without the store lock.
+ */
+struct ssd;
+void store_set_ssd(struct store *st, struct ssd *ssd, void (*wake)(void *arg), void *wake_arg);
+
+/* The SSD tier's callbacks (struct ssd_config), @arg the store. */
+void store_ssd_write_done(void *arg, void *cookie, int res);
+void store_ssd_read_done(void *arg, void *cookie, int res);
+
+/*
+ * Give @ns its identity in the SSD tier (name and geometry: a changed
+ * geometry is another namespace there, so its old blocks are misses).
+ * Owner, once, when the geometry is first set; no SSD tier: nothing.
+ */
+int store_ns_tier(struct store *st, struct store_ns *ns, const char *name, uint64_t fingerprint,
+		  uint64_t slot_bytes, uint32_t tp_size, bool replicated);
+
+/*
+ * Reclaim partial blocks older than @timeout_ns, and blocks whose read
+ * from SSD failed once nothing pins them; returns how many.
+ */
 unsigned store_reclaim_partial(struct store *st, uint64_t timeout_ns);
 
 void store_get_stats(struct store *st, struct store_stats *ret);

@@ -25,7 +25,7 @@ static uint8_t allowed_flags(uint8_t opcode)
 {
 	switch (opcode) {
 	case KVS_OP_QUERY:
-		return KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER;
+		return KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM;
 	case KVS_OP_FLUSH:
 		return KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER;
 	default:

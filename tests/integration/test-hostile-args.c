@@ -88,7 +88,7 @@ int main(void)
 	BAD(c, kvs_prep_save(_c, s, fresh, src, N, 0), s->flags = 1, -EINVAL, "SAVE flags 1");
 	BAD(c, kvs_prep_load(_c, s, lease, dst, N, 0, 0, 0), s->flags = 1, -EINVAL,
 	    "LOAD flags 1");
-	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 4, -EINVAL, "QUERY flags 4");
+	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 8, -EINVAL, "QUERY flags 8");
 	/* The cluster flag on a session that did not ask for the answer area. */
 	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = KVS_QUERY_CLUSTER, -EINVAL,
 	    "QUERY cluster flag without KVS_CONNECT_CLUSTER");

@@ -318,7 +318,7 @@ START_TEST(test_flags)
 {
 	for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
 		struct kvs_sqe s = good(op);
-		uint8_t allowed = op == KVS_OP_QUERY   ? KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER
+		uint8_t allowed = op == KVS_OP_QUERY   ? KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM
 				  : op == KVS_OP_FLUSH ? KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER
 						       : 0;
 
