@@ -379,12 +379,16 @@ static void block_destroy(struct store *st, struct block *b)
 	urcu_memb_call_rcu(&b->rcu, free_block_rcu);
 }
 
-/* Claim for eviction: sealed and unpinned, moved to BLOCK_EVICTING. */
+/*
+ * Claim for eviction (store lock held): sealed, unpinned and not still
+ * being written to SSD (a rescued block, spill_end()), moved to
+ * BLOCK_EVICTING.
+ */
 static bool claim(struct block *b)
 {
 	int32_t zero = 0;
 
-	if (!b->sealed)
+	if (!b->sealed || b->spilling)
 		return false;
 	/*
 	 * Pairs with the CAS loop in pin(): a pinner that loses sees
@@ -466,8 +470,15 @@ static void spill_end(struct store *st, struct shard *sh, int res)
 
 	if (res != 0)
 		stat_add(&st->stats.spill_failed, 1);
-	if (--b->spilling == 0)
+	if (--b->spilling)
+		return;
+	if (!b->rescued) {
 		block_destroy(st, b);
+		return;
+	}
+	/* A QUERY took it back mid-write (rescue()): resident again, evictable again. */
+	b->rescued = 0;
+	s3fifo_insert(&st->queues[b->class_id], &b->qn, block_fp(st, b));
 }
 
 /*
@@ -882,6 +893,23 @@ void block_unpin(struct block *b)
 	__atomic_fetch_sub(&b->pins, 1, __ATOMIC_RELEASE);
 }
 
+/*
+ * Store lock held, @b claimed: if it is being written to SSD (its slots
+ * still hold it, whole), take it back for a QUERY with its pin instead
+ * of losing it when the writes land (spill_end()).  Only the store lock
+ * moves a block away from BLOCK_EVICTING: lock-free pinners still see
+ * it claimed until the store-release here, then pin it as any other.
+ */
+static bool rescue(struct block *b)
+{
+	if (!b->spilling || b->rescued)
+		return false; /* dropped, not spilled; or rescued, so pin() took it */
+	b->rescued = 1;
+	/* Pairs with the CAS loop in pin(): pinned by this QUERY from here. */
+	__atomic_store_n(&b->pins, 1, __ATOMIC_RELEASE);
+	return true;
+}
+
 /* A hit on @b, pinned if the QUERY pins: its bytes, its use. */
 static void counted(struct block *b, struct store_query_res *r)
 {
@@ -1132,7 +1160,8 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 		struct shard *sh = lookup(st, q->ns->id, 0, q->keys + (size_t)i * KVS_KEY_SIZE);
 
 		q->ret_blocks[i] = NULL;
-		if (sh && block_tier(sh->blk) == BLOCK_RESIDENT && sh->blk->sealed && pin(sh->blk))
+		if (sh && block_tier(sh->blk) == BLOCK_RESIDENT && sh->blk->sealed &&
+		    (pin(sh->blk) || rescue(sh->blk)))
 			q->ret_blocks[i] = sh->blk;
 	}
 	for (; r.hits < q->n; r.hits++) {

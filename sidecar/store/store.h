@@ -175,6 +175,7 @@ struct block {
 	uint8_t tier;	   /* enum block_tier: release/acquire */
 	uint8_t read_err;  /* a shard's read from SSD failed (store lock) */
 	uint32_t spilling; /* evicted: shards still being written to SSD (store lock) */
+	uint8_t rescued;   /* taken back by a QUERY while spilling (store lock) */
 	uint32_t uses;	   /* QUERY hits (relaxed): its value when it spills */
 	uint64_t bytes;	   /* pool bytes of all its shards: what a pin holds */
 	uint64_t created_ns;

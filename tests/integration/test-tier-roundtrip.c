@@ -116,15 +116,25 @@ static void spill_and_back(void)
 	q = it_query(c, keys[0], BATCH, KVS_QUERY_DRAM | KVS_QUERY_NOLEASE);
 	CHECK_RES(q.res, 0, "a NOLEASE QUERY with KVS_QUERY_DRAM");
 
-	/* Every prompt, the evicted ones through SSD, byte-exact in other blocks. */
-	for (unsigned p = 0; p < PROMPTS; p++)
+	/*
+	 * Every prompt, the evicted ones through SSD, byte-exact in other
+	 * blocks; at the drive's pace again (reads back take slots, which
+	 * evicts: the evicted must land before the next QUERY).
+	 */
+	for (unsigned p = 0; p < PROMPTS; p++) {
 		pending += load_check(c, &kv, keys[p], 100 + p, 2 * BATCH + (p % 2) * BATCH);
+		for (unsigned w = 0; w < PROMPTS; w++)
+			wait_counted(c, keys[w], BATCH);
+	}
 	CHECK(pending >= BATCH, "only %u hits were pending reads from SSD", pending);
 
 	/* A new working set evicts the ones read back: they stay valid on SSD. */
 	save_prompts(c, &kv, more, 5000, 5000, PROMPTS / 2);
-	for (unsigned p = 0; p < 4; p++)
+	for (unsigned p = 0; p < 4; p++) {
 		load_check(c, &kv, keys[p], 100 + p, 2 * BATCH);
+		for (unsigned w = 0; w < PROMPTS / 2; w++)
+			wait_counted(c, more[w], BATCH);
+	}
 	it_ok("%u blocks through a pool of 256 over SSD: every one back byte-exact (%u hits "
 	      "pending reads), DRAM-only QUERY missed, read-back blocks still on SSD",
 	      PROMPTS * BATCH, pending);
@@ -163,7 +173,9 @@ static int rank_main(void *arg, unsigned rank)
 		uint32_t ids[BATCH];
 		struct kvs_cqe e;
 
-		wait_counted(c, keys[p], BATCH);
+		/* The drive's pace: what the last read back evicted has landed. */
+		for (unsigned q = p; q < PROMPTS; q++)
+			wait_counted(c, keys[q], BATCH);
 		it_ids(ids, BATCH, 2 * BATCH);
 		for (unsigned i = 0; i < BATCH; i++)
 			test_kv_poison(&kv, ids[i], POISON);
