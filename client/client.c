@@ -197,6 +197,11 @@ static bool cqe_plausible(const struct pending *p, const struct kvs_cqe *e)
 		return (e->res < 0 || (uint32_t)e->res <= p->count) && e->result0 <= p->count &&
 		       e->result1 <= p->count - e->result0;
 	case KVS_OP_QUERY:
+		if (e->res < 0)
+			return true;
+		/* Hits still being read from SSD are some of the hits (abi.h, KVS_CQE_PENDING). */
+		return (uint32_t)e->res <= p->count &&
+		       KVS_CQE_PENDING(e->flags) <= (uint32_t)e->res;
 	case KVS_OP_LOAD:
 		return e->res < 0 || (uint32_t)e->res <= p->count;
 	default:
@@ -336,7 +341,9 @@ static void complete_from(struct kvs_client *c, const struct kvs_cqe *e,
 	}
 	if (bad) {
 		ret->cqe.res = -EBADMSG;
-		ret->cqe.flags = (ret->cqe.flags & ~KVS_CQE_CLUSTER) | KVS_CQE_LOCAL;
+		/* No answer, and no hits still being read: there are none. */
+		ret->cqe.flags &= ~(KVS_CQE_CLUSTER | KVS_CQE_PENDING_MAX << KVS_CQE_PENDING_SHIFT);
+		ret->cqe.flags |= KVS_CQE_LOCAL;
 		ret->cqe.result0 = ret->cqe.result1 = 0;
 	}
 	pend_put(c, slot);

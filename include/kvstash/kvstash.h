@@ -193,7 +193,13 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *client);
  * -E2BIG when @n exceeds max_keys; -EINVAL for n == 0 where it needs n).
  * kvs_prep_query() takes KVS_QUERY_CLUSTER only on a session connected
  * with KVS_CONNECT_CLUSTER (-EINVAL otherwise); kvs_prep_flush() takes
- * KVS_FLUSH_CLUSTER, alone or with KVS_FLUSH_INSTANCE.
+ * KVS_FLUSH_CLUSTER, alone or with KVS_FLUSH_INSTANCE.  Other flags go to
+ * kvstashd as they are: KVS_QUERY_DRAM (wire minor 2) asks for hits in
+ * its DRAM only, none read back from its SSD tier.  A QUERY's CQE says in
+ * KVS_CQE_PENDING(cqe->flags) how many of its hits were still being read
+ * from SSD (0 without [ssd]); a LOAD of them waits for those reads, and
+ * completes with res < n when one failed: the prefix before it was
+ * copied, recompute the rest (abi.h, the CQE table).
  */
 int kvs_prep_nop(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t user_data);
 int kvs_prep_save(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,

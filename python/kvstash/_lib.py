@@ -39,10 +39,20 @@ KEY_SIZE = 16
 OP_NOP, OP_SAVE, OP_QUERY, OP_LOAD, OP_RELEASE, OP_FLUSH = range(6)
 QUERY_NOLEASE = 1 << 0
 QUERY_CLUSTER = 1 << 1
+QUERY_DRAM = 1 << 2  # DRAM hits only, none read back from the SSD tier (wire minor 2)
 FLUSH_INSTANCE = 1 << 0
 FLUSH_CLUSTER = 1 << 1
 CQE_LOCAL = 1 << 0
 CQE_CLUSTER = 1 << 1
+# A QUERY's flags bits 8-31: hits still being read from the SSD tier (KVS_CQE_PENDING).
+CQE_PENDING_SHIFT = 8
+CQE_PENDING_MAX = 0xFFFFFF
+
+
+def cqe_pending(flags: int) -> int:
+    """KVS_CQE_PENDING(flags): a QUERY's hits still being read from SSD."""
+    return (flags & 0xFFFFFFFF) >> CQE_PENDING_SHIFT
+
 CONNECT_CLUSTER = 1 << 0  # kvstash.h: kvs_connect_opts.flags
 
 # The cluster answer (abi.h).

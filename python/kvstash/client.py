@@ -59,15 +59,51 @@ class SaveResult(NamedTuple):
     skipped: int
 
 
-class QueryResult(NamedTuple):
+class _QueryHits(NamedTuple):
+    hits: int
+    lease: int
+
+
+class QueryResult(_QueryHits):
     """QUERY: the resident prefix length and the lease pinning it (0: none).
+
+    hits spans kvstashd's DRAM and its SSD tier; pending (an attribute, not
+    a tuple field, so `hits, lease = result` keeps working) is how many of
+    them were still being read from SSD when the QUERY completed: a load()
+    of them waits for those reads, and loads fewer blocks if one fails.
+    0 without [ssd], with lease=False and with dram_only=True.
 
     How long the lease lives unless loaded or released is the operation's
     completion.result1 (milliseconds).
     """
 
-    hits: int
-    lease: int
+    pending: int = 0  # what _make() and tuple-level copies get
+
+    def __new__(cls, hits: int, lease: int, pending: int = 0) -> QueryResult:
+        self = super().__new__(cls, hits, lease)
+        self.pending = pending
+        return self
+
+    def _replace(self, **kw: object) -> QueryResult:
+        pending = kw.pop("pending", self.pending)
+        return QueryResult(*super()._replace(**kw), pending=pending)  # type: ignore[misc]
+
+    def __getnewargs__(self) -> tuple[int, int, int]:
+        return (self.hits, self.lease, self.pending)
+
+    def __repr__(self) -> str:
+        return f"QueryResult(hits={self.hits}, lease={self.lease}, pending={self.pending})"
+
+    def __eq__(self, other: object) -> bool:
+        # Another result compares pending too; a plain (hits, lease) tuple does not.
+        if isinstance(other, QueryResult) and self.pending != other.pending:
+            return False
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
 
 
 class ClusterHolder(NamedTuple):
@@ -93,12 +129,44 @@ class ClusterAnswer(NamedTuple):
     round_trips: int
 
 
-class ClusterQueryResult(NamedTuple):
-    """Cluster QUERY: the local hits and their lease, and the cluster answer."""
-
+class _ClusterQueryHits(NamedTuple):
     hits: int
     lease: int
     cluster: ClusterAnswer
+
+
+class ClusterQueryResult(_ClusterQueryHits):
+    """Cluster QUERY: the local hits and their lease, and the cluster answer;
+    pending as in QueryResult (an attribute, not a tuple field)."""
+
+    pending: int = 0  # what _make() and tuple-level copies get
+
+    def __new__(cls, hits: int, lease: int, cluster: ClusterAnswer,
+                pending: int = 0) -> ClusterQueryResult:
+        self = super().__new__(cls, hits, lease, cluster)
+        self.pending = pending
+        return self
+
+    def _replace(self, **kw: object) -> ClusterQueryResult:
+        pending = kw.pop("pending", self.pending)
+        return ClusterQueryResult(*super()._replace(**kw), pending=pending)  # type: ignore[misc]
+
+    def __getnewargs__(self) -> tuple[int, int, ClusterAnswer, int]:
+        return (self.hits, self.lease, self.cluster, self.pending)
+
+    def __repr__(self) -> str:
+        return (f"ClusterQueryResult(hits={self.hits}, lease={self.lease}, "
+                f"cluster={self.cluster!r}, pending={self.pending})")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ClusterQueryResult) and self.pending != other.pending:
+            return False
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
 
 
 class ClusterFlushResult(NamedTuple):
@@ -122,6 +190,11 @@ class Completion(NamedTuple):
     @property
     def local(self) -> bool:
         return bool(self.flags & _lib.CQE_LOCAL)
+
+    @property
+    def pending(self) -> int:
+        """A QUERY's hits still being read from SSD (KVS_CQE_PENDING(flags))."""
+        return _lib.cqe_pending(self.flags)
 
 
 @dataclass(frozen=True)
@@ -713,18 +786,24 @@ class Client:
         return self._start("save", _save_result,
                            lambda c, s, u: self._lib.kvs_prep_save(c, s, data, addr, n, u))
 
-    def query(self, keys: KeysLike, req_id: int = 0, lease: bool = True) -> Operation:
+    def query(self, keys: KeysLike, req_id: int = 0, lease: bool = True,
+              dram_only: bool = False) -> Operation:
         """Longest resident prefix of @keys; result QueryResult.
 
         With lease=True (default) the hits are pinned under a lease until
-        loaded, released or expired; lease=False only counts.
+        loaded, released or expired; lease=False only counts.  The hits span
+        kvstashd's DRAM and its SSD tier ([ssd]); SSD hits are read back at
+        once, and the result's pending says how many still were when the
+        QUERY completed.  dram_only=True (KVS_QUERY_DRAM) counts DRAM hits
+        only: nothing slower than a copy from memory.
         """
         data, n = pack_keys(keys, "query")
-        flags = 0 if lease else _lib.QUERY_NOLEASE
+        flags = _query_flags(lease, dram_only)
         return self._start("query", _query_result,
                            lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
 
-    def query_cluster(self, keys: KeysLike, req_id: int = 0, lease: bool = True) -> Operation:
+    def query_cluster(self, keys: KeysLike, req_id: int = 0, lease: bool = True,
+                      dram_only: bool = False) -> Operation:
         """query() that also asks the cluster registry who else holds the keys
         after the local hits; result ClusterQueryResult.
 
@@ -732,7 +811,7 @@ class Client:
         without [cluster] fails it with NotSupported.
         """
         data, n = pack_keys(keys, "query_cluster")
-        flags = _lib.QUERY_CLUSTER | (0 if lease else _lib.QUERY_NOLEASE)
+        flags = _lib.QUERY_CLUSTER | _query_flags(lease, dram_only)
         return self._start("query_cluster", _cluster_query_result,
                            lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
 
@@ -861,8 +940,12 @@ def _save_result(c: Completion) -> SaveResult:
     return SaveResult(c.result0, c.result1)
 
 
+def _query_flags(lease: bool, dram_only: bool) -> int:
+    return (0 if lease else _lib.QUERY_NOLEASE) | (_lib.QUERY_DRAM if dram_only else 0)
+
+
 def _query_result(c: Completion) -> QueryResult:
-    return QueryResult(c.res, c.result0)
+    return QueryResult(c.res, c.result0, c.pending)
 
 
 def _load_result(c: Completion) -> int:
@@ -885,7 +968,7 @@ def _cluster_answer(a: _lib.ClusterAnswer) -> ClusterAnswer:
 def _cluster_query_result(c: Completion) -> ClusterQueryResult:
     # A successful cluster QUERY always carries its answer (libkvstash makes it -EBADMSG otherwise).
     assert c.cluster is not None
-    return ClusterQueryResult(c.res, c.result0, c.cluster)
+    return ClusterQueryResult(c.res, c.result0, c.cluster, c.pending)
 
 
 def _cluster_flush_result(c: Completion) -> ClusterFlushResult:

@@ -22,7 +22,8 @@
  *     already) completes nothing, and the SQE's cancelled prep frees its
  *     slot once (twice overflowed the free list);
  *   - CQEs with impossible results (more hits than keys, a count for a
- *     NOP, INT_MIN, stored + skipped above a SAVE's count, the library's
+ *     NOP, INT_MIN, stored + skipped above a SAVE's count, more hits
+ *     still being read from SSD than hits, the library's
  *     own KVS_CQE_LOCAL mark) reach the application as -EBADMSG marked
  *     KVS_CQE_LOCAL, with the application's user_data; a plausible one
  *     unchanged; a corrupt CQ tail ends the session with -ECONNRESET;
@@ -722,6 +723,10 @@ static const struct result_case {
 } results[] = {
 	{ KVS_OP_QUERY, 4, 5, 0, 1, 0, -EBADMSG, KVS_CQE_LOCAL, "5 hits of 4 keys" },
 	{ KVS_OP_QUERY, 4, 4, 0, 99, 7, 4, 0, "4 hits of 4 keys" },
+	{ KVS_OP_QUERY, 4, 2, 3u << KVS_CQE_PENDING_SHIFT, 1, 0, -EBADMSG, KVS_CQE_LOCAL,
+	  "3 of 2 hits still being read from SSD" },
+	{ KVS_OP_QUERY, 4, 3, 3u << KVS_CQE_PENDING_SHIFT, 1, 0, 3, 3u << KVS_CQE_PENDING_SHIFT,
+	  "3 of 3 hits still being read from SSD" },
 	{ KVS_OP_NOP, 0, 3, 0, 0, 0, -EBADMSG, KVS_CQE_LOCAL, "a NOP with a count" },
 	{ KVS_OP_NOP, 0, INT_MIN, 0, 0, 0, -EBADMSG, KVS_CQE_LOCAL, "res INT_MIN" },
 	{ KVS_OP_NOP, 0, -4096, 0, 0, 0, -EBADMSG, KVS_CQE_LOCAL, "res -4096" },

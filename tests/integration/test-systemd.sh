@@ -14,6 +14,11 @@ sed -e "s|^ExecStart=[^ ]*kvstashd |ExecStart=$(cd "$b" && pwd)/sidecar/kvstashd
 grep -q '^Type=notify$' "$tmp/kvstashd.service" || { echo "FAIL: not Type=notify"; exit 1; }
 grep -q '^LimitMEMLOCK=infinity$' "$tmp/kvstashd.service" || { echo "FAIL: memlock not unlimited"; exit 1; }
 grep -q '^ExecReload=' "$tmp/kvstashd.service" || { echo "FAIL: no ExecReload"; exit 1; }
+# The SSD tier's default place, writable under ProtectSystem=strict.
+grep -q '^ProtectSystem=strict$' "$tmp/kvstashd.service" || { echo "FAIL: not ProtectSystem=strict"; exit 1; }
+grep -q '^StateDirectory=kvstash kvstash/ssd$' "$tmp/kvstashd.service" || { echo "FAIL: no StateDirectory for /var/lib/kvstash/ssd"; exit 1; }
+# Raw block devices only by an operator's drop-in.
+if grep -q '^DeviceAllow=.*block' "$tmp/kvstashd.service"; then echo "FAIL: block devices open by default"; exit 1; fi
 out=$(systemd-analyze verify --man=no "$tmp/kvstashd.service" 2>&1) || { echo "$out"; echo "FAIL: verify"; exit 1; }
 # verify exits 0 on some warnings: treat any line about our unit as a failure.
 if printf '%s\n' "$out" | grep -q "kvstashd.service"; then
