@@ -72,6 +72,15 @@ static void tier_wake(void *arg)
 		worker_wake(d->workers[i]);
 }
 
+/* A start-up error: the module's reason names the path and its errno already. */
+static int tier_error(int r, const char *err, const char *what)
+{
+	if (!err[0])
+		return log_error_errno(r, "ssd: %s", what);
+	log_error("ssd: %s", err);
+	return r;
+}
+
 int tier_init(struct daemon *d)
 {
 	struct ssd_buf bufs[POOL_MAX_REGIONS];
@@ -82,7 +91,7 @@ int tier_init(struct daemon *d)
 
 	r = ssd_config_from_kvs(d->cfg, &sc, &paths, err, sizeof(err));
 	if (r < 0)
-		return log_error_errno(r, "ssd: %s", err[0] ? err : "bad [ssd] section");
+		return tier_error(r, err, "bad [ssd] section");
 	if (sc.nr_paths == 0)
 		return 0; /* no [ssd]: DRAM only, as without the tier */
 	for (unsigned i = 0; i < d->pool->nr_regions; i++)
@@ -98,7 +107,7 @@ int tier_init(struct daemon *d)
 	r = ssd_open(&sc, &d->ssd, err, sizeof(err));
 	ssd_conf_paths_free(&paths);
 	if (r < 0)
-		return log_error_errno(r, "ssd: %s", err[0] ? err : "cannot open the drives");
+		return tier_error(r, err, "cannot open the drives");
 	/* Before any worker exists: nothing spills or reads before this. */
 	store_set_ssd(d->store, d->ssd, tier_wake, d);
 	log_info("ssd: %u drive%s, recovering the index while DRAM serves", sc.nr_paths,
