@@ -57,8 +57,9 @@
 
 #include <kvstash/kvstash.h>
 
-#if HAVE_CUDA
 #include <pthread.h>
+
+#if HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "common/gpu/gpu.h" /* the compute-bound "engine" kernel */
@@ -547,6 +548,9 @@ static uint32_t kv_pieces(const struct kv *kv, const uint32_t *ids, uint32_t n, 
 
 /* ---- options --------------------------------------------------------- */
 
+enum { SEC_COPY, SEC_QUERY, SEC_CPU, SEC_NOP, SEC_SSD, SEC_NR };
+static const char *const SECTION_NAMES[] = { "copy", "query", "cpu", "nop", "ssd" };
+
 static struct {
 	const struct backend *be;
 	const char *socket;
@@ -558,7 +562,7 @@ static struct {
 	bool spin0;
 	bool json;
 	int nice;
-	bool sections[4]; /* copy, query, cpu, nop */
+	bool sections[SEC_NR]; /* copy, query, cpu, nop, ssd */
 	bool layouts[LAY_NR];
 	uint64_t sizes[MAX_LIST];
 	unsigned nsizes;
@@ -578,10 +582,9 @@ static struct {
 	bool gpu_shapes;      /* cuda without --sizes: the block shapes */
 	const char *movers;   /* cuda with --spawn: one daemon per mover */
 	bool interference;
+	const char *ssd;      /* --ssd FILE: the ssd section's daemon's [ssd] path */
+	uint64_t ssd_size;    /* its [ssd] size */
 } O;
-
-enum { SEC_COPY, SEC_QUERY, SEC_CPU, SEC_NOP };
-static const char *const SECTION_NAMES[] = { "copy", "query", "cpu", "nop" };
 
 /* ---- the daemon ------------------------------------------------------- */
 
@@ -1993,6 +1996,229 @@ static void unix_rtt(uint64_t *v, unsigned n)
 	waitpid(pid, NULL, 0);
 }
 
+/* ---- section: the SSD tier ------------------------------------------------ */
+
+#define SSD_PROMPT    32u	/* blocks per saved prompt */
+#define SSD_SAMPLES   20u	/* timed QUERY+LOADs per row, each of another prompt */
+#define SSD_BASE_SECS 3u	/* the drive baseline's length */
+#define SSD_BASE_THR  8u	/* its readers */
+
+struct ssd_reader {
+	int fd;
+	uint64_t span, len, bytes;
+	uint64_t stop_ns;
+	uint64_t seed;
+	pthread_t th;
+};
+
+/* The baseline: O_DIRECT random reads of @len from the first @span of the tier's file. */
+static void *ssd_reader_main(void *arg)
+{
+	struct ssd_reader *r = arg;
+	void *buf = NULL;
+
+	if (posix_memalign(&buf, 4096, r->len))
+		return NULL;
+	while (now_ns() < r->stop_ns) {
+		uint64_t off = splitmix64(&r->seed) % (r->span / r->len) * r->len;
+		ssize_t n = pread(r->fd, buf, r->len, (off_t)off);
+
+		if (n <= 0)
+			break;
+		r->bytes += (uint64_t)n;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Bytes per second the drive reads in @len pieces, depth SSD_BASE_THR: the same run's ceiling. */
+static double ssd_drive_rate(uint64_t span, uint64_t len)
+{
+	struct ssd_reader rd[SSD_BASE_THR];
+	uint64_t total = 0, t0;
+	int fd = open(O.ssd, O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	if (fd < 0)
+		die("%s: %s", O.ssd, strerror(errno));
+	t0 = now_ns();
+	for (unsigned i = 0; i < SSD_BASE_THR; i++) {
+		rd[i] = (struct ssd_reader){ fd, span, len, 0, t0 + SSD_BASE_SECS * 1000000000ull,
+					     O.seed * 977 + i };
+		if (pthread_create(&rd[i].th, NULL, ssd_reader_main, &rd[i]))
+			die("pthread_create");
+	}
+	for (unsigned i = 0; i < SSD_BASE_THR; i++) {
+		pthread_join(rd[i].th, NULL);
+		total += rd[i].bytes;
+	}
+	close(fd);
+	return (double)total * 1e9 / (double)(now_ns() - t0);
+}
+
+/* A QUERY with a lease: its hits, its lease and KVS_CQE_PENDING. */
+static void ssd_query(struct kvs_client *c, const uint8_t *keys, uint32_t n, uint32_t flags,
+		      uint32_t *ret_hits, uint64_t *ret_lease, uint32_t *ret_pending)
+{
+	struct kvs_sqe *sqe = sqe_get(c);
+	struct kvs_cqe cqe;
+	int r = kvs_prep_query(c, sqe, keys, n, 8, flags, 9);
+
+	if (r < 0)
+		die("prep query: %s", kvs_strerror(r));
+	run_op(c, "QUERY", &cqe);
+	*ret_hits = (uint32_t)cqe.res;
+	*ret_lease = cqe.result0;
+	*ret_pending = KVS_CQE_PENDING(cqe.flags);
+}
+
+/*
+ * SSD hits end to end: prompts saved through a pool a quarter of their
+ * size spill to the SSD tier; for prompts then on SSD only, QUERY (reads
+ * start) + LOAD (waits for them, copies to the engine) is timed, against
+ * the drive's own random-read rate measured on the same file in the same
+ * run: the target is bytes / that rate + 2 ms.
+ */
+static void section_ssd(const struct daemon *d)
+{
+	static const char *const cols[] = { "blocks", "MiB", "n", "pending", "p50 ms", "p99 ms",
+					    "target ms", "GB/s p50", "drive GB/s", "" };
+	static const int widths[] = { 6, 7, 4, 7, 8, 8, 9, 8, 10, 5 };
+	const uint32_t rows[] = { 8, SSD_PROMPT };
+	uint64_t S = 56 * 1024, slot, nprompts, written, *v; /* 36 x 56 KiB: 2016 KiB blocks */
+	uint32_t *cand, ncand = 0, ids[SSD_PROMPT];
+	uint8_t *keys;
+	struct kvs_client *c;
+	double rate;
+	struct kv kv;
+	char title[PATH_MAX + 256];
+	int r;
+
+	r = kv_alloc(&kv, O.be, LAY_PAGE, S, 2 * SSD_PROMPT);
+	if (r < 0)
+		die("engine memory: %s", strerror(-r));
+	slot = kv.slot_bytes;
+	nprompts = 4 * (O.pool_size / slot) / SSD_PROMPT + 4 * SSD_SAMPLES;
+	written = nprompts * SSD_PROMPT * slot;
+	if (written > O.ssd_size * 9 / 10)
+		die("--ssd-size %" PRIu64 " MiB cannot hold %" PRIu64 " MiB of spilled prompts: "
+		    "raise it or lower --pool-size",
+		    O.ssd_size / MiB, written / MiB);
+	c = client_open(d, "ssd");
+	client_register(c, &kv);
+	keys = xcalloc(nprompts, 16 * SSD_PROMPT);
+	cand = xcalloc(nprompts, sizeof(*cand));
+	v = xcalloc(SSD_SAMPLES, sizeof(*v));
+	for (uint32_t i = 0; i < SSD_PROMPT; i++)
+		ids[i] = i;
+	/*
+	 * At the drive's pace: an eviction never waits for the SSD, so an
+	 * engine saving faster than the drive writes sees victims dropped.
+	 * Each SAVE waits (bounded) until every earlier prompt is counted
+	 * whole across the tiers again: the spills of the last one landed.
+	 */
+	for (uint64_t p = 0; p < nprompts; p++) {
+		uint64_t t0 = now_ns();
+
+		make_keys(keys + p * 16 * SSD_PROMPT, SSD_PROMPT, 0x55d, p);
+		op_save(c, keys + p * 16 * SSD_PROMPT, ids, SSD_PROMPT, NULL);
+		for (uint64_t q = 0; q < p && now_ns() - t0 < 5000000000ull;) {
+			uint32_t all, pend;
+			uint64_t lease;
+
+			ssd_query(c, keys + q * 16 * SSD_PROMPT, SSD_PROMPT, KVS_QUERY_NOLEASE,
+				  &all, &lease, &pend);
+			if (all == SSD_PROMPT)
+				q++;
+			else
+				usleep(1000);
+		}
+	}
+	/* Settled: what is on SSD only (every key counted, none in DRAM), twice alike. */
+	for (unsigned pass = 0, last = UINT32_MAX; pass < 60 && ncand != last; pass++) {
+		last = pass ? ncand : UINT32_MAX;
+		usleep(500000);
+		ncand = 0;
+		for (uint64_t p = 0; p < nprompts; p++) {
+			const uint8_t *k = keys + p * 16 * SSD_PROMPT;
+			uint32_t all, dram, pend;
+			uint64_t lease;
+
+			ssd_query(c, k, SSD_PROMPT, KVS_QUERY_NOLEASE, &all, &lease, &pend);
+			if (all != SSD_PROMPT)
+				continue;
+			/* Key by key: a DRAM prefix stops at its first miss. */
+			for (uint32_t i = 0; i < SSD_PROMPT && all; i++) {
+				ssd_query(c, k + 16 * i, 1, KVS_QUERY_NOLEASE | KVS_QUERY_DRAM,
+					  &dram, &lease, &pend);
+				all = dram ? 0 : all;
+			}
+			if (all)
+				cand[ncand++] = (uint32_t)p;
+		}
+	}
+	rate = ssd_drive_rate(written, slot);
+	snprintf(title, sizeof(title),
+		 "SSD hits, QUERY + LOAD, page-first %u x %" PRIu64 " KiB blocks, daemon %s: "
+		 "%u of %" PRIu64 " prompts on SSD only; drive: %u readers of %" PRIu64
+		 " KiB, O_DIRECT, on %s",
+		 LAYS[LAY_PAGE].layers, S / 1024, d->label, ncand, nprompts, SSD_BASE_THR,
+		 slot / 1024, O.ssd);
+	table_head(title, cols, widths, 10);
+	for (unsigned ri = 0, next = 0; ri < sizeof(rows) / sizeof(rows[0]); ri++) {
+		uint32_t B = rows[ri];
+		uint64_t bytes = (uint64_t)B * kv.block_bytes, pend_sum = 0;
+		unsigned n = 0;
+		double target, p50, p99;
+
+		for (; n < SSD_SAMPLES && next < ncand; next++) {
+			const uint8_t *k = keys + (uint64_t)cand[next] * 16 * SSD_PROMPT;
+			uint32_t hits, pend, dst[SSD_PROMPT];
+			uint64_t lease, t0 = now_ns();
+			struct kvs_cqe cqe;
+			struct kvs_sqe *sqe;
+
+			ssd_query(c, k, B, 0, &hits, &lease, &pend);
+			if (hits < B) {
+				if (lease)
+					op_release(c, lease);
+				continue; /* evicted from SSD meanwhile, or a read refused: not a sample */
+			}
+			for (uint32_t i = 0; i < B; i++)
+				dst[i] = SSD_PROMPT + i;
+			sqe = sqe_get(c);
+			if (kvs_prep_load(c, sqe, lease, dst, B, 0, 0, 4) < 0)
+				die("prep load");
+			run_op(c, "LOAD", &cqe);
+			if ((uint32_t)cqe.res != B)
+				continue; /* a read failed: a shorter LOAD, not a sample */
+			v[n++] = now_ns() - t0;
+			pend_sum += pend;
+		}
+		if (n == 0)
+			continue;
+		p50 = quantile(v, n, 0.5) / 1e6;
+		p99 = quantile(v, n, 0.99) / 1e6;
+		target = (double)bytes / rate * 1e3 + 2.0;
+		if (O.json)
+			printf("{\"test\":\"ssd\",\"daemon\":\"%s\",\"blocks\":%u,\"bytes\":%" PRIu64
+			       ",\"samples\":%u,\"pending_avg\":%.1f,\"p50_ms\":%.3f,"
+			       "\"p99_ms\":%.3f,\"target_ms\":%.3f,\"drive_gbs\":%.3f}\n",
+			       d->label, B, bytes, n, (double)pend_sum / n, p50, p99, target,
+			       rate / 1e9);
+		else
+			printf("| %6u | %7.1f | %4u | %7.1f | %8.2f | %8.2f | %9.2f | %8.2f | %10.2f | "
+			       "%5s |\n",
+			       B, (double)bytes / MiB, n, (double)pend_sum / n, p50, p99, target,
+			       (double)bytes / (p50 * 1e6), rate / 1e9, p99 <= target ? "ok" : "SHORT");
+		fflush(stdout);
+	}
+	kvs_close(c);
+	kv_free(&kv);
+	free(keys);
+	free(cand);
+	free(v);
+}
+
 static void section_nop(const struct daemon *d)
 {
 	static const char *const cols[] = { "round trip", "iters", "p50 us", "p99 us", "p99.9 us" };
@@ -2045,7 +2271,10 @@ static void usage(FILE *f)
 		"  --pool-size SIZE        pool of the spawned daemon (default 4G)\n"
 		"  -o, --daemon-opt K=V    extra setting for a spawned daemon (repeatable)\n"
 		"  --no-spin0              with --spawn: no second daemon (worker.spin_us=0)\n"
-		"  --sections LIST         copy,query,cpu,nop (default all)\n"
+		"  --sections LIST         copy,query,cpu,nop,ssd (default all; ssd with --ssd)\n"
+		"  --ssd FILE              with --spawn: the ssd section's daemon keeps its SSD\n"
+		"                          tier in FILE (created; on the drive to measure)\n"
+		"  --ssd-size SIZE         its [ssd] size (default 16G)\n"
 		"  --layouts LIST          page,split,mla (default all)\n"
 		"  --sizes LIST            bytes per layer S (default 4K,16K,64K,256K)\n"
 		"  --batches LIST          blocks per op (default 32,512)\n"
@@ -2087,6 +2316,7 @@ static void default_kvstashd(void)
 
 static void parse_args(int argc, char **argv)
 {
+	bool sections_given = false;
 	enum {
 		OPT_BACKEND = 1000,
 		OPT_SOCKET,
@@ -2113,6 +2343,8 @@ static void parse_args(int argc, char **argv)
 		OPT_MEM,
 		OPT_MOVERS,
 		OPT_NOINTERF,
+		OPT_SSD,
+		OPT_SSDSIZE,
 	};
 	static const struct option opts[] = {
 		{ "backend", required_argument, NULL, OPT_BACKEND },
@@ -2141,6 +2373,8 @@ static void parse_args(int argc, char **argv)
 		{ "mem", required_argument, NULL, OPT_MEM },
 		{ "movers", required_argument, NULL, OPT_MOVERS },
 		{ "no-interference", no_argument, NULL, OPT_NOINTERF },
+		{ "ssd", required_argument, NULL, OPT_SSD },
+		{ "ssd-size", required_argument, NULL, OPT_SSDSIZE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -2152,8 +2386,9 @@ static void parse_args(int argc, char **argv)
 	O.socket = getenv("KVSTASH_SOCKET") ? getenv("KVSTASH_SOCKET") : KVS_DEFAULT_SOCKET;
 	O.pool_size = 4 * GiB;
 	O.spin0 = true;
-	for (unsigned i = 0; i < 4; i++)
+	for (unsigned i = 0; i < SEC_SSD; i++)
 		O.sections[i] = true;
+	O.ssd_size = 16ull << 30;
 	for (unsigned i = 0; i < LAY_NR; i++)
 		O.layouts[i] = true;
 	O.nsizes = parse_size_list("4K,16K,64K,256K", O.sizes, "size");
@@ -2218,7 +2453,8 @@ static void parse_args(int argc, char **argv)
 			O.spin0 = false;
 			break;
 		case OPT_SECTIONS:
-			parse_names(optarg, O.sections, SECTION_NAMES, 4, "section");
+			sections_given = true;
+			parse_names(optarg, O.sections, SECTION_NAMES, SEC_NR, "section");
 			break;
 		case OPT_LAYOUTS:
 			parse_names(optarg, O.layouts, lay_names, LAY_NR, "layout");
@@ -2286,6 +2522,15 @@ static void parse_args(int argc, char **argv)
 		case OPT_MOVERS:
 			O.movers = optarg;
 			break;
+		case OPT_SSD:
+			if (optarg[0] != '/')
+				die("--ssd takes an absolute path (a file on the drive to measure)");
+			O.ssd = optarg;
+			break;
+		case OPT_SSDSIZE:
+			if (parse_size(optarg, &O.ssd_size) < 0 || O.ssd_size < 64 * MiB)
+				die("bad --ssd-size %s (at least 64M)", optarg);
+			break;
 		case OPT_NOINTERF:
 			O.interference = false;
 			break;
@@ -2302,6 +2547,32 @@ static void parse_args(int argc, char **argv)
 	for (unsigned i = 0; i < O.nsizes; i++)
 		if (O.sizes[i] % 2 || O.sizes[i] % SLOT_ALIGN)
 			die("sizes must be multiples of %u (split K/V halves them)", SLOT_ALIGN);
+	if (O.ssd && !sections_given)
+		O.sections[SEC_SSD] = true;
+	if (O.sections[SEC_SSD] && (!O.ssd || !O.spawn))
+		die("the ssd section needs --spawn and --ssd FILE");
+}
+
+/* The ssd section on its own daemon: the same settings, plus [ssd] on --ssd's file. */
+static void ssd_run(void)
+{
+	char path[PATH_MAX + 16], size[48];
+	struct daemon d;
+
+	snprintf(path, sizeof(path), "ssd.path=%s", O.ssd);
+	snprintf(size, sizeof(size), "ssd.size=%" PRIu64, O.ssd_size);
+	if (O.ndopts + 2 > MAX_DOPTS)
+		die("too many -o");
+	O.dopts[O.ndopts++] = path;
+	O.dopts[O.ndopts++] = size;
+	unlink(O.ssd); /* a fresh tier: its figures are of this run's blocks */
+	daemon_spawn(&d, "ssd", NULL);
+	if (!O.json)
+		printf("\nspawned kvstashd (pid %d) with [ssd] path %s, size %" PRIu64 " MiB\n",
+		       (int)d.pid, O.ssd, O.ssd_size / MiB);
+	section_ssd(&d);
+	daemon_stop(&d);
+	O.ndopts -= 2;
 }
 
 static void run_sections(const struct daemon *d, bool copy)
@@ -2356,6 +2627,8 @@ static int main_cuda(void)
 			daemon_stop(&d);
 		}
 	}
+	if (O.sections[SEC_SSD])
+		ssd_run();
 	if (O.interference) {
 		close(engine.cmd);
 		waitpid(engine.pid, NULL, 0);
@@ -2398,6 +2671,8 @@ int main(int argc, char **argv)
 		       O.pool_size / MiB);
 	run_sections(&d, true);
 	daemon_stop(&d);
+	if (O.sections[SEC_SSD])
+		ssd_run();
 	if (O.spin0 && (O.sections[SEC_CPU] || O.sections[SEC_QUERY] || O.sections[SEC_NOP])) {
 		daemon_spawn(&d, "spin_us=0", "worker.spin_us=0");
 		if (!O.json)
