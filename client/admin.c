@@ -47,6 +47,12 @@ static const struct field_desc session_fields[] = { KVS_STATS_SESSION(FIELD_) };
 #define SMSG struct kvs_msg_stats_registry
 static const struct field_desc registry_fields[] = { KVS_STATS_REGISTRY(FIELD_) };
 #undef SMSG
+#define SMSG struct kvs_msg_stats_ssd
+static const struct field_desc ssd_fields[] = { KVS_STATS_SSD(FIELD_) };
+#undef SMSG
+#define SMSG struct kvs_msg_stats_ssd_drive
+static const struct field_desc ssd_drive_fields[] = { KVS_STATS_SSD_DRIVE(FIELD_) };
+#undef SMSG
 
 static const struct group_desc {
 	const char *name;
@@ -66,6 +72,12 @@ static const struct group_desc {
 	/* Only from a kvstashd with [cluster], in STATS and STATUS replies (wire.h). */
 	{ "registry", KVS_MSG_STATS_REGISTRY, sizeof(struct kvs_msg_stats_registry), 0,
 	  registry_fields, sizeof(registry_fields) / sizeof(registry_fields[0]) },
+	/* Only from a kvstashd with [ssd], in STATS replies: the tier, then its drives. */
+	{ "ssd", KVS_MSG_STATS_SSD, sizeof(struct kvs_msg_stats_ssd), 0, ssd_fields,
+	  sizeof(ssd_fields) / sizeof(ssd_fields[0]) },
+	{ "ssd_drives", KVS_MSG_STATS_SSD_DRIVE, sizeof(struct kvs_msg_stats_ssd_drive),
+	  KVS_STATS_GROUP_MANY, ssd_drive_fields,
+	  sizeof(ssd_drive_fields) / sizeof(ssd_drive_fields[0]) },
 };
 
 #define NR_GROUPS (sizeof(groups) / sizeof(groups[0]))

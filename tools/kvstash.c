@@ -111,6 +111,11 @@ struct reply {
 	/* Only from a kvstashd with [cluster], in STATUS and STATS replies. */
 	bool have_registry;
 	struct kvs_msg_stats_registry registry;
+	/* Only from a kvstashd with [ssd], in STATS replies: the tier, then its drives. */
+	bool have_ssd;
+	struct kvs_msg_stats_ssd ssd;
+	struct kvs_msg_stats_ssd_drive *ssd_drives;
+	size_t nr_ssd_drives;
 };
 
 static int push(void *arrp, size_t *n, size_t size, const void *item)
@@ -149,6 +154,12 @@ static int collect(void *arg, const struct kvs_msg_hdr *msg)
 		memcpy(&r->registry, msg, sizeof(r->registry));
 		r->have_registry = true;
 		return 0;
+	case KVS_MSG_STATS_SSD:
+		memcpy(&r->ssd, msg, sizeof(r->ssd));
+		r->have_ssd = true;
+		return 0;
+	case KVS_MSG_STATS_SSD_DRIVE:
+		return push(&r->ssd_drives, &r->nr_ssd_drives, sizeof(*r->ssd_drives), msg);
 	default:
 		return 0; /* a newer daemon's addition: not ours to show */
 	}
@@ -159,6 +170,7 @@ static void reply_free(struct reply *r)
 	free(r->sessions);
 	free(r->nodes);
 	free(r->sstats);
+	free(r->ssd_drives);
 }
 
 static int request(struct kvs_client *c, uint32_t type, struct reply *r)
@@ -703,6 +715,8 @@ enum crow_group {
 	CG_NODE,
 	CG_SESSION,
 	CG_REGISTRY,
+	CG_SSD,
+	CG_SSD_DRIVE,
 };
 
 struct crow {
@@ -761,6 +775,12 @@ static const struct crow session_rows[] = { KVS_STATS_SESSION(CROW_) };
 #define CMSG struct kvs_msg_stats_registry
 static const struct crow registry_rows[] = { KVS_STATS_REGISTRY(CROW_) };
 #undef CMSG
+#define CMSG struct kvs_msg_stats_ssd
+static const struct crow ssd_rows[] = { KVS_STATS_SSD(CROW_) };
+#undef CMSG
+#define CMSG struct kvs_msg_stats_ssd_drive
+static const struct crow ssd_drive_rows[] = { KVS_STATS_SSD_DRIVE(CROW_) };
+#undef CMSG
 
 #define NROWS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -783,6 +803,16 @@ static void session_keys(const void *msg, const char **cells)
 	cells[3] = fmt("%u", s->tp_rank);
 }
 
+static void ssd_drive_keys(const void *msg, const char **cells)
+{
+	const struct kvs_msg_stats_ssd_drive *s = msg;
+	char path[KVS_NAME_MAX + 1];
+
+	wstr(path, s->path, KVS_NAME_MAX);
+	cells[0] = fmt("%u", s->drive);
+	cells[1] = fmt("%s", printable(path));
+}
+
 static void node_keys_json(struct jobj *j, const void *msg)
 {
 	const struct kvs_msg_stats_node *n = msg;
@@ -799,6 +829,14 @@ static void session_keys_json(struct jobj *j, const void *msg)
 	ju64(j, "pid", s->pid);
 	jstr(j, "instance", WSTR(s->instance));
 	ju64(j, "tp_rank", s->tp_rank);
+}
+
+static void ssd_drive_keys_json(struct jobj *j, const void *msg)
+{
+	const struct kvs_msg_stats_ssd_drive *s = msg;
+
+	ju64(j, "drive", s->drive);
+	jstr(j, "path", WSTR(s->path));
 }
 
 static const struct cgroup {
@@ -839,6 +877,16 @@ static const struct cgroup {
 			  "",
 			  NULL,
 			  NULL },
+	[CG_SSD] = { ssd_rows, NROWS(ssd_rows), true, "SSD tier:", 0, { NULL }, "", NULL, NULL },
+	[CG_SSD_DRIVE] = { ssd_drive_rows,
+			   NROWS(ssd_drive_rows),
+			   false,
+			   "Per drive:",
+			   2,
+			   { "DRIVE", "PATH" },
+			   "rl",
+			   ssd_drive_keys,
+			   ssd_drive_keys_json },
 };
 
 /* The messages of group @g in reply @r. */
@@ -853,6 +901,16 @@ static const void *group_msgs(const struct reply *r, unsigned g, size_t *ret_n, 
 		*ret_n = r->have_registry;
 		*ret_size = sizeof(r->registry);
 		return &r->registry;
+	}
+	if (g == CG_SSD) {
+		*ret_n = r->have_ssd;
+		*ret_size = sizeof(r->ssd);
+		return &r->ssd;
+	}
+	if (g == CG_SSD_DRIVE) {
+		*ret_n = r->nr_ssd_drives;
+		*ret_size = sizeof(*r->ssd_drives);
+		return r->ssd_drives;
 	}
 	*ret_n = r->nr_sstats;
 	*ret_size = sizeof(*r->sstats);
@@ -975,6 +1033,10 @@ static void group_text(const struct reply *r, unsigned g)
 		printf("\n%s\n", cg->title);
 	if (cg->single) {
 		lines_text(NULL, cg->rows, cg->nrows, msgs, "  ", 11);
+		/* Its own groups after its lines (the SSD tier's drives). */
+		for (size_t k = 0; k < cg->nrows; k++)
+			if (cg->rows[k].shape == CR_GROUP && !cg->rows[k].line)
+				group_text(r, cg->rows[k].group);
 		return;
 	}
 	for (unsigned i = 0; i < cg->nkeys; i++) {

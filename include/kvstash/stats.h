@@ -4,10 +4,11 @@
  *
  * A group is one kind of message in the reply to KVS_MSG_STATS (wire.h):
  * global (one message), node (one per pool region), session (one per engine
- * session), registry (one, only from a kvstashd with [cluster]).  A later module adds its own group (one per SSD drive, one per
- * peer, one for the registry client): a table here, a message type in
- * wire.h, an entry in kvs_stats_group().  Each table lists its message's
- * fields in wire order, and from it come
+ * session), registry (one, only from a kvstashd with [cluster]), ssd (one,
+ * only from a kvstashd with [ssd]) and ssd_drives (one per drive, with it).
+ * A later module adds its own group (one per peer, ...): a table here, a
+ * message type in wire.h, an entry in kvs_stats_group().  Each table
+ * lists its message's fields in wire order, and from it come
  *
  *   - the message's struct (wire.h): the fields, then reserved words up to
  *     the group's size;
@@ -186,7 +187,8 @@
 	X(I, ERRKIND, errors_by_kind, "kvstash_errors_total",                                      \
 	  "Operations that completed with an error, by kind.")                                     \
 	X(S, SESSION, "", "per_session", NULL)                                                     \
-	X(S, REGISTRY, "", "registry", NULL)
+	X(S, REGISTRY, "", "registry", NULL)                                                       \
+	X(S, SSD, "", "ssd", NULL)
 
 #define KVS_STATS_NODE(X)                                                                          \
 	X(F, I32, node, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                    \
@@ -310,6 +312,167 @@
 	X(F, U64, flushes, COUNTER, SMP, COUNT, "", "flushes", "ops", ", %s flushes",              \
 	  "kvstash_registry_flushes_total", "Cluster flushes asked of the registry.")
 
+/*
+ * The SSD tier (sidecar/ssd/ssd.h, sidecar/store/store.h): the tier-wide
+ * counters of struct ssd_stats, the store's use of the tier (struct
+ * store_stats: spills, SSD hits), and the hits by tier.  One message,
+ * sent only by a kvstashd with an [ssd] section, in the STATS reply; its
+ * drives follow it, one KVS_STATS_SSD_DRIVE message each (the S row: in
+ * the views, the drives come after every line of the tier).
+ */
+#define KVS_STATS_SSD(X)                                                                           \
+	X(F, U32, nr_drives, GAUGE, SMP, COUNT, "", "drives", "drives", "%s",                      \
+	  "kvstash_ssd_drives", "Drives of the SSD tier.")                                         \
+	X(F, U32, drives_online, GAUGE, SMP, COUNT, "", "drives_online", "drives", ", %s online",  \
+	  "kvstash_ssd_drives_online", "Drives of the SSD tier online (recovered, no fault).")     \
+	X(F, U64, capacity_bytes, GAUGE, SMP, BYTES, "", "capacity_bytes", "drives",               \
+	  ", %s capacity", NULL, "Bytes of every drive together.")                                 \
+	X(F, U64, hits_dram, COUNTER, SMP, COUNT, "hits", "dram", "hits", "%s in DRAM",            \
+	  "kvstash_tier_hits_total{tier=\"dram\"}",                                                \
+	  "Blocks found by QUERY, by the tier that held them (DRAM: query hits less SSD hits).")   \
+	X(F, U64, hits_ssd, COUNTER, SMP, COUNT, "hits", "ssd", "hits", ", %s on SSD",             \
+	  "kvstash_tier_hits_total{tier=\"ssd\"}",                                                 \
+	  "Blocks found by QUERY, by the tier that held them (DRAM: query hits less SSD hits).")   \
+	X(D, ssd_share, SHARE, hits_ssd, hits_dram, "hits", "ssd_share", "hits",                   \
+	  " (%s from SSD)", NULL, NULL)                                                            \
+	X(F, U64, read_failed, COUNTER, SMP, COUNT, "hits", "read_failed", "hits",                 \
+	  ", %s read back failed", "kvstash_ssd_read_failed_total",                                \
+	  "SSD hits whose read back failed (a shorter prefix, never wrong bytes).")                \
+	X(F, U64, reads_pending, GAUGE, SMP, COUNT, "hits", "reads_pending", "hits",               \
+	  ", %s being read", NULL, "SSD hits being read into DRAM now, every drive together.")     \
+	X(F, U64, spilled, COUNTER, SMP, COUNT, "spills", "spilled", "spills", "%s spilled",       \
+	  "kvstash_ssd_spilled_total", "Evicted blocks whose shards were queued for the SSD.")     \
+	X(F, U64, spill_skipped, COUNTER, SMP, COUNT, "spills", "skipped", "spills",               \
+	  ", %s skipped", "kvstash_ssd_spill_skipped_total",                                       \
+	  "Evicted blocks not written: already on SSD, refused, or no room.")                      \
+	X(F, U64, spill_failed, COUNTER, SMP, COUNT, "spills", "failed", "spills", ", %s failed",  \
+	  "kvstash_ssd_spill_failed_total", "Spilled blocks whose write did not make it.")         \
+	X(F, U64, spill_dropped, COUNTER, SMP, COUNT, "spills", "dropped", "spills",               \
+	  ", %s dropped (drive behind)", "kvstash_ssd_spill_dropped_total",                        \
+	  "Evicted blocks dropped unwritten: needed at once while the drive was behind.")          \
+	X(F, U64, spilling_bytes, GAUGE, SMP, BYTES, "spills", "spilling_bytes", "spills",         \
+	  ", %s being written", "kvstash_ssd_spilling_bytes",                                      \
+	  "Pool bytes held by writes to the SSD.")                                                 \
+	X(F, U64, admitted, COUNTER, SMP, COUNT, "writes", "admitted", "writes", "%s admitted",    \
+	  "kvstash_ssd_admitted_total", "Writes the admission policy let through.")                \
+	X(F, U64, not_admitted, COUNTER, SMP, COUNT, "writes", "not_admitted", "writes",           \
+	  ", %s not admitted", "kvstash_ssd_not_admitted_total",                                   \
+	  "Writes the admission filter refused (one-hit blocks).")                                 \
+	X(F, U64, exists, COUNTER, SMP, COUNT, "writes", "exists", "writes",                       \
+	  ", %s already on SSD", "kvstash_ssd_write_exists_total",                                 \
+	  "Writes skipped: the block was on SSD already.")                                         \
+	X(F, U64, dropped, COUNTER, SMP, COUNT, "writes", "dropped", "writes", ", %s refused",     \
+	  "kvstash_ssd_backpressure_total{reason=\"refused\"}",                                    \
+	  "Writes lost to backpressure, by reason: refused at a full queue, displaced from it "    \
+	  "by a write worth more.")                                                                \
+	X(F, U64, displaced, COUNTER, SMP, COUNT, "writes", "displaced", "writes",                 \
+	  ", %s displaced", "kvstash_ssd_backpressure_total{reason=\"displaced\"}",                \
+	  "Writes lost to backpressure, by reason: refused at a full queue, displaced from it "    \
+	  "by a write worth more.")                                                                \
+	X(F, U64, lookups, COUNTER, SMP, COUNT, "index", "lookups", "index", "%s lookups",         \
+	  "kvstash_ssd_lookups_total", "Lookups in the SSD index.")                                \
+	X(F, U64, lookup_hits, COUNTER, SMP, COUNT, "index", "lookup_hits", "index",               \
+	  ", %s found", "kvstash_ssd_lookup_hits_total", "Lookups in the SSD index that found.")   \
+	X(F, U64, index_entries, GAUGE, SMP, COUNT, "index", "blocks", "index", ", %s blocks",     \
+	  "kvstash_ssd_index_blocks", "Blocks the SSD index holds (every drive).")                 \
+	X(F, U64, index_bytes, GAUGE, SMP, BYTES, "index", "bytes", "index", " in %s of DRAM",     \
+	  "kvstash_ssd_index_bytes", "DRAM the SSD index takes.")                                  \
+	X(F, U64, bytes_written, COUNTER, SMP, BYTES, "bytes", "written", "bytes", "%s written",   \
+	  NULL, "Bytes written to every drive together.")                                          \
+	X(F, U64, bytes_read, COUNTER, SMP, BYTES, "bytes", "read", "bytes", ", %s read",          \
+	  NULL, "Bytes read from every drive together.")                                           \
+	X(S, SSD_DRIVE, "", "per_drive", NULL)
+
+/*
+ * One drive of the SSD tier: struct ssd_drive_stats of ssd_get_stats(),
+ * the state's name from ssd_drive_state_name(), and its latency
+ * histograms: as quantiles in the message (the upper bound of the bucket
+ * where the quantile falls, 0 with no I/O yet) and, for Prometheus, as
+ * histograms of their own (the I rows: the sampler's, not the message's).
+ */
+#define KVS_STATS_SSD_DRIVE(X)                                                                     \
+	X(F, U32, drive, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                   \
+	  "drive", "The drive's index, in the order of [ssd] path.")                               \
+	X(F, U32, state, GAUGE, SMP, NONE, "", "state_code", NULL, NULL,                           \
+	  "kvstash_ssd_drive_state",                                                               \
+	  "SSD drive state: 0 recovering, 1 online, 2 offline, 3 closed.")                         \
+	X(F, NAME, path, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                   \
+	  NULL, "The drive's file or device (its last bytes when longer).")                        \
+	X(F, NAME, state_name, GAUGE, SMP, NONE, "", "state", NULL, "STATE",                       \
+	  NULL, "The state's name (ssd_drive_state_name()).")                                      \
+	X(F, U64, capacity_bytes, GAUGE, SMP, BYTES, "", "capacity_bytes", NULL, "CAPACITY",       \
+	  "kvstash_ssd_capacity_bytes", "Bytes of the drive the tier uses.")                       \
+	X(F, U64, bytes_written, COUNTER, SMP, BYTES, "bytes", "written", NULL, "WRITTEN",         \
+	  "kvstash_ssd_bytes_total{direction=\"write\"}", "Bytes moved, per direction.")           \
+	X(F, U64, bytes_read, COUNTER, SMP, BYTES, "bytes", "read", NULL, "READ",                  \
+	  "kvstash_ssd_bytes_total{direction=\"read\"}", "Bytes moved, per direction.")            \
+	X(F, U64, writes, COUNTER, SMP, COUNT, "ios", "writes", NULL, NULL,                        \
+	  "kvstash_ssd_ios_total{direction=\"write\"}",                                            \
+	  "Block I/Os completed successfully, per direction.")                                     \
+	X(F, U64, reads, COUNTER, SMP, COUNT, "ios", "reads", NULL, NULL,                          \
+	  "kvstash_ssd_ios_total{direction=\"read\"}",                                             \
+	  "Block I/Os completed successfully, per direction.")                                     \
+	X(F, U64, write_errors, COUNTER, SMP, COUNT, "errors", "write", NULL, "W ERR",             \
+	  "kvstash_ssd_errors_total{kind=\"write\"}",                                              \
+	  "I/O errors, by kind: a failed or short write or read, a payload failing its "           \
+	  "checksum (crc).")                                                                       \
+	X(F, U64, read_errors, COUNTER, SMP, COUNT, "errors", "read", NULL, "R ERR",               \
+	  "kvstash_ssd_errors_total{kind=\"read\"}",                                               \
+	  "I/O errors, by kind: a failed or short write or read, a payload failing its "           \
+	  "checksum (crc).")                                                                       \
+	X(F, U64, crc_errors, COUNTER, SMP, COUNT, "errors", "crc", NULL, "CRC",                   \
+	  "kvstash_ssd_errors_total{kind=\"crc\"}",                                                \
+	  "I/O errors, by kind: a failed or short write or read, a payload failing its "           \
+	  "checksum (crc).")                                                                       \
+	X(F, U64, stale_reads, COUNTER, SMP, COUNT, "", "stale_reads", NULL, NULL,                 \
+	  "kvstash_ssd_stale_reads_total", "Reads of a block whose region was reused first.")      \
+	X(F, U64, drops, COUNTER, SMP, COUNT, "", "drops", NULL, "DROPS",                          \
+	  "kvstash_ssd_drops_total", "Writes not made: backpressure or the rate cap.")             \
+	X(F, U64, regions_reclaimed, COUNTER, SMP, COUNT, "regions", "reclaimed", NULL, NULL,      \
+	  "kvstash_ssd_regions_reclaimed_total", "Regions reused (FIFO over regions).")            \
+	X(F, U64, blocks_evicted, COUNTER, SMP, COUNT, "regions", "blocks_evicted", NULL, NULL,    \
+	  "kvstash_ssd_evictions_total", "Blocks dropped from the SSD index by region reuse.")     \
+	X(F, U64, regions_abandoned, COUNTER, SMP, COUNT, "regions", "abandoned", NULL, NULL,      \
+	  "kvstash_ssd_regions_abandoned_total", "Regions given up after an I/O error.")           \
+	X(F, U64, recovered_blocks, GAUGE, SMP, COUNT, "recovery", "blocks", NULL, NULL,           \
+	  "kvstash_ssd_recovered_blocks", "Blocks found by the start-up scan.")                    \
+	X(F, U64, recovered_regions, GAUGE, SMP, COUNT, "recovery", "regions", NULL, NULL,         \
+	  "kvstash_ssd_recovered_regions", "Regions found by the start-up scan.")                  \
+	X(F, U64, recovery_bad, GAUGE, SMP, COUNT, "recovery", "bad", NULL, NULL,                  \
+	  "kvstash_ssd_recovery_bad_blocks", "Blocks the start-up scan found torn or corrupt.")    \
+	X(F, U64, recovery_us, GAUGE, SMP, US, "recovery", "time_us", NULL, NULL,                  \
+	  "kvstash_ssd_recovery_seconds", "Time the start-up scan took; 0 until it is done.")      \
+	X(F, U64, recovery_bytes_read, GAUGE, SMP, BYTES, "recovery", "bytes_read", NULL, NULL,    \
+	  NULL, "Bytes the start-up scan read.")                                                   \
+	X(F, U32, nr_regions, GAUGE, SMP, COUNT, "regions", "total", NULL, NULL,                   \
+	  "kvstash_ssd_regions", "Regions of the drive.")                                          \
+	X(F, U32, io_align, GAUGE, SMP, BYTES, "", "io_align", NULL, NULL,                         \
+	  NULL, "Direct I/O alignment of the drive.")                                              \
+	X(F, BOOL, fixed_buffers, GAUGE, SMP, NONE, "", "fixed_buffers", NULL, NULL,               \
+	  NULL, "The pool is registered with the drive's io_uring.")                               \
+	X(F, BOOL, last_clean, GAUGE, SMP, NONE, "", "last_clean", NULL, NULL,                     \
+	  NULL, "The previous stop was clean.")                                                    \
+	X(F, BOOL, formatted, GAUGE, SMP, NONE, "", "formatted", NULL, NULL,                       \
+	  NULL, "The drive was formatted at this start.")                                          \
+	X(F, U32, queued_writes, GAUGE, SMP, COUNT, "", "queued_writes", NULL, "QUEUED",           \
+	  "kvstash_ssd_queued_writes", "Writes waiting in the drive's queue.")                     \
+	X(F, U32, inflight, GAUGE, SMP, COUNT, "", "inflight", NULL, "INFLIGHT",                   \
+	  "kvstash_ssd_inflight", "Block I/Os submitted and not completed.")                       \
+	X(F, U32, reads_pending, GAUGE, SMP, COUNT, "", "reads_pending", NULL, "READING",          \
+	  "kvstash_ssd_reads_pending", "Reads queued or in flight.")                               \
+	X(F, U64, write_p50_us, GAUGE, SMP, US, "latency", "write_p50_us", NULL, NULL,             \
+	  NULL, "Median write latency (a bucket's upper bound).")                                  \
+	X(F, U64, write_p99_us, GAUGE, SMP, US, "latency", "write_p99_us", NULL, "W P99",          \
+	  NULL, "99th percentile write latency (a bucket's upper bound).")                         \
+	X(F, U64, read_p50_us, GAUGE, SMP, US, "latency", "read_p50_us", NULL, NULL,               \
+	  NULL, "Median read latency (a bucket's upper bound).")                                   \
+	X(F, U64, read_p99_us, GAUGE, SMP, US, "latency", "read_p99_us", NULL, "R P99",            \
+	  NULL, "99th percentile read latency (a bucket's upper bound).")                          \
+	X(I, HIST, write_lat, "kvstash_ssd_io_duration_seconds{direction=\"write\"}",              \
+	  "Time from a block I/O's submission to its completion, per direction.")                  \
+	X(I, HIST, read_lat, "kvstash_ssd_io_duration_seconds{direction=\"read\"}",                \
+	  "Time from a block I/O's submission to its completion, per direction.")
+
 /* clang-format on */
 
 /*
@@ -320,6 +483,8 @@
 #define KVS_STATS_NODE_SIZE    88u
 #define KVS_STATS_SESSION_SIZE 200u
 #define KVS_STATS_REGISTRY_SIZE 320u
+#define KVS_STATS_SSD_SIZE	 256u
+#define KVS_STATS_SSD_DRIVE_SIZE 448u
 
 /* ---- the message structs (wire.h) ------------------------------------ */
 

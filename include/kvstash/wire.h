@@ -60,6 +60,8 @@
 #define KVS_MSG_STATS_SESSION 22u
 #define KVS_MSG_END 23u		    /* ends a multi-message admin reply */
 #define KVS_MSG_STATS_REGISTRY 24u /* minor 1: the registry client, with [cluster] only */
+#define KVS_MSG_STATS_SSD	25u /* minor 2: the SSD tier, with [ssd] only */
+#define KVS_MSG_STATS_SSD_DRIVE 26u /* minor 2: one per drive of the SSD tier */
 
 struct kvs_msg_hdr {
 	uint32_t type;
@@ -234,6 +236,14 @@ KVS_STATS_STRUCT(kvs_msg_stats_session, KVS_STATS_SESSION, KVS_STATS_SESSION_SIZ
  * A libkvstash of minor 0 skips the type (a newer daemon's addition).
  */
 KVS_STATS_STRUCT(kvs_msg_stats_registry, KVS_STATS_REGISTRY, KVS_STATS_REGISTRY_SIZE);
+/*
+ * Minor 2: a kvstashd with an [ssd] section adds one STATS_SSD after the
+ * sessions' messages (and the registry's) of a STATS reply, then one
+ * STATS_SSD_DRIVE per drive; without [ssd] the reply does not change.  A
+ * libkvstash of an older minor skips both types.
+ */
+KVS_STATS_STRUCT(kvs_msg_stats_ssd, KVS_STATS_SSD, KVS_STATS_SSD_SIZE);
+KVS_STATS_STRUCT(kvs_msg_stats_ssd_drive, KVS_STATS_SSD_DRIVE, KVS_STATS_SSD_DRIVE_SIZE);
 
 _Static_assert(sizeof(struct kvs_msg_hdr) == 16, "hdr");
 _Static_assert(offsetof(struct kvs_msg_hello, rev_major) == 16, "hello revision is frozen");
@@ -261,5 +271,12 @@ _Static_assert(KVS_STATS_RESV(KVS_STATS_SESSION_SIZE, KVS_STATS_SESSION) > 0,
 _Static_assert(sizeof(struct kvs_msg_stats_registry) == KVS_STATS_REGISTRY_SIZE, "stats registry");
 _Static_assert(KVS_STATS_RESV(KVS_STATS_REGISTRY_SIZE, KVS_STATS_REGISTRY) > 0,
 	       "stats registry: no reserved word left; grow KVS_STATS_REGISTRY_SIZE (stats.h)");
+_Static_assert(sizeof(struct kvs_msg_stats_ssd) == KVS_STATS_SSD_SIZE, "stats ssd");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_SSD_SIZE, KVS_STATS_SSD) > 0,
+	       "stats ssd: no reserved word left; grow KVS_STATS_SSD_SIZE (stats.h)");
+_Static_assert(sizeof(struct kvs_msg_stats_ssd_drive) == KVS_STATS_SSD_DRIVE_SIZE,
+	       "stats ssd drive");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_SSD_DRIVE_SIZE, KVS_STATS_SSD_DRIVE) > 0,
+	       "stats ssd drive: no reserved word left; grow KVS_STATS_SSD_DRIVE_SIZE (stats.h)");
 
 #endif /* KVSTASH_WIRE_H */

@@ -183,7 +183,8 @@ def stats(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int 
     """{"global": {...}, "nodes": [...], "sessions": [...]}: one key per stats group
     (struct kvs_msg_stats_*), a list for a group of many messages, a dict for a
     group of one, present when kvstashd sent it: "global" always, "registry" from
-    a kvstashd with [cluster]."""
+    a kvstashd with [cluster], "ssd" from a kvstashd with [ssd] (its drives in
+    "ssd_drives", a list that is empty without [ssd])."""
     layouts = _stats_layouts()
     out: dict[str, Any] = {g.key: [] if g.many else None for g in layouts.values()}
     structs = {t: (g.cls, g.bools) for t, g in layouts.items()}

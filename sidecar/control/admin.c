@@ -16,6 +16,7 @@
 #include "control/admin.h"
 #include "obs/metrics.h"
 #include "cluster/registry.h"
+#include "ssd/ssd.h"
 #include "base/util.h"
 
 #define HDR(m, t, sq) \
@@ -114,6 +115,157 @@ static bool sample_registry(struct daemon *d, struct kvs_msg_stats_registry *m)
 	m->query_hits = st.query_hits;
 	m->flushes = st.flushes;
 	return true;
+}
+
+_Static_assert(METRICS_SSD_BUCKETS == SSD_HIST_BUCKETS, "metrics.h mirrors the SSD histograms");
+_Static_assert(METRICS_SSD_DRIVES >= SSD_MAX_DRIVES, "a scrape holds every drive");
+
+/*
+ * The upper bound, in microseconds, of the bucket of @h where quantile
+ * @permille falls (bucket i: below 2^i us; the last is open, its lower
+ * bound stands in); 0 when @h is empty.
+ */
+static uint64_t quantile_us(const uint64_t *h, unsigned permille)
+{
+	uint64_t total = 0, want, cum = 0;
+
+	for (unsigned i = 0; i < SSD_HIST_BUCKETS; i++)
+		total += h[i];
+	if (!total)
+		return 0;
+	want = (total * permille + 999) / 1000;
+	for (unsigned i = 0; i < SSD_HIST_BUCKETS - 1; i++) {
+		cum += h[i];
+		if (cum >= want)
+			return 1ull << i;
+	}
+	return 1ull << (SSD_HIST_BUCKETS - 2);
+}
+
+/* @path's last bytes that fit a wire name: the file's name matters most. */
+static void path_tail(char *dst, const char *path)
+{
+	size_t n = strlen(path);
+
+	strscpy_trunc(dst, n < KVS_NAME_MAX ? path : path + n - (KVS_NAME_MAX - 1), KVS_NAME_MAX);
+}
+
+static void hist_copy(struct metrics_ssd_hist *dst, const uint64_t *h, uint64_t sum_ns)
+{
+	memcpy(dst->buckets, h, sizeof(dst->buckets));
+	dst->sum_ns = sum_ns;
+}
+
+/*
+ * The SSD tier's message and one per drive (into @drv, and their
+ * histograms into @hists unless NULL), when kvstashd has the tier
+ * ([ssd]); false without, and the replies and the scrape carry none.
+ * ssd_get_stats() and store_get_stats() are relaxed reads, safe on the
+ * metrics thread too, where d->ssd outlives every scrape (metrics_stop()
+ * comes before tier_close() in daemon_fini()).
+ */
+static bool sample_ssd(struct daemon *d, struct kvs_msg_stats_ssd *m,
+		       struct kvs_msg_stats_ssd_drive *drv, struct metrics_ssd_hists *hists)
+{
+	struct ssd_stats ss;
+	struct store_stats st;
+	uint64_t hits;
+
+	if (!d->ssd)
+		return false;
+	/*
+	 * DRAM hits are every QUERY hit less the SSD ones.  The store counts
+	 * a QUERY's SSD hits before the worker counts its hits (account_query()
+	 * after store_query_tiers(), one thread): reading the store first
+	 * keeps the difference from going below what it was.
+	 */
+	store_get_stats(d->store, &st);
+	hits = counter_get(&d->ctr.query_blocks_hit);
+	ssd_get_stats(d->ssd, &ss);
+	m->nr_drives = ss.nr_drives;
+	m->hits_ssd = st.ssd_hits;
+	m->hits_dram = hits > st.ssd_hits ? hits - st.ssd_hits : 0;
+	m->read_failed = st.ssd_read_failed;
+	m->spilled = st.spilled;
+	m->spill_skipped = st.spill_skipped;
+	m->spill_failed = st.spill_failed;
+	m->spill_dropped = st.spill_dropped;
+	m->spilling_bytes = st.spilling_bytes;
+	m->admitted = ss.admitted;
+	m->not_admitted = ss.not_admitted;
+	m->exists = ss.exists;
+	m->dropped = ss.dropped;
+	m->displaced = ss.displaced;
+	m->lookups = ss.lookups;
+	m->lookup_hits = ss.hits;
+	m->index_entries = ss.index_entries;
+	m->index_bytes = ss.index_bytes;
+	for (unsigned i = 0; i < ss.nr_drives && i < SSD_MAX_DRIVES; i++) {
+		const struct ssd_drive_stats *s = &ss.drive[i];
+		struct kvs_msg_stats_ssd_drive *o = &drv[i];
+		const char *path = ssd_drive_path(d->ssd, i);
+
+		m->drives_online += s->state == SSD_DRIVE_ONLINE;
+		m->capacity_bytes += s->capacity_bytes;
+		m->reads_pending += s->reads_pending;
+		m->bytes_written += s->bytes_written;
+		m->bytes_read += s->bytes_read;
+		o->drive = i;
+		o->state = s->state;
+		path_tail(o->path, path ? path : "");
+		strscpy_trunc(o->state_name, ssd_drive_state_name(s->state), sizeof(o->state_name));
+		o->capacity_bytes = s->capacity_bytes;
+		o->bytes_written = s->bytes_written;
+		o->bytes_read = s->bytes_read;
+		o->writes = s->writes;
+		o->reads = s->reads;
+		o->write_errors = s->write_errors;
+		o->read_errors = s->read_errors;
+		o->crc_errors = s->crc_errors;
+		o->stale_reads = s->stale_reads;
+		o->drops = s->drops;
+		o->regions_reclaimed = s->regions_reclaimed;
+		o->blocks_evicted = s->blocks_evicted;
+		o->regions_abandoned = s->regions_abandoned;
+		o->recovered_blocks = s->recovered_blocks;
+		o->recovered_regions = s->recovered_regions;
+		o->recovery_bad = s->recovery_bad;
+		o->recovery_us = s->recovery_ns / 1000;
+		o->recovery_bytes_read = s->recovery_bytes_read;
+		o->nr_regions = s->nr_regions;
+		o->io_align = s->io_align;
+		o->fixed_buffers = s->fixed_buffers;
+		o->last_clean = s->last_clean;
+		o->formatted = s->formatted;
+		o->queued_writes = s->queued_writes;
+		o->inflight = s->inflight;
+		o->reads_pending = s->reads_pending;
+		o->write_p50_us = quantile_us(s->write_lat, 500);
+		o->write_p99_us = quantile_us(s->write_lat, 990);
+		o->read_p50_us = quantile_us(s->read_lat, 500);
+		o->read_p99_us = quantile_us(s->read_lat, 990);
+		if (hists) {
+			hist_copy(&hists[i].write_lat, s->write_lat, s->write_lat_sum_ns);
+			hist_copy(&hists[i].read_lat, s->read_lat, s->read_lat_sum_ns);
+		}
+	}
+	return true;
+}
+
+/* Append the SSD tier's messages to @t, if kvstashd has the tier. */
+static void put_ssd(struct daemon *d, struct train *t, uint32_t seq)
+{
+	struct kvs_msg_stats_ssd m = { 0 };
+	struct kvs_msg_stats_ssd_drive drv[SSD_MAX_DRIVES] = { 0 };
+
+	if (!sample_ssd(d, &m, drv, NULL))
+		return;
+	HDR(m, KVS_MSG_STATS_SSD, seq);
+	put(t, &m, sizeof(m));
+	for (unsigned i = 0; i < m.nr_drives && i < SSD_MAX_DRIVES; i++) {
+		HDR(drv[i], KVS_MSG_STATS_SSD_DRIVE, seq);
+		put(t, &drv[i], sizeof(drv[i]));
+	}
 }
 
 /* Append the registry's message to @t, if kvstashd has a registry. */
@@ -230,6 +382,8 @@ void admin_sample(void *arg, struct metrics_sample *smp)
 	smp->nr_nodes = sample(d, &smp->global, smp->nodes, smp->max_nodes);
 	smp->ctr = &d->ctr;
 	smp->nr_registry = sample_registry(d, &smp->registry);
+	smp->nr_ssd = sample_ssd(d, &smp->ssd, smp->ssd_drives, smp->ssd_hists);
+	smp->nr_ssd_drives = smp->nr_ssd ? MIN(smp->ssd.nr_drives, METRICS_SSD_DRIVES) : 0;
 }
 
 int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
@@ -264,5 +418,6 @@ int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 		put(&t, &m, sizeof(m));
 	}
 	put_registry(d, &t, seq);
+	put_ssd(d, &t, seq);
 	return send_train(admin, &t, seq);
 }

@@ -42,6 +42,8 @@ enum prow_group {
 	PG_NODE,
 	PG_SESSION,
 	PG_REGISTRY,
+	PG_SSD,
+	PG_SSD_DRIVE, /* within PG_SSD's: rendered with it */
 };
 
 struct prow {
@@ -106,6 +108,15 @@ static const struct prow session_rows[] = { KVS_STATS_SESSION(PROW_) };
 #define PMSG struct kvs_msg_stats_registry
 static const struct prow registry_rows[] = { KVS_STATS_REGISTRY(PROW_) };
 #undef PMSG
+#define PMSG struct kvs_msg_stats_ssd
+static const struct prow ssd_rows[] = { KVS_STATS_SSD(PROW_) };
+#undef PMSG
+/* Its I rows are histograms of the sampler's struct metrics_ssd_hists, one per drive. */
+#define PMSG struct kvs_msg_stats_ssd_drive
+#define PCTR struct metrics_ssd_hists
+static const struct prow ssd_drive_rows[] = { KVS_STATS_SSD_DRIVE(PROW_) };
+#undef PMSG
+#undef PCTR
 
 static struct {
 	struct MHD_Daemon *mhd;
@@ -226,45 +237,96 @@ static void histogram(struct buf *b, const struct prow *r, const struct hist *li
 	put(b, "%.*s_count%s %" PRIu64 "\n", (int)n, r->prom, c, h.count);
 }
 
-/* The families of a group with @n messages of @size bytes each. */
+/* The labels @msg's KEY fields name, comma-separated, into @lab. */
+static const char *key_labels(char *lab, size_t len, const struct prow *rows, size_t nrows,
+			      const uint8_t *msg)
+{
+	size_t ll = 0;
+
+	lab[0] = '\0';
+	for (size_t k = 0; k < nrows && ll < len; k++) {
+		const struct prow *kr = &rows[k];
+		int32_t i32;
+		uint32_t u32;
+		uint64_t u64;
+
+		if (kr->what != PR_LABEL || !kr->prom)
+			continue;
+		if (kr->type == KVS_STATS_T_I32) {
+			memcpy(&i32, msg + kr->off, sizeof(i32));
+			ll += snprintf(lab + ll, len - ll, "%s%s=\"%d\"", ll ? "," : "", kr->prom,
+				       i32);
+		} else if (kr->type == KVS_STATS_T_U64) {
+			memcpy(&u64, msg + kr->off, sizeof(u64));
+			ll += snprintf(lab + ll, len - ll, "%s%s=\"%" PRIu64 "\"", ll ? "," : "",
+				       kr->prom, u64);
+		} else {
+			memcpy(&u32, msg + kr->off, sizeof(u32));
+			ll += snprintf(lab + ll, len - ll, "%s%s=\"%u\"", ll ? "," : "", kr->prom,
+				       u32);
+		}
+	}
+	return lab;
+}
+
+/*
+ * A drive's latency histogram (metrics.h: bucket i below 2^i us) as a
+ * Prometheus histogram in seconds, with the drive's labels @lab.
+ */
+static void ssd_histogram(struct buf *b, const struct prow *r, const char *lab,
+			  const struct metrics_ssd_hist *h)
+{
+	int n = (int)name_len(r->prom);
+	char le[320], all[512];
+	uint64_t cum = 0;
+
+	for (unsigned i = 0; i < METRICS_SSD_BUCKETS; i++) {
+		cum += h->buckets[i];
+		if (i < METRICS_SSD_BUCKETS - 1)
+			snprintf(le, sizeof(le), "%s%sle=\"%g\"", lab, lab[0] ? "," : "",
+				 (double)(1ull << i) / 1e6);
+		else
+			snprintf(le, sizeof(le), "%s%sle=\"+Inf\"", lab, lab[0] ? "," : "");
+		put(b, "%.*s_bucket%s %" PRIu64 "\n", n, r->prom, labels(all, sizeof(all), r, le),
+		    cum);
+	}
+	put(b, "%.*s_sum%s %.9f\n", n, r->prom, labels(all, sizeof(all), r, lab),
+	    (double)h->sum_ns / 1e9);
+	put(b, "%.*s_count%s %" PRIu64 "\n", n, r->prom, labels(all, sizeof(all), r, lab), cum);
+}
+
+/*
+ * The families of a group with @n messages of @size bytes each; its I
+ * rows (histograms) from @hists, @hsize bytes per message (NULL: none).
+ */
 static void group(struct buf *b, const struct prow *rows, size_t nrows, const void *msgs,
-		  unsigned n, size_t size)
+		  unsigned n, size_t size, const void *hists, size_t hsize)
 {
 	for (size_t i = 0; i < nrows; i++) {
 		const struct prow *r = &rows[i];
 
+		if (r->what == PR_HIST && hists && r->prom) {
+			family(b, r);
+			for (unsigned m = 0; m < n; m++) {
+				char lab[256];
+
+				key_labels(lab, sizeof(lab), rows, nrows,
+					   (const uint8_t *)msgs + m * size);
+				ssd_histogram(
+					b, r, lab,
+					(const struct metrics_ssd_hist *)((const uint8_t *)hists +
+									  m * hsize + r->off));
+			}
+			continue;
+		}
 		if (r->what != PR_FIELD || !r->prom)
 			continue;
 		family(b, r);
 		for (unsigned m = 0; m < n; m++) {
 			const uint8_t *msg = (const uint8_t *)msgs + m * size;
-			char lab[256] = "", all[384];
-			size_t ll = 0;
+			char lab[256], all[384];
 
-			/* Its KEY fields that name a label. */
-			for (size_t k = 0; k < nrows && ll < sizeof(lab); k++) {
-				const struct prow *kr = &rows[k];
-				int32_t i32;
-				uint32_t u32;
-				uint64_t u64;
-
-				if (kr->what != PR_LABEL || !kr->prom)
-					continue;
-				if (kr->type == KVS_STATS_T_I32) {
-					memcpy(&i32, msg + kr->off, sizeof(i32));
-					ll += snprintf(lab + ll, sizeof(lab) - ll, "%s%s=\"%d\"",
-						       ll ? "," : "", kr->prom, i32);
-				} else if (kr->type == KVS_STATS_T_U64) {
-					memcpy(&u64, msg + kr->off, sizeof(u64));
-					ll += snprintf(lab + ll, sizeof(lab) - ll,
-						       "%s%s=\"%" PRIu64 "\"", ll ? "," : "",
-						       kr->prom, u64);
-				} else {
-					memcpy(&u32, msg + kr->off, sizeof(u32));
-					ll += snprintf(lab + ll, sizeof(lab) - ll, "%s%s=\"%u\"",
-						       ll ? "," : "", kr->prom, u32);
-				}
-			}
+			key_labels(lab, sizeof(lab), rows, nrows, msg);
 			/* Microseconds are exported as (fractional) seconds, the base unit. */
 			if (r->unit == KVS_STATS_U_US)
 				put(b, "%.*s%s %.6f\n", (int)name_len(r->prom), r->prom,
@@ -294,15 +356,24 @@ static void render(struct buf *b, const struct metrics_sample *smp)
 		if (r->what == PR_GROUP) {
 			if (r->group == PG_NODE) {
 				group(b, node_rows, ARRAY_SIZE(node_rows), smp->nodes,
-				      smp->nr_nodes, sizeof(*smp->nodes));
+				      smp->nr_nodes, sizeof(*smp->nodes), NULL, 0);
 			} else if (r->group == PG_REGISTRY) {
 				/* No [cluster]: not even the HELP lines. */
 				if (smp->nr_registry)
 					group(b, registry_rows, ARRAY_SIZE(registry_rows),
-					      &smp->registry, 1, sizeof(smp->registry));
+					      &smp->registry, 1, sizeof(smp->registry), NULL, 0);
+			} else if (r->group == PG_SSD) {
+				/* No [ssd]: not even the HELP lines.  Its drives after it. */
+				if (!smp->nr_ssd)
+					continue;
+				group(b, ssd_rows, ARRAY_SIZE(ssd_rows), &smp->ssd, 1,
+				      sizeof(smp->ssd), NULL, 0);
+				group(b, ssd_drive_rows, ARRAY_SIZE(ssd_drive_rows),
+				      smp->ssd_drives, smp->nr_ssd_drives, sizeof(*smp->ssd_drives),
+				      smp->ssd_hists, sizeof(*smp->ssd_hists));
 			} else {
 				group(b, session_rows, ARRAY_SIZE(session_rows), NULL, 0,
-				      sizeof(struct kvs_msg_stats_session));
+				      sizeof(struct kvs_msg_stats_session), NULL, 0);
 			}
 			continue;
 		}

@@ -24,6 +24,24 @@
 #define METRICS_MAX_NODES 64u
 
 /*
+ * A drive's latency histogram as the SSD tier keeps it (ssd/ssd.h,
+ * SSD_HIST_BUCKETS): bucket i counts the I/Os below 2^i microseconds
+ * (and at least 2^(i-1)); the last one counts the rest.
+ */
+#define METRICS_SSD_DRIVES  16u
+#define METRICS_SSD_BUCKETS 24u
+
+struct metrics_ssd_hist {
+	uint64_t buckets[METRICS_SSD_BUCKETS]; /* not cumulative: the reader sums */
+	uint64_t sum_ns;
+};
+
+/* The I rows of KVS_STATS_SSD_DRIVE (<kvstash/stats.h>): one per direction. */
+struct metrics_ssd_hists {
+	struct metrics_ssd_hist write_lat, read_lat;
+};
+
+/*
  * One scrape's figures.  The sampler fills the messages as for a STATS
  * reply (nodes: at most max_nodes, their number in nr_nodes) and points
  * ctr at the live counters, which Prometheus alone shows more of
@@ -38,6 +56,14 @@ struct metrics_sample {
 	/* The registry client's, when nr_registry is 1 (kvstashd with [cluster]). */
 	struct kvs_msg_stats_registry registry;
 	unsigned nr_registry;
+	/*
+	 * The SSD tier's, when nr_ssd is 1 (kvstashd with [ssd]), and its
+	 * nr_ssd_drives drives, each with its latency histograms.
+	 */
+	struct kvs_msg_stats_ssd ssd;
+	unsigned nr_ssd, nr_ssd_drives;
+	struct kvs_msg_stats_ssd_drive ssd_drives[METRICS_SSD_DRIVES];
+	struct metrics_ssd_hists ssd_hists[METRICS_SSD_DRIVES];
 };
 
 typedef void metrics_sample_fn(void *arg, struct metrics_sample *smp);

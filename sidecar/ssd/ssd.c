@@ -306,7 +306,8 @@ __attribute__((format(printf, 4, 5))) static void dlog_rl(struct drive *d, int l
 	slog(d->ssd, level, err, "%s: %s", d->path, msg);
 }
 
-static void hist_add(uint64_t *h, uint64_t ns)
+/* One I/O of @ns into histogram @h and its sum @sum_ns (Prometheus wants both). */
+static void hist_add(uint64_t *h, uint64_t *sum_ns, uint64_t ns)
 {
 	uint64_t us = ns / 1000;
 	unsigned b = us ? 64 - __builtin_clzll(us) : 0;
@@ -314,6 +315,7 @@ static void hist_add(uint64_t *h, uint64_t ns)
 	if (b >= SSD_HIST_BUCKETS)
 		b = SSD_HIST_BUCKETS - 1;
 	ADD(&h[b], 1);
+	ADD(sum_ns, ns);
 }
 
 static uint32_t drive_state(const struct drive *d)
@@ -1285,7 +1287,7 @@ static void write_finish(struct drive *d, struct iop *op)
 	r->inflight--;
 	d->inflight_blocks--;
 	STORE(&d->st.inflight, d->inflight_blocks);
-	hist_add(d->st.write_lat, mono_ns() - w->t0);
+	hist_add(d->st.write_lat, &d->st.write_lat_sum_ns, mono_ns() - w->t0);
 	if (ssd->cfg.write_done)
 		ssd->cfg.write_done(ssd->cfg.cb_arg, w->cookie, res);
 	wreq_free(d, w);
@@ -1559,7 +1561,7 @@ static void read_finish(struct drive *d, struct iop *op)
 	d->inflight_blocks--;
 	STORE(&d->st.inflight, d->inflight_blocks);
 	SUB(&d->st.reads_pending, 1);
-	hist_add(d->st.read_lat, mono_ns() - rr->t0);
+	hist_add(d->st.read_lat, &d->st.read_lat_sum_ns, mono_ns() - rr->t0);
 	if (ssd->cfg.read_done)
 		ssd->cfg.read_done(ssd->cfg.cb_arg, rr->cookie, res);
 	free(rr);
@@ -2482,6 +2484,11 @@ const char *ssd_drive_state_name(uint32_t state)
 	return state < 4 ? names[state] : "unknown";
 }
 
+const char *ssd_drive_path(const struct ssd *ssd, unsigned i)
+{
+	return i < ssd->nr ? ssd->drives[i]->path : NULL;
+}
+
 void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret)
 {
 	struct ssd_stats s;
@@ -2535,6 +2542,8 @@ void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret)
 			C(write_lat[b]);
 			C(read_lat[b]);
 		}
+		C(write_lat_sum_ns);
+		C(read_lat_sum_ns);
 #undef C
 	}
 	*ret = s;

@@ -317,6 +317,7 @@ struct ssd_drive_stats {
 	uint32_t queued_writes, inflight, reads_pending;
 	uint64_t write_lat[SSD_HIST_BUCKETS]; /* submit to completion */
 	uint64_t read_lat[SSD_HIST_BUCKETS];
+	uint64_t write_lat_sum_ns, read_lat_sum_ns; /* of the I/Os in the histograms */
 };
 
 struct ssd_stats {
@@ -330,6 +331,9 @@ struct ssd_stats {
 };
 
 void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret);
+
+/* Drive @i's path as [ssd] path names it (valid until ssd_close()); NULL past the last. */
+const char *ssd_drive_path(const struct ssd *ssd, unsigned i);
 
 /* "recovering", "online", "offline", "closed". */
 const char *ssd_drive_state_name(uint32_t state);

@@ -67,6 +67,11 @@ const char *ssd_drive_state_name(uint32_t state)
 	return "not compiled in";
 }
 
+const char *ssd_drive_path(const struct ssd *ssd, unsigned i)
+{
+	return NULL;
+}
+
 void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret)
 {
 	memset(ret, 0, sizeof(*ret));

@@ -45,6 +45,12 @@ static const struct row session_rows[] = { KVS_STATS_SESSION(ROW_) };
 #define M struct kvs_msg_stats_registry
 static const struct row registry_rows[] = { KVS_STATS_REGISTRY(ROW_) };
 #undef M
+#define M struct kvs_msg_stats_ssd
+static const struct row ssd_rows[] = { KVS_STATS_SSD(ROW_) };
+#undef M
+#define M struct kvs_msg_stats_ssd_drive
+static const struct row ssd_drive_rows[] = { KVS_STATS_SSD_DRIVE(ROW_) };
+#undef M
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -66,6 +72,11 @@ static const struct {
 	  offsetof(struct kvs_msg_stats_session, resv) },
 	{ KVS_MSG_STATS_REGISTRY, "registry", sizeof(struct kvs_msg_stats_registry), 0,
 	  registry_rows, N(registry_rows), offsetof(struct kvs_msg_stats_registry, resv) },
+	{ KVS_MSG_STATS_SSD, "ssd", sizeof(struct kvs_msg_stats_ssd), 0, ssd_rows, N(ssd_rows),
+	  offsetof(struct kvs_msg_stats_ssd, resv) },
+	{ KVS_MSG_STATS_SSD_DRIVE, "ssd_drives", sizeof(struct kvs_msg_stats_ssd_drive),
+	  KVS_STATS_GROUP_MANY, ssd_drive_rows, N(ssd_drive_rows),
+	  offsetof(struct kvs_msg_stats_ssd_drive, resv) },
 };
 
 START_TEST(test_descriptors)
@@ -240,6 +251,72 @@ START_TEST(test_registry)
 }
 END_TEST
 
+/*
+ * Wire revision 1.2: the SSD tier's message and its drives' (one each),
+ * with struct ssd_stats, the store's spills and hits by tier in them,
+ * exported to Prometheus under kvstash_ssd_* and kvstash_tier_hits_total.
+ */
+START_TEST(test_ssd)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		const char *prom;
+	} tier[] = {
+		{ "nr_drives", 16, "kvstash_ssd_drives" },
+		{ "drives_online", 20, "kvstash_ssd_drives_online" },
+		{ "capacity_bytes", 24, NULL },
+		{ "hits_dram", 32, "kvstash_tier_hits_total{tier=\"dram\"}" },
+		{ "hits_ssd", 40, "kvstash_tier_hits_total{tier=\"ssd\"}" },
+		{ "read_failed", 48, "kvstash_ssd_read_failed_total" },
+		{ "reads_pending", 56, NULL },
+		{ "spilled", 64, "kvstash_ssd_spilled_total" },
+		{ "spill_skipped", 72, "kvstash_ssd_spill_skipped_total" },
+		{ "spill_failed", 80, "kvstash_ssd_spill_failed_total" },
+		{ "spill_dropped", 88, "kvstash_ssd_spill_dropped_total" },
+		{ "spilling_bytes", 96, "kvstash_ssd_spilling_bytes" },
+	}, drive[] = {
+		{ "drive", 16, "drive" },
+		{ "state", 20, "kvstash_ssd_drive_state" },
+		{ "path", 24, NULL },
+		{ "state_name", 88, NULL },
+		{ "capacity_bytes", 152, "kvstash_ssd_capacity_bytes" },
+		{ "bytes_written", 160, "kvstash_ssd_bytes_total{direction=\"write\"}" },
+		{ "bytes_read", 168, "kvstash_ssd_bytes_total{direction=\"read\"}" },
+		{ "writes", 176, "kvstash_ssd_ios_total{direction=\"write\"}" },
+		{ "reads", 184, "kvstash_ssd_ios_total{direction=\"read\"}" },
+		{ "write_errors", 192, "kvstash_ssd_errors_total{kind=\"write\"}" },
+		{ "read_errors", 200, "kvstash_ssd_errors_total{kind=\"read\"}" },
+		{ "crc_errors", 208, "kvstash_ssd_errors_total{kind=\"crc\"}" },
+	};
+
+	ck_assert_uint_eq(KVS_MSG_STATS_SSD, 25);
+	ck_assert_uint_eq(KVS_MSG_STATS_SSD_DRIVE, 26);
+	ck_assert_uint_ge(N(ssd_rows), N(tier));
+	for (size_t i = 0; i < N(tier); i++) {
+		ck_assert_str_eq(ssd_rows[i].name, tier[i].name);
+		ck_assert_uint_eq(ssd_rows[i].off, tier[i].off);
+		if (tier[i].prom)
+			ck_assert_str_eq(ssd_rows[i].prom, tier[i].prom);
+		else
+			ck_assert_ptr_null(ssd_rows[i].prom);
+	}
+	ck_assert_uint_ge(N(ssd_drive_rows), N(drive));
+	for (size_t i = 0; i < N(drive); i++) {
+		ck_assert_str_eq(ssd_drive_rows[i].name, drive[i].name);
+		ck_assert_uint_eq(ssd_drive_rows[i].off, drive[i].off);
+		if (drive[i].prom)
+			ck_assert_str_eq(ssd_drive_rows[i].prom, drive[i].prom);
+		else
+			ck_assert_ptr_null(ssd_drive_rows[i].prom);
+	}
+	ck_assert_uint_eq(ssd_drive_rows[0].kind, KVS_STATS_K_KEY);
+	ck_assert_uint_eq(ssd_drive_rows[2].kind, KVS_STATS_K_KEY);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_ssd), 256);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_ssd_drive), 448);
+}
+END_TEST
+
 /* Every row a Prometheus family, with all its rows (D and I ones too). */
 struct prom {
 	const char *prom;
@@ -258,7 +335,9 @@ struct prom {
 #define PROM_I_HIST		       0
 
 static const struct prom proms[] = { KVS_STATS_GLOBAL(PROM_) KVS_STATS_NODE(PROM_)
-					     KVS_STATS_SESSION(PROM_) KVS_STATS_REGISTRY(PROM_) };
+					     KVS_STATS_SESSION(PROM_) KVS_STATS_REGISTRY(PROM_)
+						     KVS_STATS_SSD(PROM_)
+							     KVS_STATS_SSD_DRIVE(PROM_) };
 
 static size_t family_len(const char *p)
 {
@@ -306,8 +385,9 @@ struct text {
 
 static const struct text global_text[] = { KVS_STATS_GLOBAL(TEXT_) };
 /* A group of one message is lines too (kvstash(1)'s "Registry:"). */
-static const struct text lines_text[] = { KVS_STATS_REGISTRY(TEXT_) };
-static const struct text table_text[] = { KVS_STATS_NODE(TEXT_) KVS_STATS_SESSION(TEXT_) };
+static const struct text lines_text[] = { KVS_STATS_REGISTRY(TEXT_) KVS_STATS_SSD(TEXT_) };
+static const struct text table_text[] = { KVS_STATS_NODE(TEXT_) KVS_STATS_SESSION(TEXT_)
+						  KVS_STATS_SSD_DRIVE(TEXT_) };
 
 START_TEST(test_text)
 {
@@ -331,7 +411,8 @@ START_TEST(test_text)
 }
 END_TEST
 
-UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_registry, test_prom_names, test_text)
+UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_registry, test_ssd, test_prom_names,
+	   test_text)
 
 const struct unit_suite unit_suite = {
 	.name = "stats",
