@@ -1477,7 +1477,12 @@ static void dispatch_writes(struct drive *d)
 	struct wreq *w;
 
 	d->write_stalled = false;
-	while (d->inflight_blocks < d->depth && d->free_iops) {
+	/*
+	 * Writes leave a quarter of the depth to reads: a read is an engine
+	 * waiting on its LOAD, a write only an eviction ahead of need, and
+	 * with writes at the whole depth every SSD hit queued behind them.
+	 */
+	while (d->inflight_blocks < d->depth - d->depth / 4 && d->free_iops) {
 		uint64_t roff;
 		uint32_t bseq;
 		int r;
