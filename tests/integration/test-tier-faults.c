@@ -46,18 +46,10 @@ static void pace(struct kvsd *d, struct kvs_client *c, unsigned p, const char *n
 			}
 }
 
-/* Every block of every prompt: byte-exact or a miss; the hits. */
+/* Every key of every prompt: a miss or byte-exact; the hits. */
 static unsigned check_all(struct kvs_client *c, struct test_kv *kv)
 {
-	unsigned hits = 0;
-
-	for (unsigned p = 0; p < PROMPTS; p++) {
-		tt_check_prompt(c, kv, p, 2 * TT_BATCH, NULL);
-		for (unsigned i = 0; i < TT_BATCH; i++)
-			if (tt_counted(c, p, i))
-				hits += (unsigned)tt_check_key(c, kv, p, i, 2 * TT_BATCH + i);
-	}
-	return hits;
+	return tt_check_all(c, kv, PROMPTS);
 }
 
 static struct kvs_client *start(struct kvsd *d, const char *tag, const char *rules,

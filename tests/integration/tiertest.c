@@ -119,3 +119,16 @@ void tt_wait_recovered(const struct kvsd *d, int n)
 
 	CHECK(got >= n, "the SSD recovery never ended (%d of %d log lines)", got, n);
 }
+
+unsigned tt_check_all(struct kvs_client *c, struct test_kv *kv, unsigned nprompts)
+{
+	unsigned hits = 0;
+
+	for (unsigned p = 0; p < nprompts; p++) {
+		tt_check_prompt(c, kv, p, 2 * TT_BATCH, NULL);
+		for (unsigned i = 0; i < TT_BATCH; i++)
+			if (tt_counted(c, p, i))
+				hits += (unsigned)tt_check_key(c, kv, p, i, 2 * TT_BATCH + i);
+	}
+	return hits;
+}

@@ -64,4 +64,11 @@ int tt_check_prompt(struct kvs_client *c, struct test_kv *kv, uint64_t p, uint32
 /* Wait (bounded) until the log holds @n lines of an SSD recovery's end. */
 void tt_wait_recovered(const struct kvsd *d, int n);
 
+/*
+ * Prompts 0 .. @nprompts - 1, each as a prefix (tt_check_prompt()) and
+ * key by key: every counted key loads byte-exact (the test fails
+ * otherwise), the rest are misses.  Returns the keys that hit.
+ */
+unsigned tt_check_all(struct kvs_client *c, struct test_kv *kv, unsigned nprompts);
+
 #endif /* KVS_TEST_TIERTEST_H */
