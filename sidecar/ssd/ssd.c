@@ -1475,14 +1475,22 @@ static bool rate_ok(struct drive *d, uint32_t len)
 static void dispatch_writes(struct drive *d)
 {
 	struct wreq *w;
+	uint32_t limit;
 
 	d->write_stalled = false;
 	/*
-	 * Writes leave a quarter of the depth to reads: a read is an engine
-	 * waiting on its LOAD, a write only an eviction ahead of need, and
-	 * with writes at the whole depth every SSD hit queued behind them.
+	 * Writes leave a quarter of the depth to reads, and while reads wait
+	 * or run a write goes only with less than an eighth of the depth (at
+	 * least one) in flight: a read is an engine waiting on its LOAD, a
+	 * write only an eviction ahead of need, and with writes at the whole
+	 * depth every SSD hit queued behind them.  Writes held back fill
+	 * their bounded queue, and evictions then drop instead of waiting.
 	 */
-	while (d->inflight_blocks < d->depth - d->depth / 4 && d->free_iops) {
+	if (!LOAD(&d->st.reads_pending))
+		limit = d->depth - d->depth / 4;
+	else
+		limit = d->depth >= 8 ? d->depth / 8 : 1;
+	while (d->inflight_blocks < limit && d->free_iops) {
 		uint64_t roff;
 		uint32_t bseq;
 		int r;
