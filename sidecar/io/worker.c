@@ -297,10 +297,50 @@ static void finish_save(struct worker *w, struct op *op)
 	op_free(op);
 }
 
+/*
+ * A parked LOAD (check_parked()) whose blocks all arrived or failed and
+ * whose every part was copied: its one CQE, as finish_load()'s.
+ */
+static void load_end(struct worker *w, struct op *op)
+{
+	struct wsession *s = op->s;
+
+	lease_put(w->leases, op->lease);
+	s->copies--; /* the parked LOAD's own count (do_load()) */
+	if (op->err == 0) {
+		account_load_done(w->ctr, s->st, op->nblocks, op->copied, now_ns() - op->t0);
+		post(w, s, op->user_data, (int32_t)op->nblocks, op->copied, 0);
+	} else {
+		slog_error_errno_rl(&s->log_rl, s, op->err, "load of %u blocks failed",
+				    op->nblocks);
+		post(w, s, op->user_data, op->err, 0, 0);
+	}
+	op_free(op);
+}
+
+/* One part of a parked LOAD was copied. */
+static void part_done(struct worker *w, struct op *part)
+{
+	struct op *op = part->parent;
+
+	part->s->copies--;
+	if (part->batch.err && !op->err)
+		op->err = part->batch.err;
+	op->copied += part->batch.bytes;
+	op->parts--;
+	op_free(part);
+	if (op->reads_done && op->parts == 0)
+		load_end(w, op);
+}
+
 static void finish_load(struct worker *w, struct op *op)
 {
 	struct wsession *s = op->s;
 
+	if (op->parent) {
+		part_done(w, op);
+		return;
+	}
 	lease_put(w->leases, op->lease);
 	s->copies--;
 	if (op->batch.err == 0) {
@@ -447,19 +487,51 @@ static bool load_ready(struct op *op)
 	return true;
 }
 
+/* Blocks [@from, @to) of LOAD @op into @batch (its error in batch->err). */
+static void load_add(struct copy_batch *batch, const struct op *op, const struct registration *reg,
+		     const uint32_t *block_ids, uint32_t from, uint32_t to)
+{
+	const struct layout *lay = reg->layout;
+
+	for (uint32_t i = from; i < to && !batch->err; i++)
+		batch->err = copy_batch_add_block(
+			batch, lay, reg->mems, block_ids[i],
+			op->lease->blocks[i]->shards[reg->place.shard].slot.addr, op->layer_begin,
+			op->layer_count);
+}
+
 static void load_submit(struct worker *w, struct op *op, const struct registration *reg,
 			const uint32_t *block_ids)
 {
-	const struct layout *lay = reg->layout;
-	struct lease *lease = op->lease;
-
-	for (uint32_t i = 0; i < op->nblocks && !op->batch.err; i++)
-		op->batch.err =
-			copy_batch_add_block(&op->batch, lay, reg->mems, block_ids[i],
-					     lease->blocks[i]->shards[reg->place.shard].slot.addr,
-					     op->layer_begin, op->layer_count);
+	load_add(&op->batch, op, reg, block_ids, 0, op->nblocks);
 	submit_copy(w, op, op->nblocks && !op->batch.err);
 }
+
+/*
+ * Blocks [@from, @to) of parked LOAD @op arrived: copy them now, as a
+ * part of their own (its batch comes back through the sink like any,
+ * part_done()), while the later ones are still being read.
+ */
+static void load_part(struct worker *w, struct op *op, uint32_t from, uint32_t to)
+{
+	struct op *part = calloc(1, sizeof(*part));
+
+	if (!part) {
+		if (!op->err)
+			op->err = -ENOMEM;
+		return;
+	}
+	part->s = op->s;
+	part->opcode = KVS_OP_LOAD;
+	part->parent = op;
+	part->batch.dir = COPY_FROM_POOL;
+	/* The session's registration is held while its copies are counted. */
+	load_add(&part->batch, op, wsession_reg(op->s), op->block_ids, from, to);
+	op->parts++;
+	submit_copy(w, part, !part->batch.err);
+}
+
+static bool check_parked_one(struct worker *w, struct op *op);
 
 static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		    const struct sqe_args *a, const struct registration *reg)
@@ -503,27 +575,56 @@ static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	}
 	memcpy(op->block_ids, a->block_ids, (size_t)a->n * sizeof(*op->block_ids));
 	s->copies++;
+	op->t0 = now_ns();
 	cds_list_add_tail(&op->node, &w->parked);
+	check_parked_one(w, op); /* what already arrived goes at once */
 }
 
 /*
- * Parked LOADs whose blocks all arrived (or failed) go to the mover: the
- * store's reads wake the worker (worker_wake()) as each block ends.
+ * A parked LOAD: the blocks that arrived since it last looked, in prefix
+ * order, go to the mover as a part (load_part()); a FAILED one ends the
+ * LOAD before it.  Once nothing is READING it leaves the parked list,
+ * and its CQE comes when its last part was copied (load_end()).  Each
+ * block's tier is read with load-acquire (block_tier(), pairing with the
+ * store-release at the end of its read).  Returns true if it moved.
  */
+static bool check_parked_one(struct worker *w, struct op *op)
+{
+	uint32_t ready = op->next;
+
+	while (ready < op->nblocks) {
+		enum block_tier t = block_tier(op->lease->blocks[ready]);
+
+		if (t == BLOCK_READING)
+			break;
+		if (t == BLOCK_FAILED)
+			op->nblocks = ready; /* never more than the prefix */
+		else
+			ready++;
+	}
+	bool moved = ready > op->next;
+
+	if (moved) {
+		load_part(w, op, op->next, ready);
+		op->next = ready;
+	}
+	if (ready < op->nblocks)
+		return moved;
+	cds_list_del(&op->node);
+	op->reads_done = true;
+	if (op->parts == 0)
+		load_end(w, op);
+	return true;
+}
+
+/* Parked LOADs go on as their blocks arrive: the store's reads wake the worker (worker_wake()). */
 static bool check_parked(struct worker *w)
 {
 	struct op *op, *tmp;
 	bool any = false;
 
-	cds_list_for_each_entry_safe(op, tmp, &w->parked, node) {
-		if (!load_ready(op))
-			continue;
-		cds_list_del(&op->node);
-		op->s->copies--; /* load_submit() counts it again */
-		/* The session's registration is held while its copies are counted. */
-		load_submit(w, op, wsession_reg(op->s), op->block_ids);
-		any = true;
-	}
+	cds_list_for_each_entry_safe(op, tmp, &w->parked, node)
+		any |= check_parked_one(w, op);
 	return any;
 }
 

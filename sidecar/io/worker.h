@@ -219,6 +219,12 @@ struct op {
 	uint32_t nblocks;
 	uint32_t layer_begin, layer_count;
 	uint32_t *block_ids; /* parked (worker.parked): its blocks' ids, copied from the SQE */
+	uint32_t next;	     /* parked: blocks before it handed to the mover (in parts) */
+	uint32_t parts;	     /* parked: parts being copied */
+	bool reads_done;     /* parked: none READING any more; off the parked list */
+	int err;	     /* parked: the first part's error */
+	uint64_t copied;     /* parked: bytes its parts copied */
+	struct op *parent;   /* a part: the parked LOAD it copies for */
 	/* QUERY: KVS_CQE_PENDING of its CQE */
 	uint32_t cqe_flags;
 	/* FLUSH */
