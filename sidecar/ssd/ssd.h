@@ -44,7 +44,10 @@
  *   ssd_read           any               queue lock            no
  *   ssd_get_stats      any               none (relaxed reads)  no
  *
- * ---- How kvstashd wires it in (integration plan) ------------------------
+ * ---- How kvstashd wires it in ------------------------------------------
+ *
+ * (Built as planned, in control/tier.c, store/store.c and io/worker.c;
+ * where it differs, the step says so.)
  *
  * The store gains a second tier; nothing else in the daemon talks to this
  * module.  Steps, in the order they are needed:
@@ -70,7 +73,11 @@
  *    are misses by construction.
  *
  * 3. Spill on DRAM eviction (store.c, where the evictor claims a block
- *    with pins == BLOCK_EVICTING, under the store lock): for each shard,
+ *    with pins == BLOCK_EVICTING, under the store lock).  As built, the
+ *    store spills ahead of need instead (spill_ahead(): the coldest
+ *    blocks while a region's free room plus writes in flight is below a
+ *    reserve), since a victim spilled at the moment of need frees its
+ *    slot only later; a victim needed at once is dropped.  For each shard,
  *    if the block is not already on SSD, call ssd_write() with the
  *    slot's address and length, value = the S3-FIFO use count (higher
  *    survives backpressure), hits = times the block was queried, cookie
