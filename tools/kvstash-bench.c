@@ -68,6 +68,11 @@
 #define TOOL_NAME "kvstash-bench"
 #include "tool.h"
 
+/* The installed daemon, $(sbindir)/kvstashd (tools/Makefile.inc). */
+#ifndef KVSTASHD_PATH
+#define KVSTASHD_PATH "/usr/sbin/kvstashd"
+#endif
+
 #define KiB	      (UINT64_C(1) << 10)
 #define MiB	      (UINT64_C(1) << 20)
 #define GiB	      (UINT64_C(1) << 30)
@@ -2267,7 +2272,8 @@ static void usage(FILE *f)
 		"                          or " KVS_DEFAULT_SOCKET ")\n"
 		"  --spawn                 start a kvstashd in a temporary directory instead\n"
 		"  --kvstashd PATH         the daemon to spawn (default: the build tree's\n"
-		"                          sidecar/kvstashd next to this tool)\n"
+		"                          sidecar/kvstashd when this tool runs from the build\n"
+		"                          tree, else " KVSTASHD_PATH ")\n"
 		"  --pool-size SIZE        pool of the spawned daemon (default 4G)\n"
 		"  -o, --daemon-opt K=V    extra setting for a spawned daemon (repeatable)\n"
 		"  --no-spin0              with --spawn: no second daemon (worker.spin_us=0)\n"
@@ -2295,12 +2301,17 @@ static void usage(FILE *f)
 		"                          on a machine shared with other work\n");
 }
 
+/*
+ * In the build tree (tests and benches of this repository) the daemon next
+ * to this tool, ../sidecar/kvstashd; installed, where there is none, the
+ * installed daemon.
+ */
 static void default_kvstashd(void)
 {
-	char self[PATH_MAX], *slash;
+	char self[PATH_MAX], tree[PATH_MAX], *slash;
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
-	snprintf(O.kvstashd, sizeof(O.kvstashd), "kvstashd");
+	snprintf(O.kvstashd, sizeof(O.kvstashd), "%s", KVSTASHD_PATH);
 	if (n <= 0)
 		return;
 	self[n] = '\0';
@@ -2311,7 +2322,9 @@ static void default_kvstashd(void)
 	/* A libtool wrapper runs the real binary from .libs/. */
 	if (strlen(self) >= 6 && !strcmp(self + strlen(self) - 6, "/.libs"))
 		self[strlen(self) - 6] = '\0';
-	snprintf(O.kvstashd, sizeof(O.kvstashd), "%.*s/../sidecar/kvstashd", PATH_MAX - 32, self);
+	snprintf(tree, sizeof(tree), "%.*s/../sidecar/kvstashd", PATH_MAX - 32, self);
+	if (!access(tree, X_OK))
+		snprintf(O.kvstashd, sizeof(O.kvstashd), "%s", tree);
 }
 
 static void parse_args(int argc, char **argv)

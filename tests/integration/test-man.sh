@@ -125,4 +125,17 @@ if [ -x "$kvstashd" ]; then
 	done || status=1
 	rm -f "${TMPDIR:-/tmp}/kvstash-man.$$"
 fi
+
+# kvstash-bench(1) documents every option kvstash-bench --help lists.
+bench=${top_builddir:-.}/tools/kvstash-bench
+if [ -x "$bench" ]; then
+	opts=$("$bench" --help | grep -o -- '--[a-z0-9][a-z0-9-]*' | sort -u)
+	[ -n "$opts" ] || { echo "kvstash-bench --help lists no option"; status=1; }
+	for o in $opts; do
+		if ! grep -q "$(printf '%s' "$o" | sed 's/-/\\\\-/g')\\>" "$man/kvstash-bench.1"; then
+			echo "kvstash-bench.1: no $o (kvstash-bench --help lists it)"
+			status=1
+		fi
+	done
+fi
 exit $status
