@@ -61,18 +61,9 @@ static struct kvs_client *start(struct kvsd *d, const char *tag, const char *rul
 		CHECK(setenv("KVSTASH_SSD_FAULTS", rules, 1) == 0, "setenv");
 	else
 		unsetenv("KVSTASH_SSD_FAULTS");
-	it_start(d, tt_ini(tag, 4u << 20, "64M", NULL));
-	unsetenv("KVSTASH_SSD_FAULTS"); /* only that kvstashd inherits it */
-	c = tt_worker(d, "tier", NS, kv, TT_SEG);
-	tt_wait_recovered(d, 1);
+	c = tt_start(d, tt_ini(tag, 4u << 20, "64M", NULL), NS, kv);
+	unsetenv("KVSTASH_SSD_FAULTS"); /* only that kvstashd inherited it */
 	return c;
-}
-
-static void stop(struct kvsd *d, struct kvs_client *c, struct test_kv *kv)
-{
-	kvs_close(c);
-	test_kv_free(kv);
-	it_stop(d); /* exit status 0: no crash, and the close did not hang */
 }
 
 /* A new prompt after the fault: DRAM serves it byte-exact. */
@@ -108,7 +99,7 @@ static unsigned scenario(const char *tag, const char *wrules, const char *wneedl
 	/* What the first kvstashd serves, DRAM and SSD: exact or a miss. */
 	check_all(c, &kv);
 	dram_serves(c, &kv, 900);
-	stop(&d, c, &kv);
+	tt_stop(&d, c, &kv);
 
 	c = start(&d, tag, rrules, &kv);
 	hits = check_all(c, &kv);
@@ -116,7 +107,7 @@ static unsigned scenario(const char *tag, const char *wrules, const char *wneedl
 		CHECK(wait_log_count(&d, rneedle, 1, 10000) >= 1, "%s: no '%s' in the log", tag,
 		      rneedle);
 	dram_serves(c, &kv, 901);
-	stop(&d, c, &kv);
+	tt_stop(&d, c, &kv);
 	return hits;
 }
 

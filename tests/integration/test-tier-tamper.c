@@ -117,22 +117,7 @@ static unsigned check_all(struct kvs_client *c, struct test_kv *kv)
 	return tt_check_all(c, kv, PROMPTS);
 }
 
-static struct kvs_client *start(struct kvsd *d, const char *ini, struct test_kv *kv)
-{
-	struct kvs_client *c;
 
-	it_start(d, ini);
-	c = tt_worker(d, "tier", NS, kv, TT_SEG);
-	tt_wait_recovered(d, 1);
-	return c;
-}
-
-static void stop(struct kvsd *d, struct kvs_client *c, struct test_kv *kv)
-{
-	kvs_close(c);
-	test_kv_free(kv);
-	it_stop(d);
-}
 
 int main(void)
 {
@@ -152,7 +137,7 @@ int main(void)
 	it_start(&d, ini);
 	c = tt_worker(&d, "tier", NS, &kv, TT_SEG);
 	save_all(c, &kv);
-	stop(&d, c, &kv);
+	tt_stop(&d, c, &kv);
 	on_file = scan(path, &sb_off);
 	for (unsigned p = 0; p < 2; p++)
 		for (unsigned i = 0; i < TT_BATCH; i++)
@@ -162,7 +147,7 @@ int main(void)
 	garble(path, where[0][3].payload + SSD_UNIT, SSD_UNIT);
 	garble(path, where[1][5].entry, SSD_HDR_SIZE);
 	garble(path, sb_off, SSD_UNIT);
-	c = start(&d, ini, &kv);
+	c = tt_start(&d, ini, NS, &kv);
 	res = tt_check_prompt(c, &kv, 0, 2 * TT_BATCH, &counted);
 	CHECK_RES(counted, TT_BATCH, "QUERY of a prompt with a garbled payload (headers intact)");
 	CHECK_RES(res, 3, "LOAD of a prompt whose block 3 fails its checksum");
@@ -179,7 +164,7 @@ int main(void)
 	hits = check_all(c, &kv);
 	/* All but the two garbled ones: the other superblock copy serves the file. */
 	CHECK(hits + 2 == on_file, "%u hits of the %u blocks on the file", hits, on_file);
-	stop(&d, c, &kv);
+	tt_stop(&d, c, &kv);
 	it_ok("garbled payload: QUERY 16, LOAD 3 (the checksum failure), nothing written past "
 	      "it; garbled header entry: prefix 5; a superblock copy garbled: %u of %u still "
 	      "hits",
@@ -191,17 +176,17 @@ int main(void)
 
 		garble(path, off, 512 * (1 + (unsigned)rand() % 64));
 	}
-	c = start(&d, ini, &kv);
+	c = tt_start(&d, ini, NS, &kv);
 	hits = check_all(c, &kv);
-	stop(&d, c, &kv);
+	tt_stop(&d, c, &kv);
 	it_ok("40 random garbles over the regions: %u byte-exact hits, the rest misses", hits);
 
 	/* Both superblock copies: nothing says what the file is; formatted, all misses. */
 	garble(path, 0, 2 * SSD_UNIT);
-	c = start(&d, ini, &kv);
+	c = tt_start(&d, ini, NS, &kv);
 	CHECK(kvsd_log_contains(&d, "formatted"), "both superblocks garbled, yet not formatted");
 	CHECK_UINT(check_all(c, &kv), ==, 0);
-	stop(&d, c, &kv);
+	tt_stop(&d, c, &kv);
 	it_ok("both superblock copies garbled: the file is formatted, every block a miss");
 	return 0;
 }

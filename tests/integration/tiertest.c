@@ -132,3 +132,20 @@ unsigned tt_check_all(struct kvs_client *c, struct test_kv *kv, unsigned nprompt
 	}
 	return hits;
 }
+
+struct kvs_client *tt_start(struct kvsd *d, const char *conf, const char *ns, struct test_kv *kv)
+{
+	struct kvs_client *c;
+
+	it_start(d, conf);
+	c = tt_worker(d, "tier", ns, kv, TT_SEG);
+	tt_wait_recovered(d, 1);
+	return c;
+}
+
+void tt_stop(struct kvsd *d, struct kvs_client *c, struct test_kv *kv)
+{
+	kvs_close(c);
+	test_kv_free(kv);
+	it_stop(d);
+}

@@ -71,4 +71,12 @@ void tt_wait_recovered(const struct kvsd *d, int n);
  */
 unsigned tt_check_all(struct kvs_client *c, struct test_kv *kv, unsigned nprompts);
 
+/*
+ * kvstashd on @conf and the test's worker in namespace @ns over a new
+ * test_kv, once the SSD tier recovered; and the end of both, the daemon
+ * checked to exit 0 (no crash, a close that did not hang).
+ */
+struct kvs_client *tt_start(struct kvsd *d, const char *conf, const char *ns, struct test_kv *kv);
+void tt_stop(struct kvsd *d, struct kvs_client *c, struct test_kv *kv);
+
 #endif /* KVS_TEST_TIERTEST_H */
