@@ -19,6 +19,7 @@ static struct {
 	char *file;
 	int journal;	/* stderr goes to journald: use <N> prefixes */
 	pthread_mutex_t lock; /* only log_open/reopen/close take it */
+	pthread_mutex_t wlock; /* a line's writes (log_fullv()) */
 	uint64_t rl_interval_ns;
 	unsigned rl_burst;
 } L = {
@@ -26,6 +27,7 @@ static struct {
 	.level = LOG_INFO,
 	.fd = STDERR_FILENO,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.wlock = PTHREAD_MUTEX_INITIALIZER,
 	.rl_interval_ns = 10 * NSEC_PER_SEC,
 	.rl_burst = 10,
 };
@@ -197,9 +199,23 @@ int log_fullv(int level, int err, const char *prefix, const char *fmt, va_list a
 	if (L.target == LOG_TARGET_SYSLOG) {
 		syslog(level, "%s", line);
 	} else {
-		/* One write() per line: lines of concurrent threads never mix. */
-		ssize_t w = write(L.fd, line, n);
-		(void)w;
+		/*
+		 * One write() per line, and the rest of a short one (seen once
+		 * in CI: an ASan kvstashd's "ready" line cut after four bytes,
+		 * so a test waiting for it timed out) under the writers' lock,
+		 * so that lines of concurrent threads never mix.
+		 */
+		pthread_mutex_lock(&L.wlock);
+		for (size_t off = 0; off < n;) {
+			ssize_t w = write(L.fd, line + off, n - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break; /* nowhere to report it */
+			off += (size_t)w;
+		}
+		pthread_mutex_unlock(&L.wlock);
 	}
 	errno = saved;
 	return -err;
