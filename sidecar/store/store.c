@@ -691,6 +691,29 @@ static int take_slot(struct store *st, const struct store_place *p, const struct
 	return -ENOSPC;
 }
 
+/* A new block of @ns for @key, @nshards shards of class @cls, on no list yet. */
+static struct block *block_alloc(struct store *st, struct store_ns *ns, const uint8_t *key,
+				 uint32_t cls, uint32_t nshards)
+{
+	struct block *b = calloc(1, sizeof(*b) + nshards * sizeof(b->shards[0]));
+
+	if (!b)
+		return NULL;
+	b->ns = ns;
+	b->ns_id = ns->id;
+	memcpy(b->key, key, KVS_KEY_SIZE);
+	b->class_id = cls;
+	b->nshards = nshards;
+	b->bytes = (uint64_t)nshards * st->pool->classes[cls].slot_bytes;
+	b->created_ns = now_ns();
+	for (uint32_t s = 0; s < nshards; s++) {
+		b->shards[s].blk = b;
+		b->shards[s].idx = (uint16_t)s;
+		cds_lfht_node_init(&b->shards[s].hnode);
+	}
+	return b;
+}
+
 /* Store lock held.  The block for (ns, key), found through any shard, or a new one. */
 static struct block *find_or_create(struct store *st, struct store_ns *ns,
 				    const struct store_place *p, const uint8_t *key)
@@ -703,21 +726,9 @@ static struct block *find_or_create(struct store *st, struct store_ns *ns,
 		if (sh)
 			return sh->blk;
 	}
-	b = calloc(1, sizeof(*b) + p->nshards * sizeof(b->shards[0]));
+	b = block_alloc(st, ns, key, p->class_id, p->nshards);
 	if (!b)
 		return NULL;
-	b->ns = ns;
-	b->ns_id = ns->id;
-	memcpy(b->key, key, KVS_KEY_SIZE);
-	b->class_id = p->class_id;
-	b->nshards = p->nshards;
-	b->bytes = (uint64_t)p->nshards * st->pool->classes[p->class_id].slot_bytes;
-	b->created_ns = now_ns();
-	for (uint32_t s = 0; s < p->nshards; s++) {
-		b->shards[s].blk = b;
-		b->shards[s].idx = (uint16_t)s;
-		cds_lfht_node_init(&b->shards[s].hnode);
-	}
 	cds_list_add_tail(&b->partial, &st->partial);
 	cds_list_add_tail(&b->ns_node, &ns->list);
 	__atomic_fetch_add(&ns->blocks, 1, __ATOMIC_RELAXED);
@@ -1044,24 +1055,14 @@ static struct block *read_back(struct store *st, const struct store_query_req *q
 
 	if (ssd_has(st, ns, key) < 0)
 		return NULL;
-	b = calloc(1, sizeof(*b) + ns->nshards * sizeof(b->shards[0]));
+	b = block_alloc(st, ns, key, cls, ns->nshards);
 	if (!b)
 		return NULL;
-	b->ns = ns;
-	b->ns_id = ns->id;
-	memcpy(b->key, key, KVS_KEY_SIZE);
-	b->class_id = cls;
-	b->nshards = ns->nshards;
-	b->bytes = (uint64_t)ns->nshards * bytes;
-	b->created_ns = now_ns();
 	b->tier = BLOCK_READING;
 	CDS_INIT_LIST_HEAD(&b->partial);
 	for (s = 0; s < b->nshards; s++) {
 		struct store_place p = { cls, q->region, s, b->nshards };
 
-		b->shards[s].blk = b;
-		b->shards[s].idx = (uint16_t)s;
-		cds_lfht_node_init(&b->shards[s].hnode);
 		if (take_slot(st, &p, NULL, &b->shards[s]) < 0)
 			break;
 	}
