@@ -297,25 +297,30 @@ static void finish_save(struct worker *w, struct op *op)
 	op_free(op);
 }
 
-/*
- * A parked LOAD (check_parked()) whose blocks all arrived or failed and
- * whose every part was copied: its one CQE, as finish_load()'s.
- */
-static void load_end(struct worker *w, struct op *op)
+/* A LOAD's one CQE, and the end of its lease share and its copy count. */
+static void load_post(struct worker *w, struct op *op, int err, uint64_t bytes)
 {
 	struct wsession *s = op->s;
 
 	lease_put(w->leases, op->lease);
-	s->copies--; /* the parked LOAD's own count (do_load()) */
-	if (op->err == 0) {
-		account_load_done(w->ctr, s->st, op->nblocks, op->copied, now_ns() - op->t0);
-		post(w, s, op->user_data, (int32_t)op->nblocks, op->copied, 0);
+	s->copies--;
+	if (err == 0) {
+		account_load_done(w->ctr, s->st, op->nblocks, bytes, now_ns() - op->t0);
+		post(w, s, op->user_data, (int32_t)op->nblocks, bytes, 0);
 	} else {
-		slog_error_errno_rl(&s->log_rl, s, op->err, "load of %u blocks failed",
-				    op->nblocks);
-		post(w, s, op->user_data, op->err, 0, 0);
+		slog_error_errno_rl(&s->log_rl, s, err, "load of %u blocks failed", op->nblocks);
+		post(w, s, op->user_data, err, 0, 0);
 	}
 	op_free(op);
+}
+
+/*
+ * A parked LOAD (check_parked()) whose blocks all arrived or failed and
+ * whose every part was copied.
+ */
+static void load_end(struct worker *w, struct op *op)
+{
+	load_post(w, op, op->err, op->copied); /* drops the parked LOAD's own copy count */
 }
 
 /* One part of a parked LOAD was copied. */
@@ -335,23 +340,10 @@ static void part_done(struct worker *w, struct op *part)
 
 static void finish_load(struct worker *w, struct op *op)
 {
-	struct wsession *s = op->s;
-
-	if (op->parent) {
+	if (op->parent)
 		part_done(w, op);
-		return;
-	}
-	lease_put(w->leases, op->lease);
-	s->copies--;
-	if (op->batch.err == 0) {
-		account_load_done(w->ctr, s->st, op->nblocks, op->batch.bytes, now_ns() - op->t0);
-		post(w, s, op->user_data, (int32_t)op->nblocks, op->batch.bytes, 0);
-	} else {
-		slog_error_errno_rl(&s->log_rl, s, op->batch.err, "load of %u blocks failed",
-				    op->nblocks);
-		post(w, s, op->user_data, op->batch.err, 0, 0);
-	}
-	op_free(op);
+	else
+		load_post(w, op, op->batch.err, op->batch.bytes);
 }
 
 static void finish(struct worker *w, struct op *op)
@@ -465,26 +457,32 @@ static void do_save(struct worker *w, struct wsession *s, const struct kvs_sqe *
 }
 
 /*
- * A LOAD may copy once none of its blocks is still READING from SSD: the
- * prefix before the first FAILED one, in op->nblocks then.  Each block's
+ * How far from @from a LOAD's blocks are in DRAM (it may copy them): up
+ * to the first still READING from SSD; a FAILED one ends the LOAD before
+ * it (op->nblocks shortened).  Each block's
  * tier is read with load-acquire, pairing with the store-release at the
  * end of its read (store.c), so the bytes read are there when it copies.
  */
+static uint32_t load_ready_to(struct op *op, uint32_t from)
+{
+	uint32_t ready = from;
+
+	while (ready < op->nblocks) {
+		enum block_tier t = block_tier(op->lease->blocks[ready]);
+
+		if (t == BLOCK_READING)
+			break;
+		if (t == BLOCK_FAILED)
+			op->nblocks = ready; /* never more than the prefix: the engine recomputes the rest */
+		else
+			ready++;
+	}
+	return ready;
+}
+
 static bool load_ready(struct op *op)
 {
-	for (uint32_t i = 0; i < op->nblocks; i++) {
-		switch (block_tier(op->lease->blocks[i])) {
-		case BLOCK_RESIDENT:
-			break;
-		case BLOCK_READING:
-			return false;
-		case BLOCK_FAILED:
-			op->nblocks =
-				i; /* never more than the prefix: the engine recomputes the rest */
-			return true;
-		}
-	}
-	return true;
+	return load_ready_to(op, 0) == op->nblocks;
 }
 
 /* Blocks [@from, @to) of LOAD @op into @batch (its error in batch->err). */
@@ -590,18 +588,7 @@ static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *
  */
 static bool check_parked_one(struct worker *w, struct op *op)
 {
-	uint32_t ready = op->next;
-
-	while (ready < op->nblocks) {
-		enum block_tier t = block_tier(op->lease->blocks[ready]);
-
-		if (t == BLOCK_READING)
-			break;
-		if (t == BLOCK_FAILED)
-			op->nblocks = ready; /* never more than the prefix */
-		else
-			ready++;
-	}
+	uint32_t ready = load_ready_to(op, op->next);
 	bool moved = ready > op->next;
 
 	if (moved) {
