@@ -215,6 +215,27 @@ void s3fifo_evict(struct s3fifo *q, struct s3fifo_node *n, uint64_t fp)
 	s3fifo_remove(q, n);
 }
 
+size_t s3fifo_walk_coldest(struct s3fifo *q, bool (*visit)(struct s3fifo_node *, void *),
+			   void *arg, size_t max)
+{
+	struct cds_list_head *lists[] = { &q->small, &q->main };
+	size_t seen = 0;
+
+	for (unsigned l = 0; l < 2; l++) {
+		struct s3fifo_node *n;
+
+		/* Oldest first: from the tail; nothing moves, so the walk is stable. */
+		for (n = cds_list_entry(lists[l]->prev, struct s3fifo_node, link);
+		     &n->link != lists[l] && seen < max;
+		     n = cds_list_entry(n->link.prev, struct s3fifo_node, link)) {
+			seen++;
+			if (!visit(n, arg))
+				return seen;
+		}
+	}
+	return seen;
+}
+
 struct s3fifo_node *s3fifo_pick(struct s3fifo *q, bool (*evictable)(struct s3fifo_node *, void *),
 				void *arg, size_t max_scan)
 {

@@ -144,6 +144,19 @@ void s3fifo_evict(struct s3fifo *q, struct s3fifo_node *n, uint64_t fp);
 struct s3fifo_node *s3fifo_pick(struct s3fifo *q, bool (*evictable)(struct s3fifo_node *, void *),
 				void *arg, size_t max_scan);
 
+/*
+ * The entries nearest eviction, without changing anything: small's and
+ * then main's, each oldest first.  (Counts are not looked at: they only
+ * delay an entry by a round or a promotion, and a walk that passed over
+ * used entries would miss every block of a cache where all were used.)
+ * Calls @visit on each until it returns false or @max entries were
+ * looked at; returns how many were.  For work ahead of eviction (the SSD
+ * tier writing blocks before they go, so that their eviction costs
+ * nothing).
+ */
+size_t s3fifo_walk_coldest(struct s3fifo *q, bool (*visit)(struct s3fifo_node *, void *),
+			   void *arg, size_t max);
+
 /* Whether @fp is a ghost (for tests and tools). */
 bool s3fifo_ghost_has(const struct s3fifo *q, uint64_t fp);
 
