@@ -208,6 +208,13 @@ struct ssd_config {
 	void (*thread_fini)(void *arg);
 	void (*write_done)(void *arg, void *cookie, int res);
 	void (*read_done)(void *arg, void *cookie, int res);
+	/*
+	 * Optional: a drive thread found nothing to do (no read queued or
+	 * pending, no write queued, no read ended in the last 20 ms) and may
+	 * be given writes (ssd_write()).  No lock held; called again after
+	 * each completion while idle, and at least every 100 ms.
+	 */
+	void (*idle)(void *arg);
 	/* level: syslog LOG_*; err: errno or 0; msg without a newline. */
 	void (*log)(void *arg, int level, int err, const char *msg);
 };
@@ -267,6 +274,12 @@ struct ssd_write {
 	uint32_t len;
 	uint32_t value; /* lower values are dropped first under backpressure */
 	uint32_t hits;	/* uses in DRAM; 0 with policy = filter: admitted only if seen before */
+	/*
+	 * Written ahead of its eviction (the block stays in DRAM): with policy
+	 * = filter and no hits it is refused (-EAGAIN) without being counted
+	 * or remembered, as its eviction will be judged on its own.
+	 */
+	bool ahead;
 	void *cookie;
 };
 
