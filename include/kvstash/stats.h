@@ -381,6 +381,9 @@
 	  NULL, "Bytes written to every drive together.")                                          \
 	X(F, U64, bytes_read, COUNTER, SMP, BYTES, "bytes", "read", "bytes", ", %s read",          \
 	  NULL, "Bytes read from every drive together.")                                           \
+	X(F, U64, written_ahead, COUNTER, SMP, COUNT, "spills", "written_ahead", "spills",         \
+	  ", %s written ahead", "kvstash_ssd_written_ahead_total",                                 \
+	  "Resident blocks written to the SSD while its drives were idle, before eviction.")      \
 	X(S, SSD_DRIVE, "", "per_drive", NULL)
 
 /*

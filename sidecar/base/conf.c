@@ -194,6 +194,8 @@ static const struct key keys[] = {
 		 "spill: write every block evicted from DRAM; filter: only blocks used or evicted before"),
 	KEY("ssd", "write_rate", T_SIZE, ssd_write_rate, "0", 0, 1ull << 40,
 	    "most bytes per second written to each drive (0: no cap)"),
+	KEY("ssd", "write_ahead", T_BOOL, ssd_write_ahead, "yes", 0, 0,
+	    "while the drives are idle, write the coldest blocks still in DRAM, so evicting them costs no write"),
 
 	KEY("metrics", "listen", T_STR, metrics_listen, "", 0, 0,
 	    "HOST:PORT of the Prometheus endpoint (/metrics, /health); empty: off"),

@@ -118,6 +118,7 @@ struct kvs_config {
 	uint32_t ssd_write_queue;
 	enum ssd_write_policy ssd_write_policy;
 	uint64_t ssd_write_rate; /* bytes per second per drive; 0: no cap */
+	bool ssd_write_ahead;	 /* write cold resident blocks while the drives are idle */
 
 	/* [metrics] */
 	char *metrics_listen; /* HOST:PORT, empty: off */

@@ -191,6 +191,7 @@ static bool sample_ssd(struct daemon *d, struct kvs_msg_stats_ssd *m,
 	m->spill_failed = st.spill_failed;
 	m->spill_dropped = st.spill_dropped;
 	m->spilling_bytes = st.spilling_bytes;
+	m->written_ahead = st.written_ahead;
 	m->admitted = ss.admitted;
 	m->not_admitted = ss.not_admitted;
 	m->exists = ss.exists;

@@ -103,13 +103,14 @@ int tier_init(struct daemon *d)
 	sc.thread_fini = drive_thread_fini;
 	sc.write_done = store_ssd_write_done;
 	sc.read_done = store_ssd_read_done;
+	sc.idle = store_ssd_idle;
 	sc.log = on_ssd_log;
 	r = ssd_open(&sc, &d->ssd, err, sizeof(err));
 	ssd_conf_paths_free(&paths);
 	if (r < 0)
 		return tier_error(r, err, "cannot open the drives");
 	/* Before any worker exists: nothing spills or reads before this. */
-	store_set_ssd(d->store, d->ssd, tier_wake, d);
+	store_set_ssd(d->store, d->ssd, d->cfg->ssd_write_ahead, tier_wake, d);
 	log_info("ssd: %u drive%s, recovering the index while DRAM serves", sc.nr_paths,
 		 sc.nr_paths == 1 ? "" : "s");
 	return 0;

@@ -176,6 +176,9 @@ struct block {
 	uint8_t read_err;  /* a shard's read from SSD failed (store lock) */
 	uint32_t spilling; /* evicted: shards still being written to SSD (store lock) */
 	uint8_t rescued;   /* taken back by a QUERY while spilling (store lock) */
+	uint8_t ahead;	   /* resident, shards being written ahead of eviction (store lock) */
+	uint8_t ahead_err; /* one of those writes did not make it (store lock) */
+	uint8_t on_ssd;	   /* a copy was written or read back: a hint, the index decides */
 	uint32_t uses;	   /* QUERY hits (relaxed): its value when it spills */
 	uint64_t bytes;	   /* pool bytes of all its shards: what a pin holds */
 	uint64_t created_ns;
@@ -203,6 +206,7 @@ struct store_stats {
 	uint64_t ssd_hits; /* QUERY hits found on SSD (read back or, without a lease, counted) */
 	uint64_t ssd_read_failed; /* blocks whose read back failed: a shorter prefix */
 	uint64_t spilling_bytes;  /* pool bytes held by writes to SSD (gauge) */
+	uint64_t written_ahead;	  /* resident blocks written to SSD while the drives were idle */
 };
 
 /*
@@ -319,15 +323,22 @@ void block_unpin(struct block *b);
  * The SSD tier (sidecar/ssd/): evicted blocks spill to it, QUERY reads
  * from it.  Set once, before any SAVE or QUERY; @ssd outlives the store's
  * use of it (ssd_close() before store_free(): its last callbacks free
- * slots).  @wake(@wake_arg) runs when reads end (LOADs waiting on them go
- * on); from a drive thread, without the store lock.
+ * slots).  With @write_ahead, idle drives write the coldest resident
+ * blocks before their eviction (store_ssd_idle()).  @wake(@wake_arg) runs
+ * when reads end (LOADs waiting on them go on); from a drive thread,
+ * without the store lock.
  */
 struct ssd;
-void store_set_ssd(struct store *st, struct ssd *ssd, void (*wake)(void *arg), void *wake_arg);
+void store_set_ssd(struct store *st, struct ssd *ssd, bool write_ahead, void (*wake)(void *arg),
+		   void *wake_arg);
 
-/* The SSD tier's callbacks (struct ssd_config), @arg the store. */
+/*
+ * The SSD tier's callbacks (struct ssd_config), @arg the store; the idle
+ * hook may run before store_set_ssd() (it does nothing then).
+ */
 void store_ssd_write_done(void *arg, void *cookie, int res);
 void store_ssd_read_done(void *arg, void *cookie, int res);
+void store_ssd_idle(void *arg);
 
 /*
  * Give @ns its identity in the SSD tier (name and geometry: a changed

@@ -1022,6 +1022,7 @@ START_TEST(test_print_round_trip)
 		"ssd.write_queue=500",
 		"ssd.write_policy=filter",
 		"ssd.write_rate=1G",
+		"ssd.write_ahead=no",
 		"metrics.listen=127.0.0.1:9464",
 		"log.level=debug",
 		"log.target=file",
