@@ -2006,7 +2006,7 @@ static void unix_rtt(uint64_t *v, unsigned n)
 #define SSD_PROMPT    32u	/* blocks per saved prompt */
 #define SSD_SAMPLES   20u	/* timed QUERY+LOADs per row, each of another prompt */
 #define SSD_BASE_SECS 3u	/* the drive baseline's length */
-#define SSD_BASE_THR  8u	/* its readers */
+#define SSD_BASE_THR  32u	/* its readers: [ssd] queue_depth's default, the tier's own depth */
 
 struct ssd_reader {
 	int fd;
@@ -2060,6 +2060,24 @@ static double ssd_drive_rate(uint64_t span, uint64_t len)
 	return (double)total * 1e9 / (double)(now_ns() - t0);
 }
 
+static int ssd_stats_cb(void *arg, const struct kvs_msg_hdr *m)
+{
+	if (m->type == KVS_MSG_STATS_SSD)
+		memcpy(arg, m, sizeof(struct kvs_msg_stats_ssd));
+	return 0;
+}
+
+/* The SSD tier's counters (zero from a daemon without [ssd]). */
+static void tier_stats(struct kvs_client *admin, struct kvs_msg_stats_ssd *ret)
+{
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = kvs_admin_request(admin, KVS_MSG_STATS, ssd_stats_cb, ret);
+	if (r < 0)
+		die("STATS: %s", kvs_strerror(r));
+}
+
 /* A QUERY with a lease: its hits, its lease and KVS_CQE_PENDING. */
 static void ssd_query(struct kvs_client *c, const uint8_t *keys, uint32_t n, uint32_t flags,
 		      uint32_t *ret_hits, uint64_t *ret_lease, uint32_t *ret_pending)
@@ -2092,7 +2110,8 @@ static void section_ssd(const struct daemon *d)
 	uint64_t S = 56 * 1024, slot, nprompts, written, *v; /* 36 x 56 KiB: 2016 KiB blocks */
 	uint32_t *cand, ncand = 0, ids[SSD_PROMPT];
 	uint8_t *keys;
-	struct kvs_client *c;
+	struct kvs_client *c, *admin;
+	struct kvs_msg_stats_ssd ts0, ts1;
 	double rate;
 	struct kv kv;
 	char title[PATH_MAX + 256];
@@ -2169,6 +2188,8 @@ static void section_ssd(const struct daemon *d)
 		 LAYS[LAY_PAGE].layers, S / 1024, d->label, ncand, nprompts, SSD_BASE_THR,
 		 slot / 1024, O.ssd);
 	table_head(title, cols, widths, 10);
+	admin = admin_open(d);
+	tier_stats(admin, &ts0);
 	for (unsigned ri = 0, next = 0; ri < sizeof(rows) / sizeof(rows[0]); ri++) {
 		uint32_t B = rows[ri];
 		uint64_t bytes = (uint64_t)B * kv.block_bytes, pend_sum = 0;
@@ -2217,6 +2238,16 @@ static void section_ssd(const struct daemon *d)
 			       (double)bytes / (p50 * 1e6), rate / 1e9, p99 <= target ? "ok" : "SHORT");
 		fflush(stdout);
 	}
+	/* What shared the drive with the timed reads: the writes their slot allocations caused. */
+	tier_stats(admin, &ts1);
+	if (!O.json)
+		printf("during the timed QUERY+LOADs the tier read %.1f MiB and wrote %.1f MiB "
+		       "(%" PRIu64 " blocks spilled, %" PRIu64 " written ahead before them, "
+		       "%" PRIu64 " in all)\n",
+		       (double)(ts1.bytes_read - ts0.bytes_read) / MiB,
+		       (double)(ts1.bytes_written - ts0.bytes_written) / MiB,
+		       ts1.spilled - ts0.spilled, ts0.written_ahead, ts1.written_ahead);
+	kvs_close(admin);
 	kvs_close(c);
 	kv_free(&kv);
 	free(keys);
