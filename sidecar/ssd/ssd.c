@@ -1216,19 +1216,6 @@ static void wq_push_tail(struct drive *d, struct wreq *w)
 	STORE(&d->st.queued_writes, d->wq_len);
 }
 
-static void wq_push_head(struct drive *d, struct wreq *w)
-{
-	w->prev = NULL;
-	w->next = d->wq_head;
-	if (d->wq_head)
-		d->wq_head->prev = w;
-	else
-		d->wq_tail = w;
-	d->wq_head = w;
-	d->wq_len++;
-	STORE(&d->st.queued_writes, d->wq_len);
-}
-
 static void wreq_free(struct drive *d, struct wreq *w)
 {
 	pthread_mutex_lock(&d->qlock);
@@ -1504,6 +1491,27 @@ static bool rate_ok(struct drive *d, uint32_t len)
 	return true;
 }
 
+/*
+ * A place for a payload of @len in the region writes go to (sealing a
+ * full one and moving on): 0, -E2BIG (larger than any region takes), or
+ * -EAGAIN (the rate cap, or no region ready yet: stall).
+ */
+static int place_write(struct drive *d, uint32_t len, uint64_t *ret_off, uint32_t *ret_bseq)
+{
+	if (!rate_ok(d, len))
+		return -EAGAIN;
+	for (;;) {
+		int r;
+
+		if (!write_region(d) || d->regions[d->cur].opening)
+			return -EAGAIN; /* erase_old_cycle() first */
+		r = ssd_region_place(&d->regions[d->cur], &d->geom, len, ret_off, ret_bseq);
+		if (r != -ENOSPC)
+			return r;
+		seal_begin(d, d->cur);
+	}
+}
+
 static void dispatch_writes(struct drive *d)
 {
 	struct wreq *w;
@@ -1531,43 +1539,35 @@ static void dispatch_writes(struct drive *d)
 		uint32_t bseq;
 		int r;
 
+		/*
+		 * The head write leaves the queue only once it has a place:
+		 * one taken out and put back would be missing meanwhile, and
+		 * ssd_write() could refuse a valuable write that should have
+		 * displaced it.  Under the queue lock, so nothing displaces the
+		 * head while it is weighed; what is done here is the drive
+		 * thread's own state, and the erase an open queues.
+		 */
 		pthread_mutex_lock(&d->qlock);
 		w = d->wq_head;
-		if (w)
+		r = w ? place_write(d, w->len, &roff, &bseq) : 0;
+		if (w && r != -EAGAIN)
 			wq_unlink(d, w);
 		pthread_mutex_unlock(&d->qlock);
 		if (!w)
 			return;
-		if (!rate_ok(d, w->len))
-			goto stall;
-		for (;;) {
-			if (!write_region(d))
-				goto stall;
-			if (d->regions[d->cur].opening)
-				goto stall; /* erase_old_cycle() first */
-			r = ssd_region_place(&d->regions[d->cur], &d->geom, w->len, &roff, &bseq);
-			if (r == 0)
-				break;
-			if (r == -E2BIG) {
-				ssd_index_abort(&d->ssd->idx, w->ent);
-				if (d->ssd->cfg.write_done)
-					d->ssd->cfg.write_done(d->ssd->cfg.cb_arg, w->cookie,
-							       -E2BIG);
-				wreq_free(d, w);
-				w = NULL;
-				break;
-			}
-			seal_begin(d, d->cur);
+		if (r == -EAGAIN) {
+			d->write_stalled = true;
+			return;
 		}
-		if (w)
-			start_write(d, w, roff, bseq);
+		if (r == -E2BIG) {
+			ssd_index_abort(&d->ssd->idx, w->ent);
+			if (d->ssd->cfg.write_done)
+				d->ssd->cfg.write_done(d->ssd->cfg.cb_arg, w->cookie, -E2BIG);
+			wreq_free(d, w);
+			continue;
+		}
+		start_write(d, w, roff, bseq);
 	}
-	return;
-stall:
-	d->write_stalled = true;
-	pthread_mutex_lock(&d->qlock);
-	wq_push_head(d, w);
-	pthread_mutex_unlock(&d->qlock);
 }
 
 /* ---- reads (drive thread) ----------------------------------------------- */
