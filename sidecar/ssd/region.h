@@ -45,6 +45,7 @@ struct ssd_region {
 	uint32_t nblocks;  /* placed this cycle: the next entry (block_seq) */
 	uint64_t used;	   /* payload bytes placed from the region's start */
 	uint32_t inflight; /* block, zone unit and trailer writes not completed */
+	uint32_t payloads; /* of them, block payload writes (zone_kick() waits for them) */
 	uint32_t reads;	   /* reads in flight: the region may not be reused */
 	uint8_t *zone;	   /* image of the header zone while open (aligned), or NULL */
 	uint8_t *units;	   /* per zone unit: SSD_UNIT_* */
