@@ -1033,22 +1033,38 @@ static uint64_t lease_all(struct kvs_client *c, const uint8_t *keys, uint32_t n)
 	return lease;
 }
 
-/* kvstashd's global counters, through an admin session. */
+/* One message of a STATS reply: its type, where it goes and its size. */
+struct stats_want {
+	uint32_t type;
+	void *ret;
+	size_t size;
+};
+
 static int stats_cb(void *arg, const struct kvs_msg_hdr *m)
 {
-	if (m->type == KVS_MSG_STATS_GLOBAL)
-		memcpy(arg, m, sizeof(struct kvs_msg_stats_global));
+	const struct stats_want *w = arg;
+
+	if (m->type == w->type)
+		memcpy(w->ret, m, w->size);
 	return 0;
 }
 
-static void daemon_stats(struct kvs_client *admin, struct kvs_msg_stats_global *ret)
+/* Message @type of kvstashd's STATS reply, through an admin session (zero if absent). */
+static void stats_msg(struct kvs_client *admin, uint32_t type, void *ret, size_t size)
 {
+	struct stats_want w = { type, ret, size };
 	int r;
 
-	memset(ret, 0, sizeof(*ret));
-	r = kvs_admin_request(admin, KVS_MSG_STATS, stats_cb, ret);
+	memset(ret, 0, size);
+	r = kvs_admin_request(admin, KVS_MSG_STATS, stats_cb, &w);
 	if (r < 0)
 		die("STATS: %s", kvs_strerror(r));
+}
+
+/* kvstashd's global counters. */
+static void daemon_stats(struct kvs_client *admin, struct kvs_msg_stats_global *ret)
+{
+	stats_msg(admin, KVS_MSG_STATS_GLOBAL, ret, sizeof(*ret));
 }
 
 static struct kvs_client *admin_open(const struct daemon *d)
@@ -2060,22 +2076,10 @@ static double ssd_drive_rate(uint64_t span, uint64_t len)
 	return (double)total * 1e9 / (double)(now_ns() - t0);
 }
 
-static int ssd_stats_cb(void *arg, const struct kvs_msg_hdr *m)
-{
-	if (m->type == KVS_MSG_STATS_SSD)
-		memcpy(arg, m, sizeof(struct kvs_msg_stats_ssd));
-	return 0;
-}
-
 /* The SSD tier's counters (zero from a daemon without [ssd]). */
 static void tier_stats(struct kvs_client *admin, struct kvs_msg_stats_ssd *ret)
 {
-	int r;
-
-	memset(ret, 0, sizeof(*ret));
-	r = kvs_admin_request(admin, KVS_MSG_STATS, ssd_stats_cb, ret);
-	if (r < 0)
-		die("STATS: %s", kvs_strerror(r));
+	stats_msg(admin, KVS_MSG_STATS_SSD, ret, sizeof(*ret));
 }
 
 /* A QUERY with a lease: its hits, its lease and KVS_CQE_PENDING. */

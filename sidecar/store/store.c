@@ -538,6 +538,38 @@ static void spill_end(struct store *st, struct shard *sh, int res)
 }
 
 /*
+ * Store lock held: queue @sh's write to SSD from its slot, worth @value
+ * under backpressure, counted in its block's spilling (the write's end
+ * is spill_end()'s).  A write it displaced from the queue ends at once.
+ * Returns ssd_write()'s result.
+ */
+static int shard_write(struct store *st, struct shard *sh, uint32_t value, uint32_t hits,
+		       bool ahead)
+{
+	struct block *b = sh->blk;
+	struct ssd_write w = {
+		.ns = b->ns->ssd_ns,
+		.key = b->key,
+		.shard = sh->idx,
+		.buf = sh->slot.addr,
+		.len = (uint32_t)slot_bytes_of(st, b),
+		.value = value,
+		.hits = hits,
+		.ahead = ahead,
+		.cookie = sh,
+	};
+	void *displaced = NULL;
+	int r = ssd_write(st->ssd, &w, &displaced);
+
+	if (r < 0)
+		return r;
+	b->spilling++;
+	if (r == 1)
+		spill_end(st, displaced, -ENOBUFS);
+	return r;
+}
+
+/*
  * Store lock held, @b claimed for eviction: queue its shards' writes to
  * SSD, reading from its slots, which stay allocated until the writes end
  * (store_ssd_write_done()).  The block stays in the index meanwhile,
@@ -562,26 +594,9 @@ static bool spill(struct store *st, struct block *b)
 	/* One extra count while queueing: a displaced write of this block cannot end it here. */
 	b->spilling = 1;
 	for (uint32_t i = 0; i < b->nshards; i++) {
-		struct shard *sh = &b->shards[i];
-		struct ssd_write w = {
-			.ns = b->ns->ssd_ns,
-			.key = b->key,
-			.shard = sh->idx,
-			.buf = sh->slot.addr,
-			.len = (uint32_t)bytes,
-			.value = uses,
-			.hits = uses,
-			.cookie = sh,
-		};
-		void *displaced = NULL;
-		int r = ssd_write(st->ssd, &w, &displaced);
-
-		if (r < 0)
-			continue; /* on SSD already, not admitted, no room: this shard is not kept */
-		b->spilling++;
-		stat_add(&st->stats.spilling_bytes, (int64_t)bytes);
-		if (r == 1)
-			spill_end(st, displaced, -ENOBUFS);
+		/* r < 0: on SSD already, not admitted, no room: this shard is not kept. */
+		if (shard_write(st, &b->shards[i], uses, uses, false) >= 0)
+			stat_add(&st->stats.spilling_bytes, (int64_t)bytes);
 	}
 	if (--b->spilling == 0) {
 		stat_add(&st->stats.spill_skipped, 1);
@@ -607,33 +622,15 @@ static void write_ahead(struct store *st, struct block *b)
 	b->spilling = 1;
 	b->ahead = 1;
 	for (uint32_t i = 0; i < b->nshards; i++) {
-		struct shard *sh = &b->shards[i];
-		struct ssd_write w = {
-			.ns = b->ns->ssd_ns,
-			.key = b->key,
-			.shard = sh->idx,
-			.buf = sh->slot.addr,
-			.len = (uint32_t)bytes,
-			.value = 0,
-			.hits = uses,
-			.ahead = true,
-			.cookie = sh,
-		};
-		void *displaced = NULL;
-		int r = ssd_write(st->ssd, &w, &displaced);
+		int r = shard_write(st, &b->shards[i], 0, uses, true);
 
-		if (r < 0) {
-			/* Not admitted (yet), no room, no drive: its eviction decides again. */
-			if (r == -EEXIST)
-				exist++;
-			else
-				b->ahead_err = 1;
-			continue;
-		}
-		b->spilling++;
-		__atomic_store_n(&st->ahead_bytes, st->ahead_bytes + bytes, __ATOMIC_RELAXED);
-		if (r == 1)
-			spill_end(st, displaced, -ENOBUFS);
+		if (r >= 0)
+			__atomic_store_n(&st->ahead_bytes, st->ahead_bytes + bytes,
+					 __ATOMIC_RELAXED);
+		else if (r == -EEXIST)
+			exist++;
+		else
+			b->ahead_err = 1; /* not admitted (yet), no room, no drive: its eviction decides */
 	}
 	if (exist == b->nshards) {
 		mark_on_ssd(st, b); /* there already: written before a restart, or rescued */

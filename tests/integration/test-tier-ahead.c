@@ -83,17 +83,6 @@ static unsigned count_dram(struct kvs_client *c, unsigned first, unsigned n)
 	return k;
 }
 
-/* Wait (bounded) until QUERY counts key i of prompt p. */
-static bool wait_key(struct kvs_client *c, uint64_t p, unsigned i)
-{
-	for (int t = 0; t < 1000; t++) {
-		if (tt_counted(c, p, i))
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
 /* Prompts [first, first + n), each SAVE at the drive's pace: the earlier ones counted again. */
 static void save_paced(struct kvs_client *c, struct test_kv *kv, unsigned first, unsigned n)
 {
@@ -101,7 +90,7 @@ static void save_paced(struct kvs_client *c, struct test_kv *kv, unsigned first,
 		tt_save(c, kv, p, (p % 2) * TT_BATCH);
 		it_flush(c);
 		for (unsigned i = 0; i < TT_BATCH; i++)
-			CHECK(wait_key(c, p, i), "prompt %u block %u never counted", p, i);
+			CHECK(tt_wait_counted(c, p, i), "prompt %u block %u never counted", p, i);
 	}
 }
 

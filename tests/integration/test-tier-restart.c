@@ -25,17 +25,6 @@
 
 static bool on_ssd[PROMPTS][TT_BATCH];
 
-/* Wait until QUERY counts key i of prompt p; false if it never does. */
-static bool wait_key(struct kvs_client *c, uint64_t p, unsigned i)
-{
-	for (int t = 0; t < 1000; t++) {
-		if (tt_counted(c, p, i))
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
 /* Save every prompt at the drive's pace (an eviction never waits for the SSD). */
 static void save_all(struct kvs_client *c, struct test_kv *kv)
 {
@@ -44,7 +33,7 @@ static void save_all(struct kvs_client *c, struct test_kv *kv)
 		it_flush(c);
 		for (unsigned q = 0; q <= p; q++)
 			for (unsigned i = 0; i < TT_BATCH; i++)
-				CHECK(wait_key(c, q, i), "prompt %u block %u never counted", q, i);
+				CHECK(tt_wait_counted(c, q, i), "prompt %u block %u never counted", q, i);
 	}
 }
 
@@ -96,7 +85,7 @@ int main(void)
 	for (unsigned p = 0; p < PROMPTS; p++)
 		for (unsigned i = 0; i < TT_BATCH; i++)
 			if (on_ssd[p][i])
-				CHECK(wait_key(c, p, i),
+				CHECK(tt_wait_counted(c, p, i),
 				      "prompt %u block %u was on SSD at the stop, not counted after "
 				      "the restart",
 				      p, i);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ssdtest.h"
 #include "tiertest.h"
@@ -56,6 +57,16 @@ bool tt_counted(struct kvs_client *c, uint64_t p, unsigned i)
 	q = it_query(c, keys + 16 * i, 1, KVS_QUERY_NOLEASE);
 	CHECK(q.res == 0 || q.res == 1, "QUERY of one key: %d", q.res);
 	return q.res == 1;
+}
+
+bool tt_wait_counted(struct kvs_client *c, uint64_t p, unsigned i)
+{
+	for (int t = 0; t < 1000; t++) {
+		if (tt_counted(c, p, i))
+			return true;
+		usleep(10000);
+	}
+	return false;
 }
 
 int tt_check_key(struct kvs_client *c, struct test_kv *kv, uint64_t p, unsigned i, uint32_t dst)

@@ -43,6 +43,8 @@ void tt_save(struct kvs_client *c, struct test_kv *kv, uint64_t p, uint32_t firs
 
 /* Does a QUERY without a lease count key i of prompt @p (a prefix of one)? */
 bool tt_counted(struct kvs_client *c, uint64_t p, unsigned i);
+/* Wait (bounded: 10 s) until tt_counted(); false if it never is. */
+bool tt_wait_counted(struct kvs_client *c, uint64_t p, unsigned i);
 
 /*
  * Key i of prompt @p alone: QUERY with a lease; on a hit LOAD it into the
