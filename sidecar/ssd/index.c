@@ -515,7 +515,14 @@ uint32_t ssd_index_drop_region(struct ssd_index *idx, struct ssd_region *r)
 
 uint64_t ssd_index_bytes(const struct ssd_index *idx)
 {
-	return (uint64_t)idx->nchunks * SSD_CHUNK_ENTRIES * sizeof(struct ssd_ent) +
-	       (uint64_t)idx->nbuckets * sizeof(uint32_t) +
-	       (uint64_t)idx->max_chunks * sizeof(void *);
+	/*
+	 * A gauge for STATS, read without the locks: relaxed loads, paired
+	 * with the relaxed stores of growth (maybe_grow(), the chunk
+	 * allocator); a figure a growth old is fine.
+	 */
+	uint32_t nchunks = __atomic_load_n(&idx->nchunks, __ATOMIC_RELAXED);
+	uint32_t nbuckets = __atomic_load_n(&idx->nbuckets, __ATOMIC_RELAXED);
+
+	return (uint64_t)nchunks * SSD_CHUNK_ENTRIES * sizeof(struct ssd_ent) +
+	       (uint64_t)nbuckets * sizeof(uint32_t) + (uint64_t)idx->max_chunks * sizeof(void *);
 }
