@@ -1506,17 +1506,25 @@ static bool rate_ok(struct drive *d, uint32_t len)
 /*
  * A place for a payload of @len in the region writes go to (sealing a
  * full one and moving on): 0, -E2BIG (larger than any region takes), or
- * -EAGAIN (the rate cap, or no region ready yet: stall).
+ * -EAGAIN (the rate cap, or no region ready yet: stall).  The rate cap's
+ * tokens are spent only on a place found (given back when the region
+ * that follows a full one is not ready yet).
  */
 static int place_write(struct drive *d, uint32_t len, uint64_t *ret_off, uint32_t *ret_bseq)
 {
-	if (!rate_ok(d, len))
-		return -EAGAIN;
+	bool paid = false;
+
 	for (;;) {
 		int r;
 
-		if (!write_region(d) || d->regions[d->cur].opening)
+		if (!write_region(d) || d->regions[d->cur].opening) {
+			if (paid)
+				d->tokens += len;
 			return -EAGAIN; /* erase_old_cycle() first */
+		}
+		if (!paid && !rate_ok(d, len))
+			return -EAGAIN;
+		paid = true;
 		r = ssd_region_place(&d->regions[d->cur], &d->geom, len, ret_off, ret_bseq);
 		if (r != -ENOSPC)
 			return r;

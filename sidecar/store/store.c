@@ -472,13 +472,6 @@ static void reclaim(struct store *st, struct block *b)
 
 static int ssd_has(struct store *st, const struct store_ns *ns, const uint8_t *key);
 
-/*
- * Store lock held: one write ahead of @b's (write_ahead()) ended, or was
- * displaced by an eviction's (ahead_end()), or the count write_ahead()
- * held while queueing goes.  The last one marks the block written (its
- * eviction then costs nothing), unless one of them failed: then its
- * eviction writes it, as if this had never been tried.
- */
 /* Store lock held, @b sealed and resident: it is on SSD now, not dirty any more. */
 static void mark_on_ssd(struct store *st, struct block *b)
 {
@@ -488,6 +481,13 @@ static void mark_on_ssd(struct store *st, struct block *b)
 	stat_add(&st->dirty, -1);
 }
 
+/*
+ * Store lock held: one write ahead of @b's (write_ahead()) ended, or was
+ * displaced by an eviction's (ahead_end()), or the count write_ahead()
+ * held while queueing goes.  The last one marks the block written (its
+ * eviction then costs nothing), unless one of them failed: then its
+ * eviction writes it, as if this had never been tried.
+ */
 static void ahead_put(struct store *st, struct block *b)
 {
 	if (--b->spilling)
