@@ -587,10 +587,10 @@ int main(int argc, char **argv)
 	 * are in the state of a drive in service: fio's so that its reads
 	 * read data, not holes; the tier's so that its writes overwrite.
 	 * Into fallocated space ext4 must convert unwritten extents, and
-	 * io_uring's O_DIRECT writes there cannot go without blocking: they
-	 * run one at a time in io-wq (fio alike: 440 MB/s into a fresh
-	 * fallocated file on the build VM, 1.3-1.6 GB/s over written
-	 * blocks).  The first fill's rates are printed, not compared.
+	 * O_DIRECT writes there went one at a time to the disk (fio alike:
+	 * 440 MB/s into a fresh fallocated file on the build VM, with about
+	 * one request in flight, against 1.3-1.6 GB/s over written blocks).
+	 * The first fill's rates are printed, not compared.
 	 */
 	if (b.fio && (fill_fio = run_fio(&b, "write", 0)) < 0) {
 		fprintf(stderr,

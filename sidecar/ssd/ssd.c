@@ -1503,6 +1503,14 @@ static bool rate_ok(struct drive *d, uint32_t len)
 	return true;
 }
 
+/* Nanoseconds left of the IDLE_AFTER_READ_NS pause after the last read (0: over). */
+static uint64_t read_pause_left(const struct drive *d, uint64_t now)
+{
+	uint64_t since = now - d->last_read_ns;
+
+	return since >= IDLE_AFTER_READ_NS ? 0 : IDLE_AFTER_READ_NS - since;
+}
+
 /*
  * A place for a payload of @len in the region writes go to (sealing a
  * full one and moving on): 0, -E2BIG (larger than any region takes), or
@@ -1550,7 +1558,7 @@ static void dispatch_writes(struct drive *d)
 	 */
 	if (LOAD(&d->st.reads_pending))
 		limit = d->depth >= 8 ? d->depth / 8 : 1;
-	else if (mono_ns() - d->last_read_ns < IDLE_AFTER_READ_NS)
+	else if (read_pause_left(d, mono_ns()))
 		limit = d->depth - d->depth / 4;
 	else
 		limit = d->depth; /* no read for a while: the whole depth, as fio would */
@@ -1945,12 +1953,10 @@ static bool can_progress(struct drive *d)
  */
 static uint64_t drive_idle_in(struct drive *d, uint64_t now)
 {
-	uint64_t since = now - d->last_read_ns;
-
 	if (drive_state(d) != SSD_DRIVE_ONLINE || LOAD(&d->st.reads_pending) ||
 	    LOAD(&d->st.queued_writes))
 		return UINT64_MAX;
-	return since >= IDLE_AFTER_READ_NS ? 0 : IDLE_AFTER_READ_NS - since;
+	return read_pause_left(d, now);
 }
 
 static void drive_loop(struct drive *d)
@@ -2382,11 +2388,14 @@ int ssd_write(struct ssd *ssd, const struct ssd_write *w, void **ret_displaced)
 		return -EINVAL;
 	if (w->len > ssd_region_max_payload(&ssd->drives[0]->geom))
 		return -E2BIG;
-	if (ssd->cfg.policy == SSD_POLICY_FILTER && w->hits == 0 && w->ahead)
-		return -EAGAIN;
-	if (ssd->cfg.policy == SSD_POLICY_FILTER && w->hits == 0 && !door_admit(ssd, w)) {
-		ADD(&ssd->not_admitted, 1);
-		return -EAGAIN;
+	if (ssd->cfg.policy == SSD_POLICY_FILTER && w->hits == 0) {
+		/* A write ahead of eviction is neither counted nor remembered: the eviction decides. */
+		if (w->ahead)
+			return -EAGAIN;
+		if (!door_admit(ssd, w)) {
+			ADD(&ssd->not_admitted, 1);
+			return -EAGAIN;
+		}
 	}
 	/* The online drive with the shortest queue, ties in turn. */
 	start = ADD(&ssd->rr, 1);

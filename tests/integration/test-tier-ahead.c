@@ -103,7 +103,7 @@ static void durable_without_eviction(void)
 	struct kvsd d;
 	unsigned hits;
 
-	/* 256 blocks of 32 KiB; the reserve, and so the window, is a quarter: 64. */
+	/* 256 blocks of 32 KiB: the 64 saved are all among the coldest an idle drive writes. */
 	c = tt_start(&d, tt_ini("durable", 8u << 20, "64M", NULL), NS, &kv);
 	save_paced(c, &kv, 0, 4);
 	CHECK(wait_ahead(&d, n, 10000) >= n, "only %llu of %u blocks written ahead",
