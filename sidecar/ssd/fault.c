@@ -9,7 +9,7 @@
 #define MAX_RULES	 64u
 #define MAX_FAULT_DRIVES 16u
 
-enum { OP_READ, OP_WRITE, OP_ANY };
+enum { OP_READ, OP_WRITE, OP_SYNC, OP_ANY };
 
 struct rule {
 	int drive; /* -1: any */
@@ -22,7 +22,7 @@ struct rule {
 struct ssd_faults {
 	unsigned nr;
 	struct rule rules[MAX_RULES];
-	uint64_t count[MAX_FAULT_DRIVES][2]; /* atomic: I/Os seen per drive, read/write */
+	uint64_t count[MAX_FAULT_DRIVES][3]; /* atomic: I/Os seen per drive, per OP_READ..OP_SYNC */
 };
 
 static int parse_rule(char *s, struct rule *r)
@@ -59,6 +59,8 @@ static int parse_rule(char *s, struct rule *r)
 		r->op = OP_READ;
 	else if (strcmp(s, "write") == 0)
 		r->op = OP_WRITE;
+	else if (strcmp(s, "sync") == 0)
+		r->op = OP_SYNC;
 	else if (strcmp(s, "any") == 0)
 		r->op = OP_ANY;
 	else
@@ -121,7 +123,7 @@ int ssd_faults_parse(const char *spec, struct ssd_faults **ret, char *err, size_
 		if (f->nr == MAX_RULES || parse_rule(tok, &f->rules[f->nr]) < 0) {
 			snprintf(
 				err, errlen,
-				"fault rule '%s': expected [dN:]read|write|any@N|%%N=eio|enodev|short|tear|flip",
+				"fault rule '%s': expected [dN:]read|write|sync|any@N|%%N=eio|enodev|short|tear|flip",
 				copy);
 			r = -EINVAL;
 			break;
@@ -144,24 +146,26 @@ void ssd_faults_free(struct ssd_faults *f)
 	free(f);
 }
 
-enum ssd_fault ssd_fault_next(struct ssd_faults *f, unsigned drive, bool write)
+static enum ssd_fault fault_next(struct ssd_faults *f, unsigned drive, int op)
 {
-	uint64_t mine, other;
+	uint64_t mine, other = 0;
 
 	if (!f || drive >= MAX_FAULT_DRIVES)
 		return SSD_FAULT_NONE;
 	/* Relaxed: each count is its own; no other memory is ordered by it. */
-	mine = __atomic_add_fetch(&f->count[drive][write], 1, __ATOMIC_RELAXED);
-	other = __atomic_load_n(&f->count[drive][!write], __ATOMIC_RELAXED);
+	mine = __atomic_add_fetch(&f->count[drive][op], 1, __ATOMIC_RELAXED);
+	if (op != OP_SYNC)
+		other = __atomic_load_n(&f->count[drive][op == OP_WRITE ? OP_READ : OP_WRITE],
+					__ATOMIC_RELAXED);
 	for (unsigned i = 0; i < f->nr; i++) {
 		const struct rule *r = &f->rules[i];
 		uint64_t c;
 
 		if (r->drive >= 0 && (unsigned)r->drive != drive)
 			continue;
-		if (r->op == OP_ANY)
+		if (r->op == OP_ANY && op != OP_SYNC)
 			c = mine + other;
-		else if (r->op == (write ? OP_WRITE : OP_READ))
+		else if (r->op == op)
 			c = mine;
 		else
 			continue;
@@ -169,4 +173,14 @@ enum ssd_fault ssd_fault_next(struct ssd_faults *f, unsigned drive, bool write)
 			return r->action;
 	}
 	return SSD_FAULT_NONE;
+}
+
+enum ssd_fault ssd_fault_next(struct ssd_faults *f, unsigned drive, bool write)
+{
+	return fault_next(f, drive, write ? OP_WRITE : OP_READ);
+}
+
+enum ssd_fault ssd_fault_sync(struct ssd_faults *f, unsigned drive)
+{
+	return fault_next(f, drive, OP_SYNC);
 }

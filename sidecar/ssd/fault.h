@@ -11,7 +11,8 @@
  *   [dD:]OP@N=ACTION    the Nth OP (1-based) of drive D (default: any)
  *   [dD:]OP%N=ACTION    every Nth OP
  *
- *   OP      write (block writes), read (block reads), any (both)
+ *   OP      write (block writes), read (block reads), any (both),
+ *           sync (the datasyncs that make regions' erases durable)
  *   ACTION  eio     complete with -EIO, nothing submitted
  *           enodev  complete with -ENODEV (a removed device)
  *           short   submit half the bytes, report the short count
@@ -44,5 +45,7 @@ void ssd_faults_free(struct ssd_faults *f);
 
 /* Count one I/O of @drive and return the fault to inject (thread-safe). */
 enum ssd_fault ssd_fault_next(struct ssd_faults *f, unsigned drive, bool write);
+/* The same for one datasync of @drive (eio and enodev apply; "any" does not count it). */
+enum ssd_fault ssd_fault_sync(struct ssd_faults *f, unsigned drive);
 
 #endif /* KVS_SSD_FAULT_H */
