@@ -42,6 +42,8 @@ struct ssd_region {
 	uint8_t state;
 	bool abandoned;	   /* an error: no more blocks go in */
 	bool opening;	   /* its old cycle's first entries and trailer are being erased */
+	bool erased;	   /* that erase landed; durable once the datasync after it is */
+	bool syncing;	   /* that datasync is in flight */
 	uint32_t nblocks;  /* placed this cycle: the next entry (block_seq) */
 	uint64_t used;	   /* payload bytes placed from the region's start */
 	uint32_t inflight; /* block, zone unit and trailer writes not completed */

@@ -33,6 +33,7 @@
 
 #include <liburing.h>
 
+#include "base/util.h"
 #include "ssd/crc32c.h"
 #include "ssd/fault.h"
 #include "ssd/format.h"
@@ -106,7 +107,20 @@ struct rreq {
 	uint64_t t0;
 };
 
-enum iop_kind { IOP_WAKE, IOP_WRITE, IOP_READ, IOP_RECOV, IOP_SEAL, IOP_PROBE, IOP_ZONE, IOP_OPEN };
+enum iop_kind {
+	IOP_WAKE,
+	IOP_WRITE,
+	IOP_READ,
+	IOP_RECOV,
+	IOP_SEAL,
+	IOP_PROBE,
+	IOP_ZONE,
+	IOP_OPEN,
+	IOP_SYNC,
+};
+
+/* Regions erased ahead of the writes at most (erase_ahead()). */
+#define AHEAD_MAX 8
 
 enum recov_phase { RP_PROBE, RP_SUMMARY };
 
@@ -180,17 +194,23 @@ struct drive {
 	uint32_t inflight_total;  /* every iop but the wake read */
 	struct iop *iops;
 	struct iop *free_iops;
+	struct iop *landed_head, *landed_tail; /* reads landed, not yet checked */
 	uint8_t *bounce_area;
 	bool fixed_file, fixed_bufs;
 	struct fixed_map fixed[MAX_FIXED];
 	unsigned nr_fixed_maps;
 	struct ssd_region *regions;
-	uint32_t zreg[8]; /* regions with a zone image: open or sealing */
+	uint32_t zreg[AHEAD_MAX + 8]; /* regions with a zone image: open or sealing */
 	unsigned nzreg;
 	struct iop *hwait; /* writes waiting for their header zone unit */
 	uint32_t cur;	   /* open region, or SSD_NO_ENTRY */
 	uint32_t next_open;
-	uint32_t pre; /* opened ahead of need, for when cur fills (SSD_NO_ENTRY: none) */
+	/* Opened ahead of need, in FIFO order: where writes go when cur fills. */
+	uint32_t ahead[AHEAD_MAX];
+	unsigned nahead, ahead_want;
+	unsigned erases_inflight; /* the current batch's erase writes */
+	bool sync_inflight;	  /* its datasync */
+	bool sync_wanted;	  /* erases landed since the last datasync was issued */
 	uint32_t next_seq;
 	struct rreq *rq_head, *rq_tail; /* reads taken from the queue, not started */
 	double tokens;
@@ -736,6 +756,11 @@ static int open_drive(struct ssd *ssd, struct drive *d, char *err, size_t errlen
 	}
 	STORE(&d->st.capacity_bytes, (uint64_t)d->geom.nr_regions * d->geom.region_bytes);
 	STORE(&d->st.nr_regions, d->geom.nr_regions);
+	/* 1 GiB of regions erased ahead, at most an eighth of the drive (erase_ahead()). */
+	d->ahead_want = (unsigned)MIN((uint64_t)AHEAD_MAX, (1ull << 30) / d->geom.region_bytes);
+	d->ahead_want = MIN(d->ahead_want, d->geom.nr_regions / 8);
+	if (d->ahead_want < 1)
+		d->ahead_want = 1;
 	STORE(&d->st.io_align, d->io_align);
 	d->st.last_clean = d->last_clean;
 	d->st.formatted = d->formatted;
@@ -992,7 +1017,8 @@ static void recovery_finish(struct drive *d)
 		d->next_open = 0;
 		d->next_seq = 1;
 	}
-	d->cur = d->pre = SSD_NO_ENTRY;
+	d->cur = SSD_NO_ENTRY;
+	d->nahead = 0;
 	STORE(&d->st.recovery_ns, mono_ns() - d->recov_t0 + 1);
 	for (unsigned i = 0; i < d->depth * 2 + 8; i++) {
 		free(d->iops[i].rbuf);
@@ -1053,8 +1079,12 @@ static void seal_begin(struct drive *d, uint32_t region)
 	d->regions[region].state = SSD_R_SEALING;
 	if (d->cur == region)
 		d->cur = SSD_NO_ENTRY;
-	if (d->pre == region)
-		d->pre = SSD_NO_ENTRY;
+	for (unsigned k = 0; k < d->nahead; k++)
+		if (d->ahead[k] == region) {
+			memmove(&d->ahead[k], &d->ahead[k + 1], (d->nahead - k - 1) * sizeof(d->ahead[0]));
+			d->nahead--;
+			break;
+		}
 }
 
 /*
@@ -1297,12 +1327,16 @@ static void write_finish(struct drive *d, struct iop *op)
 
 /*
  * Before the first payload of a new cycle goes into a region, its old
- * first zone unit (entries 0-7) and trailer are zeroed, durably (RWF_DSYNC:
- * FUA where the drive has it): without entry 0 and the trailer recovery
- * takes the region for empty, so no block of the old cycle can come back
- * after a crash, even where the new payloads never overwrote it.  Writes
- * into the region wait for it (dispatch_writes()); one 8 KiB write per
- * region cycle.
+ * first zone unit (entries 0-7) and trailer are zeroed, durably: without
+ * entry 0 and the trailer recovery takes the region for empty, so no block
+ * of the old cycle can come back after a crash, even where the new
+ * payloads never overwrote it.  Writes into the region wait for that
+ * (place_write()).  Durable means a datasync after the erase landed, a
+ * cache flush on most disks; one per region (RWF_DSYNC on each erase) held
+ * every region's writes until the flush had drained everything before it,
+ * and the tier wrote at 0.36 of fio on the build VM's disk (fio never
+ * flushes), 0.81 on the GPU device's.  So regions are erased ahead in
+ * batches (erase_ahead()) with one datasync per batch.
  */
 static void erase_old_cycle(struct drive *d, uint32_t region)
 {
@@ -1312,10 +1346,82 @@ static void erase_old_cycle(struct drive *d, uint32_t region)
 	memset(op->bounce, 0, 2 * SSD_UNIT);
 	op->region = region;
 	r->opening = true;
+	r->erased = r->syncing = false;
 	r->inflight++;
-	prep_io_flags(d, op, true, op->bounce, 2 * SSD_UNIT,
-		      ssd_region_off(&d->geom, region) + d->geom.region_bytes - 2 * SSD_UNIT,
-		      2 * SSD_UNIT, RWF_DSYNC);
+	d->erases_inflight++;
+	prep_io(d, op, true, op->bounce, 2 * SSD_UNIT,
+		ssd_region_off(&d->geom, region) + d->geom.region_bytes - 2 * SSD_UNIT,
+		2 * SSD_UNIT);
+}
+
+/*
+ * A region whose erase, or the datasync after it, failed takes no block
+ * this cycle: it is sealed empty, and the FIFO reuses it next time round.
+ */
+static void skip_unerased(struct drive *d, uint32_t region)
+{
+	struct ssd_region *r = &d->regions[region];
+
+	r->opening = r->erased = r->syncing = false;
+	if (!r->abandoned) {
+		r->abandoned = true;
+		ADD(&d->st.regions_abandoned, 1);
+	}
+	if (r->state == SSD_R_OPEN)
+		seal_begin(d, region);
+}
+
+static void sync_done(struct drive *d, struct iop *op);
+
+/* The batch's erases all landed: one datasync makes them durable. */
+static void sync_erased(struct drive *d)
+{
+	struct io_uring_sqe *sqe;
+	bool any = false;
+	struct iop *op;
+
+	if (!d->sync_wanted || d->erases_inflight || d->sync_inflight)
+		return;
+	for (unsigned k = 0; k < d->nzreg; k++) {
+		struct ssd_region *r = &d->regions[d->zreg[k]];
+
+		if (r->opening && r->erased) {
+			r->syncing = true;
+			any = true;
+		}
+	}
+	if (!any) {
+		d->sync_wanted = false;
+		return;
+	}
+	op = iop_get(d, IOP_SYNC);
+	if (op) {
+		op->fault = ssd_fault_sync(d->ssd->faults, d->id);
+		if (op->fault == SSD_FAULT_EIO || op->fault == SSD_FAULT_ENODEV) {
+			op->err = op->fault == SSD_FAULT_EIO ? -EIO : -ENODEV;
+			d->sync_wanted = false;
+			sync_done(d, op);
+			iop_put(d, op);
+			return;
+		}
+	}
+	sqe = op ? get_sqe(d) : NULL;
+	if (!sqe) {
+		/* No iop or SQE now: the regions stay waiting; the drive loop retries. */
+		for (unsigned k = 0; k < d->nzreg; k++)
+			d->regions[d->zreg[k]].syncing = false;
+		if (op)
+			iop_put(d, op);
+		return;
+	}
+	io_uring_prep_fsync(sqe, d->fixed_file ? 0 : d->fd, IORING_FSYNC_DATASYNC);
+	if (d->fixed_file)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	op->expect[0] = 0;
+	op->pending = 1;
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op);
+	d->sync_inflight = true;
+	d->sync_wanted = false;
 }
 
 static void erase_done(struct drive *d, struct iop *op)
@@ -1323,20 +1429,44 @@ static void erase_done(struct drive *d, struct iop *op)
 	struct ssd_region *r = &d->regions[op->region];
 	int err = op->err ? op->err : op->short_io ? -EIO : 0;
 
-	r->opening = false;
 	r->inflight--;
+	d->erases_inflight--;
 	if (err) {
 		ADD(&d->st.write_errors, 1);
 		dlog_rl(d, LOG_WARNING, err, "region %u: old cycle not erased; region skipped",
 			op->region);
-		if (!r->abandoned) {
-			r->abandoned = true;
-			ADD(&d->st.regions_abandoned, 1);
-		}
-		if (r->state == SSD_R_OPEN)
-			seal_begin(d, op->region);
+		skip_unerased(d, op->region);
 		note_error(d, err);
+	} else {
+		r->erased = d->sync_wanted = true;
 	}
+	sync_erased(d);
+}
+
+static void sync_done(struct drive *d, struct iop *op)
+{
+	int err = op->err;
+
+	d->sync_inflight = false;
+	if (err) {
+		ADD(&d->st.write_errors, 1);
+		dlog_rl(d, LOG_WARNING, err, "datasync after erasing regions failed; they are skipped");
+	} else {
+		ADD(&d->st.erase_syncs, 1);
+	}
+	for (unsigned k = 0; k < d->nzreg; k++) {
+		struct ssd_region *r = &d->regions[d->zreg[k]];
+
+		if (!r->syncing)
+			continue;
+		if (err)
+			skip_unerased(d, d->zreg[k]); /* zreg keeps it until sealed */
+		else
+			r->syncing = r->erased = r->opening = false;
+	}
+	if (err)
+		note_error(d, err);
+	sync_erased(d); /* erases that landed while this ran */
 }
 
 /*
@@ -1362,6 +1492,7 @@ static uint32_t open_next_region(struct drive *d)
 	if (!d->free_iops || ssd_region_open(r, &d->geom, d->next_seq) < 0)
 		return SSD_NO_ENTRY;
 	d->next_seq++;
+	ADD(&d->st.regions_opened, 1);
 	zreg_add(d, i);
 	d->next_open = ssd_ring_next(&d->geom, d->next_open);
 	erase_old_cycle(d, i);
@@ -1369,26 +1500,44 @@ static uint32_t open_next_region(struct drive *d)
 }
 
 /*
- * The region writes go to: the current one, else the one opened ahead,
- * else a new one; and the next one opened ahead of need.  Erasing a
- * region's old cycle is a durable (RWF_DSYNC) write, a flush on many
- * disks: with writes waiting for it each time a region filled, the
- * tier wrote at 0.59 of fio on the GPU device's disk.  Opened ahead, its
- * erase runs while the current region fills; the price is one region's
- * old blocks dropped a region early.  A region opened ahead and never
- * written holds nothing: recovery takes it for empty (no entry 0, no
- * trailer), and the FIFO reopens it next.
+ * Keep ahead_want regions opened ahead of the writes.  A new batch starts
+ * only once the last one is durable and half of it has been taken, so
+ * that each datasync covers about half the window, and the writes go on
+ * into the other half while it runs.  The price: the old blocks of up to
+ * ahead_want regions leave the index early (at most 1 GiB of regions, and
+ * an eighth of the drive).  A region opened ahead and never written holds
+ * nothing: recovery takes it for empty (no entry 0, no trailer), and the
+ * FIFO reopens it next.
  */
+static void erase_ahead(struct drive *d)
+{
+	if (d->erases_inflight || d->sync_inflight || d->nahead > d->ahead_want / 2)
+		return;
+	while (d->nahead < d->ahead_want) {
+		uint32_t i = open_next_region(d);
+
+		if (i == SSD_NO_ENTRY)
+			break;
+		d->ahead[d->nahead++] = i;
+	}
+}
+
+/* The oldest region opened ahead becomes the current one. */
+static void take_ahead(struct drive *d)
+{
+	if (d->cur != SSD_NO_ENTRY || !d->nahead)
+		return;
+	d->cur = d->ahead[0];
+	memmove(&d->ahead[0], &d->ahead[1], (d->nahead - 1) * sizeof(d->ahead[0]));
+	d->nahead--;
+}
+
+/* The region writes go to: the current one, else the oldest opened ahead. */
 static bool write_region(struct drive *d)
 {
-	if (d->cur == SSD_NO_ENTRY) {
-		d->cur = d->pre;
-		d->pre = SSD_NO_ENTRY;
-	}
-	if (d->cur == SSD_NO_ENTRY)
-		d->cur = open_next_region(d);
-	if (d->cur != SSD_NO_ENTRY && d->pre == SSD_NO_ENTRY)
-		d->pre = open_next_region(d);
+	take_ahead(d);
+	erase_ahead(d);
+	take_ahead(d);
 	return d->cur != SSD_NO_ENTRY;
 }
 
@@ -1595,16 +1744,33 @@ static void dispatch_writes(struct drive *d)
 			continue;
 		}
 		start_write(d, w, roff, bseq);
+		/*
+		 * One payload per submission: io_uring plugs a submission of
+		 * more than two SQEs, and the plug merges payloads that lie back
+		 * to back into one request of twice the size.  The GPU device's
+		 * virtio disk wrote such 4 MiB requests at 0.78 of fio, which
+		 * writes 2 MiB ones; on NVMe a request larger than the drive's
+		 * transfer size is split again anyway.
+		 */
+		io_uring_submit(&d->ring);
 	}
 }
 
 /* ---- reads (drive thread) ----------------------------------------------- */
 
-static void read_finish(struct drive *d, struct iop *op)
+/* The drive is done with @op's read: its place in the depth is free. */
+static void read_landed(struct drive *d, struct iop *op)
+{
+	d->regions[op->r->loc.region].reads--;
+	d->inflight_blocks--;
+	STORE(&d->st.inflight, d->inflight_blocks);
+}
+
+/* Check what @op read (its read landed) and answer it. */
+static void read_check(struct drive *d, struct iop *op)
 {
 	struct ssd *ssd = d->ssd;
 	struct rreq *rr = op->r;
-	struct ssd_region *r = &d->regions[rr->loc.region];
 	uint8_t *dst = rr->dst;
 	int res = 0;
 
@@ -1634,15 +1800,36 @@ static void read_finish(struct drive *d, struct iop *op)
 			ADD(&d->st.bytes_read, rr->loc.len);
 		}
 	}
-	r->reads--;
-	d->inflight_blocks--;
-	STORE(&d->st.inflight, d->inflight_blocks);
 	SUB(&d->st.reads_pending, 1);
 	d->last_read_ns = mono_ns();
 	hist_add(d->st.read_lat, &d->st.read_lat_sum_ns, d->last_read_ns - rr->t0);
 	if (ssd->cfg.read_done)
 		ssd->cfg.read_done(ssd->cfg.cb_arg, rr->cookie, res);
 	free(rr);
+}
+
+static void read_finish(struct drive *d, struct iop *op)
+{
+	read_landed(d, op);
+	read_check(d, op);
+}
+
+/*
+ * The reads that landed in this batch of completions: checked after the
+ * next reads went to the drive, so the drive does not sit below its depth
+ * while this thread computes checksums (2 MiB each).
+ */
+static void check_landed(struct drive *d)
+{
+	while (d->landed_head) {
+		struct iop *op = d->landed_head;
+
+		d->landed_head = op->next_free;
+		if (!d->landed_head)
+			d->landed_tail = NULL;
+		read_check(d, op);
+		iop_put(d, op);
+	}
 }
 
 static void fail_read(struct drive *d, struct rreq *rr, int res)
@@ -1863,9 +2050,18 @@ static void complete(struct drive *d, struct io_uring_cqe *cqe)
 	case IOP_OPEN:
 		erase_done(d, op);
 		break;
-	case IOP_READ:
-		read_finish(d, op);
+	case IOP_SYNC:
+		sync_done(d, op);
 		break;
+	case IOP_READ:
+		read_landed(d, op);
+		op->next_free = NULL;
+		if (d->landed_tail)
+			d->landed_tail->next_free = op;
+		else
+			d->landed_head = op;
+		d->landed_tail = op;
+		return; /* check_landed() finishes it */
 	case IOP_RECOV: {
 		bool more;
 
@@ -1993,6 +2189,7 @@ static void drive_loop(struct drive *d)
 			for (unsigned k = 0; k < d->nzreg; k++)
 				zone_kick(d, d->zreg[k]);
 			seal_pump(d);
+			sync_erased(d);
 			if (stop == 1 && close_step(d, now))
 				break;
 			probe(d, now);
@@ -2022,6 +2219,12 @@ static void drive_loop(struct drive *d)
 			n++;
 		}
 		io_uring_cq_advance(&d->ring, n);
+		if (d->landed_head) {
+			pull(d);
+			dispatch_reads(d);
+			io_uring_submit(&d->ring);
+			check_landed(d);
+		}
 		if (LOAD(&d->st.queued_writes) == 0 && d->inflight_blocks == 0 && n)
 			notify_waiters(ssd);
 	}
@@ -2158,7 +2361,7 @@ static struct drive *drive_new(struct ssd *ssd, unsigned id, const char *path)
 	d->id = id;
 	d->fd = -1;
 	d->efd = -1;
-	d->cur = d->pre = SSD_NO_ENTRY;
+	d->cur = SSD_NO_ENTRY;
 	d->depth = depth;
 	d->wq_max = ssd->cfg.write_queue ? ssd->cfg.write_queue : 4 * depth;
 	d->state = SSD_DRIVE_RECOVERING;
@@ -2637,6 +2840,8 @@ void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret)
 		C(regions_reclaimed);
 		C(blocks_evicted);
 		C(regions_abandoned);
+		C(regions_opened);
+		C(erase_syncs);
 		C(recovered_blocks);
 		C(recovered_regions);
 		C(recovery_bad);

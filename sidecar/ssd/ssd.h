@@ -331,6 +331,8 @@ struct ssd_drive_stats {
 	uint64_t regions_reclaimed;	    /* evictions: regions reused */
 	uint64_t blocks_evicted;	    /* blocks dropped from the index by reuse */
 	uint64_t regions_abandoned;
+	uint64_t regions_opened; /* cycles begun (their old cycle erased) */
+	uint64_t erase_syncs;	 /* datasyncs that made a batch of those erases durable */
 	uint64_t recovered_blocks, recovered_regions, recovery_bad;
 	uint64_t recovery_ns; /* 0 until done */
 	uint64_t recovery_bytes_read;

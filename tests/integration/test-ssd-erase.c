@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Regions are erased ahead of the writes, in batches, with one datasync
+ * per batch (erase_ahead() in sidecar/ssd/ssd.c): a write storm through
+ * many regions takes at least one datasync and at most one per two
+ * regions, and every block of it reads back byte-exact; blocks of regions
+ * erased ahead (dropped from the index, never rewritten) stay gone after
+ * a kill -9 and a restart; a failed datasync skips the regions it covered,
+ * counts one error, and the writes go on in the next batch, all of them
+ * readable, before and after a restart; a datasync failing with ENODEV
+ * takes the drive offline.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ssdtest.h"
+#include "tests/unit/unit.h"
+
+#define MiB (1ull << 20)
+
+/* 2-3 blocks per 1 MiB region; 64 MiB of them: 63 regions, 7 erased ahead. */
+static uint32_t len_of(unsigned i)
+{
+	return st_len(i, 200000, 330000);
+}
+
+static unsigned read_all(struct st *t, uint32_t ns, unsigned n)
+{
+	unsigned found = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		int r = st_get(t, ns, i, len_of(i));
+
+		ck_assert_msg(r == 0 || r == -ENOENT, "key %u: %d", i, r);
+		found += r == 0;
+	}
+	return found;
+}
+
+START_TEST(test_one_datasync_per_batch)
+{
+	struct st t = { 0 };
+	struct ssd_stats s;
+	uint32_t ns;
+
+	st_config(&t, 1, 64 * MiB, 1 * MiB);
+	st_start(&t);
+	ns = st_ns(&t, "batch", 1);
+	for (unsigned i = 0; i < 120; i++)
+		ck_assert_int_eq(st_put(&t, ns, i, len_of(i)), 0);
+	ssd_get_stats(t.ssd, &s);
+	ck_assert_uint_ge(s.drive[0].regions_opened, 30);
+	/* Batches: fewer datasyncs than half the regions... */
+	ck_assert_uint_le(s.drive[0].erase_syncs * 2, s.drive[0].regions_opened + 1);
+	/* ...and none skipped: at most 8 regions a batch, the last may be waiting. */
+	ck_assert_uint_ge(s.drive[0].erase_syncs * 8 + 8, s.drive[0].regions_opened);
+	ck_assert_uint_eq(s.drive[0].write_errors, 0);
+	ck_assert_uint_eq(read_all(&t, ns, 120), 120);
+	st_close(&t);
+}
+END_TEST
+
+START_TEST(test_erased_ahead_stay_gone)
+{
+	struct st t = { 0 };
+	unsigned before = 0, after = 0;
+	bool *had = calloc(300, sizeof(bool));
+	uint32_t ns;
+
+	st_config(&t, 1, 64 * MiB, 1 * MiB);
+	st_start(&t);
+	ns = st_ns(&t, "wrap", 1);
+	/* Around the ring more than once: the oldest regions are reused. */
+	for (unsigned i = 0; i < 300; i++)
+		ck_assert_int_eq(st_put(&t, ns, i, len_of(i)), 0);
+	for (unsigned i = 0; i < 300; i++) {
+		struct ssd_loc loc;
+		uint8_t key[16];
+
+		st_key(i, key);
+		had[i] = ssd_lookup(t.ssd, ns, key, 0, &loc) == 0;
+		before += had[i];
+	}
+	/* Evicted by the wrap, and the regions erased ahead of the writes. */
+	ck_assert_uint_lt(before, 300 - 7 * 2);
+	st_abandon(&t);
+	st_start(&t);
+	ns = st_ns(&t, "wrap", 1);
+	for (unsigned i = 0; i < 300; i++) {
+		int r = st_get(&t, ns, i, len_of(i));
+
+		ck_assert_msg(r == -ENOENT || had[i], "key %u: evicted, then back after restart",
+			      i);
+		after += r == 0;
+	}
+	ck_assert_uint_eq(after, before);
+	st_close(&t);
+	free(had);
+}
+END_TEST
+
+START_TEST(test_failed_datasync_skips_its_regions)
+{
+	struct st t = { 0 };
+	struct ssd_stats s;
+	uint32_t ns;
+
+	st_config(&t, 1, 64 * MiB, 1 * MiB);
+	t.cfg.faults = "sync@1=eio";
+	t.cfg.max_errors = 100;
+	t.quiet = true;
+	st_start(&t);
+	ns = st_ns(&t, "skip", 1);
+	for (unsigned i = 0; i < 30; i++)
+		ck_assert_int_eq(st_put(&t, ns, i, len_of(i)), 0);
+	ssd_get_stats(t.ssd, &s);
+	ck_assert_uint_eq(s.drive[0].write_errors, 1);
+	/* The whole first batch: every region it had erased. */
+	ck_assert_uint_ge(s.drive[0].regions_abandoned, 2);
+	ck_assert_uint_ge(s.drive[0].erase_syncs, 1);
+	ck_assert_uint_eq(s.drive[0].state, SSD_DRIVE_ONLINE);
+	ck_assert_uint_eq(read_all(&t, ns, 30), 30);
+	st_close(&t);
+	t.cfg.faults = "";
+	st_start(&t);
+	ns = st_ns(&t, "skip", 1);
+	ck_assert_uint_eq(read_all(&t, ns, 30), 30);
+	st_close(&t);
+}
+END_TEST
+
+START_TEST(test_datasync_enodev_goes_offline)
+{
+	struct st t = { 0 };
+	struct ssd_stats s;
+	uint32_t ns;
+	int r;
+
+	st_config(&t, 1, 64 * MiB, 1 * MiB);
+	t.cfg.faults = "sync@1=enodev";
+	t.quiet = true;
+	st_start(&t);
+	ns = st_ns(&t, "gone", 1);
+	/* Queued behind the first batch, which never becomes writable. */
+	r = st_put(&t, ns, 0, len_of(0));
+	ck_assert_int_lt(r, 0);
+	ssd_get_stats(t.ssd, &s);
+	ck_assert_uint_eq(s.drive[0].state, SSD_DRIVE_OFFLINE);
+	ck_assert_int_eq(st_get(&t, ns, 0, len_of(0)), -ENOENT);
+	st_close(&t);
+}
+END_TEST
+
+UNIT_TESTS(test_one_datasync_per_batch, test_erased_ahead_stay_gone,
+	   test_failed_datasync_skips_its_regions, test_datasync_enodev_goes_offline)
+
+const struct unit_suite unit_suite = {
+	.name = "ssd-erase",
+	.timeout_s = 180,
+	.add_tests = add_tests,
+};
