@@ -32,6 +32,7 @@
  *
  *   kvstash-ssd-bench --file PATH [--size 8G] [--bs 2M] [--depth 32]
  *                     [--region 64M] [--seconds 5] [--rounds 3] [--no-fio]
+ *                     [--memory auto|hugetlb|thp|4k]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +61,7 @@ struct bench {
 	uint32_t ns;
 	uint8_t *arena; /* 2 * depth buffers of bs, registered */
 	unsigned nbufs;
+	const char *memory; /* what backs the arena: hugetlb, thp or 4k */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned inflight;
@@ -319,8 +322,82 @@ static struct result run_mix(struct bench *b)
 	return finish(b, t0);
 }
 
+/*
+ * The buffers, as kvstashd's pool has them (sidecar/store/pool.c):
+ * hugetlb pages, else transparent hugepages advised before the first
+ * touch.  What backs them matters on disks that take each physically
+ * contiguous piece as one descriptor: a virtio-blk queue without
+ * indirect descriptors (the build VM's and, by the same in-flight
+ * pattern, the GPU device's) holds 256, so a 2 MiB read into scattered
+ * 4 KiB pages fills it alone.  "4k" asks for small pages, to show it.
+ */
+static uint8_t *arena_alloc(size_t len, const char *want, const char **ret_kind)
+{
+	const size_t huge = 2u << 20;
+	bool any = !strcmp(want, "auto");
+	uint8_t *p;
+
+	if (any || !strcmp(want, "hugetlb")) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+		if (p != MAP_FAILED) {
+			*ret_kind = "hugetlb";
+			return p;
+		}
+		if (!any) {
+			fprintf(stderr,
+				"kvstash-ssd-bench: %zu MiB of hugetlb pages: %s (raise "
+				"vm.nr_hugepages)\n",
+				len >> 20, strerror(errno));
+			return NULL;
+		}
+	}
+	if (!any && strcmp(want, "thp") && strcmp(want, "4k")) {
+		fprintf(stderr, "kvstash-ssd-bench: --memory auto|hugetlb|thp|4k\n");
+		return NULL;
+	}
+	/* 2 MiB aligned, so that every 2 MiB of it can be one huge page. */
+	p = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	p = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	*ret_kind = strcmp(want, "4k") ? "thp" : "4k";
+	if (madvise(p, len, strcmp(want, "4k") ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) < 0)
+		*ret_kind = "4k";
+	memset(p, 0xa5, len);
+	return p;
+}
+
+/*
+ * The mean physically contiguous run of [p, p + len) in KiB, from
+ * /proc/self/pagemap (frame numbers need CAP_SYS_ADMIN); 0 if unknown.
+ */
+static double contiguous_kib(const uint8_t *p, size_t len)
+{
+	uint64_t pages = len / 4096, runs = 0, prev = 0, e;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	for (uint64_t i = 0; i < pages; i++) {
+		uint64_t pfn;
+
+		if (pread(fd, &e, sizeof(e), (off_t)(((uintptr_t)p / 4096 + i) * sizeof(e))) !=
+			    sizeof(e) ||
+		    !(e >> 63) || !(pfn = e & ((1ull << 55) - 1))) {
+			close(fd);
+			return 0;
+		}
+		if (i == 0 || pfn != prev + 1)
+			runs++;
+		prev = pfn;
+	}
+	close(fd);
+	return runs ? (double)pages * 4 / (double)runs : 0;
+}
+
 /* fio on the same file: terse v3, read bandwidth field 7, write field 48 (KiB/s). */
-static double run_fio(struct bench *b, const char *rw, unsigned seconds)
+static double run_fio(struct bench *b, const char *rw, unsigned seconds, uint64_t sync_every)
 {
 	char cmd[2048], line[65536];
 	double kib = 0;
@@ -330,10 +407,11 @@ static double run_fio(struct bench *b, const char *rw, unsigned seconds)
 		 "fio --name=kvstash --filename='%s' --offset=%" PRIu64 " --size=%" PRIu64
 		 " --ioengine=io_uring --direct=1 --bs=%" PRIu64
 		 " --iodepth=%u --rw=%s --rwmixread=70 %s%u"
-		 " --registerfiles=1 --fixedbufs=1 --randrepeat=0"
+		 " --registerfiles=1 --fixedbufs=1 --randrepeat=0%s --fdatasync=%" PRIu64
 		 " --output-format=terse --terse-version=3 2>/dev/null",
 		 b->file, b->half, b->half / b->bs * b->bs, b->bs, b->depth, rw,
-		 seconds ? "--time_based --runtime=" : "--runtime=", seconds ? seconds : 600);
+		 seconds ? "--time_based --runtime=" : "--runtime=", seconds ? seconds : 600,
+		 !strcmp(b->memory, "hugetlb") ? " --iomem=shmhuge" : "", sync_every);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -488,7 +566,8 @@ static double fill_log(struct bench *b)
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvstash-ssd-bench --file PATH [--size 8G] [--bs 2M] [--depth 32] "
-			"[--region 64M] [--seconds 10] [--no-fio]\n");
+			"[--region 64M] [--seconds 5] [--rounds 3] [--no-fio] "
+			"[--memory auto|hugetlb|thp|4k]\n");
 	exit(2);
 }
 
@@ -503,6 +582,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 't' },
 		{ "rounds", required_argument, NULL, 'R' },
 		{ "no-fio", no_argument, NULL, 'n' },
+		{ "memory", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b = { .size = 8ull << 30,
@@ -516,10 +596,12 @@ int main(int argc, char **argv)
 	double fwr[16], frr[16], fmr[16];
 	struct ssd_stats st;
 	double rec_clean, rec_crash, rec_clean_wall, rec_crash_wall, fw = 0, fr = 0, fm = 0;
-	double fill_fio = 0, fill_tier;
+	double fill_fio = 0, fill_tier, fsync_w = 0;
+	uint64_t sync_every = 0;
 	double blocks, regions;
 	uint64_t rec_bytes, t0;
 	int c;
+	const char *memory = "auto";
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -547,6 +629,9 @@ int main(int argc, char **argv)
 		case 'n':
 			b.fio = false;
 			break;
+		case 'm':
+			memory = optarg;
+			break;
 		case 'R':
 			b.rounds = (unsigned)atoi(optarg);
 			break;
@@ -558,9 +643,9 @@ int main(int argc, char **argv)
 	    b.rounds > 16)
 		usage();
 	b.nbufs = b.depth * 2;
-	if (posix_memalign((void **)&b.arena, 1u << 21, (size_t)b.nbufs * b.bs))
+	b.arena = arena_alloc((size_t)b.nbufs * b.bs, memory, &b.memory);
+	if (!b.arena)
 		return 1;
-	memset(b.arena, 0xa5, (size_t)b.nbufs * b.bs);
 	b.busy = calloc(b.nbufs, sizeof(bool));
 	b.t0 = calloc(b.nbufs, sizeof(uint64_t));
 	b.cap_lat = 1u << 20;
@@ -592,7 +677,7 @@ int main(int argc, char **argv)
 	 * one request in flight, against 1.3-1.6 GB/s over written blocks).
 	 * The first fill's rates are printed, not compared.
 	 */
-	if (b.fio && (fill_fio = run_fio(&b, "write", 0)) < 0) {
+	if (b.fio && (fill_fio = run_fio(&b, "write", 0, 0)) < 0) {
 		fprintf(stderr,
 			"kvstash-ssd-bench: fio failed (apt-get install fio, or --no-fio)\n");
 		return 1;
@@ -601,16 +686,27 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < b.rounds; k++) {
 		wr[k] = run_write(&b);
 		ssd_wait_idle(b.ssd, 600000);
-		fwr[k] = b.fio ? run_fio(&b, "write", b.seconds) : 0;
+		fwr[k] = b.fio ? run_fio(&b, "write", b.seconds, 0) : 0;
+	}
+	/*
+	 * The tier's datasyncs (one per batch of regions erased ahead) against
+	 * fio writing with one as often: what the flushes cost on this disk,
+	 * where a host's cache may make fio's plain writes look faster than
+	 * the disk is.  Not compared.
+	 */
+	ssd_get_stats(b.ssd, &st);
+	if (st.drive[0].erase_syncs) {
+		sync_every = st.drive[0].bytes_written / st.drive[0].erase_syncs / b.bs;
+		fsync_w = b.fio && sync_every ? run_fio(&b, "write", b.seconds, sync_every) : 0;
 	}
 	for (unsigned k = 0; k < b.rounds; k++) {
 		rr[k] = run_read(&b);
-		frr[k] = b.fio ? run_fio(&b, "randread", b.seconds) : 0;
+		frr[k] = b.fio ? run_fio(&b, "randread", b.seconds, 0) : 0;
 	}
 	for (unsigned k = 0; k < b.rounds; k++) {
 		mr[k] = run_mix(&b);
 		ssd_wait_idle(b.ssd, 600000);
-		fmr[k] = b.fio ? run_fio(&b, "randrw", b.seconds) : 0;
+		fmr[k] = b.fio ? run_fio(&b, "randrw", b.seconds, 0) : 0;
 	}
 	w = median(wr, b.rounds);
 	r = median(rr, b.rounds);
@@ -650,6 +746,10 @@ int main(int argc, char **argv)
 	       " MiB each for kvstash and fio), blocks of %" PRIu64
 	       " KiB, depth %u, regions of %" PRIu64 " MiB, medians of %u rounds of %u s\n",
 	       b.file, b.half >> 20, b.bs >> 10, b.depth, b.region >> 20, b.rounds, b.seconds);
+	printf("buffers: kvstash %s (physically contiguous runs of %.0f KiB on average; 0: not "
+	       "readable), fio %s\n",
+	       b.memory, contiguous_kib(b.arena, (size_t)b.nbufs * b.bs),
+	       !strcmp(b.memory, "hugetlb") ? "hugetlb (--iomem=shmhuge)" : "malloc (its default)");
 	printf("first fill of the fallocated file (not compared): kvstash %.0f MB/s, fio %.0f MB/s\n",
 	       fill_tier, fill_fio);
 	printf("%-10s %12s %10s %8s %10s %10s\n", "test", "kvstash MB/s", "fio MB/s", "ratio",
@@ -660,6 +760,10 @@ int main(int argc, char **argv)
 	       fr > 0 ? r.mbps / fr : 0, r.p50_ms, r.p99_ms);
 	printf("%-10s %12.0f %10.0f %8.2f %10.2f %10.2f\n", "mix 70/30", m.mbps, fm,
 	       fm > 0 ? m.mbps / fm : 0, m.p50_ms, m.p99_ms);
+	if (sync_every)
+		printf("datasyncs: the tier made one per %" PRIu64 " MiB written (erasing regions "
+		       "ahead); fio writing with one as often (--fdatasync=%" PRIu64 "): %.0f MB/s\n",
+		       sync_every * b.bs >> 20, sync_every, fsync_w);
 	printf("recovery: %.0f blocks in %.0f regions, %" PRIu64 " KiB read (trailers and header "
 	       "entries); scan %.3f s after a clean stop, %.3f s after an unclean one (ssd_open to "
 	       "recovered: %.3f s, %.3f s)\n",
