@@ -426,12 +426,9 @@ static int fixed_index(struct drive *d, const void *p, uint64_t len)
 	return -1;
 }
 
-/*
- * Queue one data SQE of @op: @len bytes at file offset @off from/to @buf,
- * with RWF_* @rw_flags.
- */
-static int prep_io_flags(struct drive *d, struct iop *op, bool write, void *buf, uint32_t len,
-			 uint64_t off, uint32_t expect, int rw_flags)
+/* Queue one data SQE of @op: @len bytes at file offset @off from/to @buf. */
+static int prep_io(struct drive *d, struct iop *op, bool write, void *buf, uint32_t len,
+		   uint64_t off, uint32_t expect)
 {
 	struct io_uring_sqe *sqe = get_sqe(d);
 	int fidx = fixed_index(d, buf, len);
@@ -451,18 +448,11 @@ static int prep_io_flags(struct drive *d, struct iop *op, bool write, void *buf,
 	}
 	if (d->fixed_file)
 		sqe->flags |= IOSQE_FIXED_FILE;
-	sqe->rw_flags = rw_flags;
 	op->expect[op->pending] = expect;
 	/* The SQE's number in the low bits: iops are 8-byte aligned. */
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | (uint64_t)op->pending);
 	op->pending++;
 	return 0;
-}
-
-static int prep_io(struct drive *d, struct iop *op, bool write, void *buf, uint32_t len,
-		   uint64_t off, uint32_t expect)
-{
-	return prep_io_flags(d, op, write, buf, len, off, expect, 0);
 }
 
 static void arm_wake(struct drive *d)
