@@ -333,3 +333,34 @@ int st_get(struct st *t, uint32_t ns, uint64_t i, uint32_t len)
 	free(buf);
 	return r;
 }
+
+unsigned st_present(struct st *t, uint32_t ns, unsigned n, bool *had)
+{
+	unsigned found = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct ssd_loc loc;
+		uint8_t key[16];
+
+		st_key(i, key);
+		had[i] = ssd_lookup(t->ssd, ns, key, 0, &loc) == 0;
+		found += had[i];
+	}
+	return found;
+}
+
+unsigned st_only_present(struct st *t, uint32_t ns, unsigned n, const bool *had, uint32_t min,
+			 uint32_t max)
+{
+	unsigned found = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		int r = st_get(t, ns, i, st_len(i, min, max));
+
+		ck_assert_msg(r == 0 || r == -ENOENT, "key %u: %d", i, r);
+		ck_assert_msg(r == -ENOENT || had[i], "key %u: evicted, then back after restart",
+			      i);
+		found += r == 0;
+	}
+	return found;
+}

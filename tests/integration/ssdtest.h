@@ -75,6 +75,16 @@ int st_put(struct st *t, uint32_t ns, uint64_t i, uint32_t len);
  */
 int st_get(struct st *t, uint32_t ns, uint64_t i, uint32_t len);
 
+/* Which of keys 0..n-1 ssd_lookup() finds now (had[i]); their count. */
+unsigned st_present(struct st *t, uint32_t ns, unsigned n, bool *had);
+/*
+ * st_get() of keys 0..n-1 (lengths st_len(i, min, max)): the test fails
+ * on a key found that had[] says was gone, or on any error but a miss.
+ * Returns how many were found.
+ */
+unsigned st_only_present(struct st *t, uint32_t ns, unsigned n, const bool *had, uint32_t min,
+			 uint32_t max);
+
 void st_reset_ops(struct st *t);
 
 #endif
