@@ -32,7 +32,11 @@
  *
  *   kvstash-ssd-bench --file PATH [--size 8G] [--bs 2M] [--depth 32]
  *                     [--region 64M] [--seconds 5] [--rounds 3] [--no-fio]
- *                     [--memory auto|hugetlb|thp|4k]
+ *                     [--memory auto|hugetlb|thp|4k] [--overwrite] [--keep]
+ *
+ * Installed (kvstash-ssd-bench(1)).  PATH is a scratch file it creates and
+ * removes: an existing one is refused unless --overwrite names a regular
+ * file, and anything else (a block device) always.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -563,11 +568,20 @@ static double fill_log(struct bench *b)
 	return (double)b->bytes / secs / 1e6;
 }
 
+/* The scratch file, removed at exit unless --keep. */
+static const char *scratch;
+
+static void remove_scratch(void)
+{
+	if (scratch)
+		unlink(scratch);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: kvstash-ssd-bench --file PATH [--size 8G] [--bs 2M] [--depth 32] "
 			"[--region 64M] [--seconds 5] [--rounds 3] [--no-fio] "
-			"[--memory auto|hugetlb|thp|4k]\n");
+			"[--memory auto|hugetlb|thp|4k] [--overwrite] [--keep]\n");
 	exit(2);
 }
 
@@ -583,6 +597,8 @@ int main(int argc, char **argv)
 		{ "rounds", required_argument, NULL, 'R' },
 		{ "no-fio", no_argument, NULL, 'n' },
 		{ "memory", required_argument, NULL, 'm' },
+		{ "overwrite", no_argument, NULL, 'o' },
+		{ "keep", no_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bench b = { .size = 8ull << 30,
@@ -602,6 +618,8 @@ int main(int argc, char **argv)
 	uint64_t rec_bytes, t0;
 	int c;
 	const char *memory = "auto";
+	bool overwrite = false, keep = false;
+	struct stat sb;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -632,6 +650,12 @@ int main(int argc, char **argv)
 		case 'm':
 			memory = optarg;
 			break;
+		case 'o':
+			overwrite = true;
+			break;
+		case 'k':
+			keep = true;
+			break;
 		case 'R':
 			b.rounds = (unsigned)atoi(optarg);
 			break;
@@ -642,6 +666,14 @@ int main(int argc, char **argv)
 	if (!b.file || !b.depth || !b.seconds || b.bs < 4096 || b.bs % 4096 || !b.rounds ||
 	    b.rounds > 16)
 		usage();
+	/* Both halves are written over: only a scratch file, never a device or data. */
+	if (lstat(b.file, &sb) == 0 && (!S_ISREG(sb.st_mode) || !overwrite)) {
+		fprintf(stderr,
+			"kvstash-ssd-bench: %s exists; it writes over the whole file: %s\n", b.file,
+			S_ISREG(sb.st_mode) ? "--overwrite to use it anyway"
+					    : "give the path of a new file on the drive's filesystem");
+		return 1;
+	}
 	b.nbufs = b.depth * 2;
 	b.arena = arena_alloc((size_t)b.nbufs * b.bs, memory, &b.memory);
 	if (!b.arena)
@@ -654,6 +686,10 @@ int main(int argc, char **argv)
 	pthread_cond_init(&b.cond, NULL);
 	b.half = b.size / 2 / (2u << 20) * (2u << 20);
 	unlink(b.file); /* a fresh format */
+	if (!keep) {
+		scratch = b.file;
+		atexit(remove_scratch);
+	}
 	{
 		/* The whole file, so fio never lays it out (over the tier's half). */
 		int fd = open(b.file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -760,10 +796,14 @@ int main(int argc, char **argv)
 	       fr > 0 ? r.mbps / fr : 0, r.p50_ms, r.p99_ms);
 	printf("%-10s %12.0f %10.0f %8.2f %10.2f %10.2f\n", "mix 70/30", m.mbps, fm,
 	       fm > 0 ? m.mbps / fm : 0, m.p50_ms, m.p99_ms);
-	if (sync_every)
+	if (sync_every && b.fio)
 		printf("datasyncs: the tier made one per %" PRIu64 " MiB written (erasing regions "
 		       "ahead); fio writing with one as often (--fdatasync=%" PRIu64 "): %.0f MB/s\n",
 		       sync_every * b.bs >> 20, sync_every, fsync_w);
+	else if (sync_every)
+		printf("datasyncs: the tier made one per %" PRIu64 " MiB written (erasing regions "
+		       "ahead)\n",
+		       sync_every * b.bs >> 20);
 	printf("recovery: %.0f blocks in %.0f regions, %" PRIu64 " KiB read (trailers and header "
 	       "entries); scan %.3f s after a clean stop, %.3f s after an unclean one (ssd_open to "
 	       "recovered: %.3f s, %.3f s)\n",
