@@ -336,7 +336,21 @@ static struct result run_mix(struct bench *b)
  * pattern, the GPU device's) holds 256, so a 2 MiB read into scattered
  * 4 KiB pages fills it alone.  "4k" asks for small pages, to show it.
  */
-static uint8_t *arena_alloc(size_t len, const char *want, const char **ret_kind)
+static unsigned free_hugepages(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
+	unsigned n = 0;
+
+	if (f) {
+		if (fscanf(f, "%u", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+/* @len for the tier; "auto" takes hugetlb only if @fio_len more are left for fio. */
+static uint8_t *arena_alloc(size_t len, size_t fio_len, const char *want, const char **ret_kind)
 {
 	const size_t huge = 2u << 20;
 	bool any = !strcmp(want, "auto");
@@ -345,6 +359,11 @@ static uint8_t *arena_alloc(size_t len, const char *want, const char **ret_kind)
 	if (any || !strcmp(want, "hugetlb")) {
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
+		if (p != MAP_FAILED && any && free_hugepages() < (fio_len + huge - 1) / huge) {
+			munmap(p, len); /* fio's would fail: neither gets them */
+			p = MAP_FAILED;
+			errno = ENOMEM;
+		}
 		if (p != MAP_FAILED) {
 			*ret_kind = "hugetlb";
 			return p;
@@ -675,7 +694,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	b.nbufs = b.depth * 2;
-	b.arena = arena_alloc((size_t)b.nbufs * b.bs, memory, &b.memory);
+	b.arena = arena_alloc((size_t)b.nbufs * b.bs, (size_t)b.depth * b.bs, memory, &b.memory);
 	if (!b.arena)
 		return 1;
 	b.busy = calloc(b.nbufs, sizeof(bool));
