@@ -471,6 +471,12 @@
 	  NULL, "Median read latency (a bucket's upper bound).")                                   \
 	X(F, U64, read_p99_us, GAUGE, SMP, US, "latency", "read_p99_us", NULL, "R P99",            \
 	  NULL, "99th percentile read latency (a bucket's upper bound).")                          \
+	X(F, U64, regions_opened, COUNTER, SMP, COUNT, "regions", "opened", NULL, NULL,            \
+	  "kvstash_ssd_regions_opened_total",                                                      \
+	  "Regions emptied for new blocks (their old cycle erased), ahead of the writes.")         \
+	X(F, U64, erase_syncs, COUNTER, SMP, COUNT, "regions", "erase_syncs", NULL, NULL,          \
+	  "kvstash_ssd_erase_syncs_total",                                                         \
+	  "Datasyncs (cache flushes) that made a batch of those erases durable.")                  \
 	X(I, HIST, write_lat, "kvstash_ssd_io_duration_seconds{direction=\"write\"}",              \
 	  "Time from a block I/O's submission to its completion, per direction.")                  \
 	X(I, HIST, read_lat, "kvstash_ssd_io_duration_seconds{direction=\"read\"}",                \

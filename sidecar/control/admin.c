@@ -245,6 +245,8 @@ static bool sample_ssd(struct daemon *d, struct kvs_msg_stats_ssd *m,
 		o->write_p99_us = quantile_us(s->write_lat, 990);
 		o->read_p50_us = quantile_us(s->read_lat, 500);
 		o->read_p99_us = quantile_us(s->read_lat, 990);
+		o->regions_opened = s->regions_opened;
+		o->erase_syncs = s->erase_syncs;
 		if (hists) {
 			hist_copy(&hists[i].write_lat, s->write_lat, s->write_lat_sum_ns);
 			hist_copy(&hists[i].read_lat, s->read_lat, s->read_lat_sum_ns);

@@ -8,7 +8,8 @@
  *     KVS_MSG_STATS_SSD and one KVS_MSG_STATS_SSD_DRIVE per drive;
  *     `kvstash stats --json` has "ssd" with spills, writes and bytes
  *     written, SSD hits (at least the prompt loaded back) and DRAM hits,
- *     both drives "online" with their paths, reads and latencies;
+ *     both drives "online" with their paths, reads and latencies, regions
+ *     opened and the datasyncs that made their erases durable;
  *     `kvstash stats` shows "SSD tier:" and the drives' table; /metrics
  *     exports kvstash_ssd_* per drive and kvstash_tier_hits_total, the
  *     drives' latencies as Prometheus histograms (cumulative buckets, the
@@ -200,6 +201,9 @@ static const char check_ssd_py[] =
 	"need(sum(x['bytes']['written'] for x in dr) <= s['bytes']['written'], 'byte sums')\n"
 	"need(sum(x['ios']['reads'] for x in dr) > 0, 'reads')\n"
 	"need(all(x['capacity_bytes'] > 0 and x['regions']['total'] > 0 for x in dr), 'sizes')\n"
+	"need(all(x['regions']['opened'] >= 1 for x in dr), 'regions opened')\n"
+	"need(all(1 <= x['regions']['erase_syncs'] <= x['regions']['opened'] for x in dr),\n"
+	"     'datasyncs of the erases')\n"
 	"need(any(x['latency']['write_p99_us'] > 0 for x in dr), 'write latency')\n"
 	"need(any(x['latency']['read_p99_us'] > 0 for x in dr), 'read latency')\n"
 	"need(all(x['latency']['write_p50_us'] <= x['latency']['write_p99_us'] for x in dr),\n"
@@ -350,6 +354,8 @@ static void check_metrics(unsigned port, bool ssd)
 		snprintf(name, sizeof(name), "kvstash_ssd_errors_total{kind=\"crc\",drive=\"%u\"}",
 			 i);
 		CHECK(sample(body, name) == 0, "%s", name);
+		snprintf(name, sizeof(name), "kvstash_ssd_erase_syncs_total{drive=\"%u\"}", i);
+		CHECK(sample(body, name) >= 1, "%s", name);
 		check_hist(body, "write", i, false);
 		check_hist(body, "read", i, false);
 	}

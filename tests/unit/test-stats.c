@@ -300,6 +300,10 @@ START_TEST(test_ssd)
 		{ "write_errors", 192, "kvstash_ssd_errors_total{kind=\"write\"}" },
 		{ "read_errors", 200, "kvstash_ssd_errors_total{kind=\"read\"}" },
 		{ "crc_errors", 208, "kvstash_ssd_errors_total{kind=\"crc\"}" },
+	}, drive_late[] = {
+		/* Rows added in reserved words: their offsets never move. */
+		{ "regions_opened", 360, "kvstash_ssd_regions_opened_total" },
+		{ "erase_syncs", 368, "kvstash_ssd_erase_syncs_total" },
 	};
 
 	ck_assert_uint_eq(KVS_MSG_STATS_SSD, 25);
@@ -321,6 +325,15 @@ START_TEST(test_ssd)
 			ck_assert_str_eq(ssd_drive_rows[i].prom, drive[i].prom);
 		else
 			ck_assert_ptr_null(ssd_drive_rows[i].prom);
+	}
+	for (size_t k = 0; k < N(drive_late); k++) {
+		size_t i = 0;
+
+		while (i < N(ssd_drive_rows) && strcmp(ssd_drive_rows[i].name, drive_late[k].name))
+			i++;
+		ck_assert_msg(i < N(ssd_drive_rows), "%s: no such row", drive_late[k].name);
+		ck_assert_uint_eq(ssd_drive_rows[i].off, drive_late[k].off);
+		ck_assert_str_eq(ssd_drive_rows[i].prom, drive_late[k].prom);
 	}
 	ck_assert_uint_eq(ssd_drive_rows[0].kind, KVS_STATS_K_KEY);
 	ck_assert_uint_eq(ssd_drive_rows[2].kind, KVS_STATS_K_KEY);
