@@ -74,6 +74,9 @@ static int parse_rule(char *s, struct rule *r)
 	if (i == sizeof(actions) / sizeof(actions[0]))
 		return -EINVAL;
 	r->action = actions[i].f;
+	/* A datasync moves no bytes: it can only fail. */
+	if (r->op == OP_SYNC && r->action != SSD_FAULT_EIO && r->action != SSD_FAULT_ENODEV)
+		return -EINVAL;
 	return 0;
 }
 

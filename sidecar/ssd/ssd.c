@@ -194,6 +194,7 @@ struct drive {
 	uint32_t inflight_total;  /* every iop but the wake read */
 	struct iop *iops;
 	struct iop *free_iops;
+	unsigned nfree_iops;
 	struct iop *landed_head, *landed_tail; /* reads landed, not yet checked */
 	uint8_t *bounce_area;
 	bool fixed_file, fixed_bufs;
@@ -369,6 +370,7 @@ static struct iop *iop_get(struct drive *d, int kind)
 	if (!op)
 		return NULL;
 	d->free_iops = op->next_free;
+	d->nfree_iops--;
 	op->kind = kind;
 	op->pending = 0;
 	op->err = 0;
@@ -391,6 +393,7 @@ static void iop_put(struct drive *d, struct iop *op)
 	op->tmp = NULL;
 	op->next_free = d->free_iops;
 	d->free_iops = op;
+	d->nfree_iops++;
 }
 
 static struct io_uring_sqe *get_sqe(struct drive *d)
@@ -817,6 +820,7 @@ static int setup_ring(struct drive *d)
 		d->iops[i].next_free = d->free_iops;
 		d->free_iops = &d->iops[i];
 	}
+	d->nfree_iops = nr_iops;
 
 	/* Fixed buffers: the bounce area first, then the caller's memory in 1 GiB pieces. */
 	iov = calloc(MAX_FIXED + 1, sizeof(*iov));
@@ -1328,6 +1332,8 @@ static void write_finish(struct drive *d, struct iop *op)
  * flushes), 0.81 on the GPU device's.  So regions are erased ahead in
  * batches (erase_ahead()) with one datasync per batch.
  */
+static void erase_done(struct drive *d, struct iop *op);
+
 static void erase_old_cycle(struct drive *d, uint32_t region)
 {
 	struct ssd_region *r = &d->regions[region];
@@ -1339,9 +1345,15 @@ static void erase_old_cycle(struct drive *d, uint32_t region)
 	r->erased = r->syncing = false;
 	r->inflight++;
 	d->erases_inflight++;
-	prep_io(d, op, true, op->bounce, 2 * SSD_UNIT,
-		ssd_region_off(&d->geom, region) + d->geom.region_bytes - 2 * SSD_UNIT,
-		2 * SSD_UNIT);
+	if (prep_io(d, op, true, op->bounce, 2 * SSD_UNIT,
+		    ssd_region_off(&d->geom, region) + d->geom.region_bytes - 2 * SSD_UNIT,
+		    2 * SSD_UNIT) < 0) {
+		/* No SQE even after a submit: complete it as failed, the batch goes on. */
+		op->err = -EBUSY;
+		op->pending = 0;
+		erase_done(d, op);
+		iop_put(d, op);
+	}
 }
 
 /*
@@ -1370,7 +1382,8 @@ static void sync_erased(struct drive *d)
 	bool any = false;
 	struct iop *op;
 
-	if (!d->sync_wanted || d->erases_inflight || d->sync_inflight)
+	/* Not while abandoning: what a kill -9 leaves syncs nothing. */
+	if (!d->sync_wanted || d->erases_inflight || d->sync_inflight || LOAD(&d->stopping) == 2)
 		return;
 	for (unsigned k = 0; k < d->nzreg; k++) {
 		struct ssd_region *r = &d->regions[d->zreg[k]];
@@ -1503,12 +1516,18 @@ static void erase_ahead(struct drive *d)
 {
 	if (d->erases_inflight || d->sync_inflight || d->nahead > d->ahead_want / 2)
 		return;
-	while (d->nahead < d->ahead_want) {
+	/*
+	 * Each erase holds an iop until it lands: leave two, for the write
+	 * place_write() is placing (its region's room is taken before its iop)
+	 * and for the batch's datasync.
+	 */
+	while (d->nahead < d->ahead_want && d->nfree_iops > 2) {
 		uint32_t i = open_next_region(d);
 
 		if (i == SSD_NO_ENTRY)
 			break;
-		d->ahead[d->nahead++] = i;
+		if (d->regions[i].state == SSD_R_OPEN) /* else its erase failed at once */
+			d->ahead[d->nahead++] = i;
 	}
 }
 
