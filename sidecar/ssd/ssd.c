@@ -1068,6 +1068,13 @@ static void zreg_del(struct drive *d, uint32_t region)
 		}
 }
 
+/* Take entry @k out of the regions opened ahead, keeping their FIFO order. */
+static void ahead_drop(struct drive *d, unsigned k)
+{
+	memmove(&d->ahead[k], &d->ahead[k + 1], (d->nahead - k - 1) * sizeof(d->ahead[0]));
+	d->nahead--;
+}
+
 static void seal_begin(struct drive *d, uint32_t region)
 {
 	d->regions[region].state = SSD_R_SEALING;
@@ -1075,8 +1082,7 @@ static void seal_begin(struct drive *d, uint32_t region)
 		d->cur = SSD_NO_ENTRY;
 	for (unsigned k = 0; k < d->nahead; k++)
 		if (d->ahead[k] == region) {
-			memmove(&d->ahead[k], &d->ahead[k + 1], (d->nahead - k - 1) * sizeof(d->ahead[0]));
-			d->nahead--;
+			ahead_drop(d, k);
 			break;
 		}
 }
@@ -1492,7 +1498,12 @@ static uint32_t open_next_region(struct drive *d)
 		ADD(&d->st.regions_reclaimed, 1);
 		ADD(&d->st.blocks_evicted, n);
 	}
-	if (!d->free_iops || ssd_region_open(r, &d->geom, d->next_seq) < 0)
+	/*
+	 * Its erase holds an iop until it lands: leave two, for the write
+	 * place_write() is placing (its region's room is taken before its iop)
+	 * and for the batch's datasync.
+	 */
+	if (d->nfree_iops <= 2 || ssd_region_open(r, &d->geom, d->next_seq) < 0)
 		return SSD_NO_ENTRY;
 	d->next_seq++;
 	ADD(&d->st.regions_opened, 1);
@@ -1516,12 +1527,7 @@ static void erase_ahead(struct drive *d)
 {
 	if (d->erases_inflight || d->sync_inflight || d->nahead > d->ahead_want / 2)
 		return;
-	/*
-	 * Each erase holds an iop until it lands: leave two, for the write
-	 * place_write() is placing (its region's room is taken before its iop)
-	 * and for the batch's datasync.
-	 */
-	while (d->nahead < d->ahead_want && d->nfree_iops > 2) {
+	while (d->nahead < d->ahead_want) {
 		uint32_t i = open_next_region(d);
 
 		if (i == SSD_NO_ENTRY)
@@ -1537,8 +1543,7 @@ static void take_ahead(struct drive *d)
 	if (d->cur != SSD_NO_ENTRY || !d->nahead)
 		return;
 	d->cur = d->ahead[0];
-	memmove(&d->ahead[0], &d->ahead[1], (d->nahead - 1) * sizeof(d->ahead[0]));
-	d->nahead--;
+	ahead_drop(d, 0);
 }
 
 /* The region writes go to: the current one, else the oldest opened ahead. */
