@@ -44,6 +44,18 @@ static unsigned read_all(struct st *t, uint32_t ns, unsigned n)
 	return found;
 }
 
+/* Start the drive configured in @t and write keys 0..n-1 of namespace @name. */
+static uint32_t start_and_fill(struct st *t, const char *name, unsigned n)
+{
+	uint32_t ns;
+
+	st_start(t);
+	ns = st_ns(t, name, 1);
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(st_put(t, ns, i, len_of(i)), 0);
+	return ns;
+}
+
 START_TEST(test_one_datasync_per_batch)
 {
 	struct st t = { 0 };
@@ -51,10 +63,7 @@ START_TEST(test_one_datasync_per_batch)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 1 * MiB);
-	st_start(&t);
-	ns = st_ns(&t, "batch", 1);
-	for (unsigned i = 0; i < 120; i++)
-		ck_assert_int_eq(st_put(&t, ns, i, len_of(i)), 0);
+	ns = start_and_fill(&t, "batch", 120);
 	ssd_get_stats(t.ssd, &s);
 	ck_assert_uint_ge(s.drive[0].regions_opened, 30);
 	/* Batches: fewer datasyncs than half the regions... */
@@ -76,11 +85,8 @@ START_TEST(test_erased_ahead_stay_gone)
 	uint32_t ns;
 
 	st_config(&t, 1, 64 * MiB, 1 * MiB);
-	st_start(&t);
-	ns = st_ns(&t, "wrap", 1);
 	/* Around the ring more than once: the oldest regions are reused. */
-	for (unsigned i = 0; i < 300; i++)
-		ck_assert_int_eq(st_put(&t, ns, i, len_of(i)), 0);
+	ns = start_and_fill(&t, "wrap", 300);
 	before = st_present(&t, ns, 300, had);
 	ssd_get_stats(t.ssd, &s);
 	/* The ring wrapped: blocks were dropped, by reuse and by erasing ahead. */
@@ -105,10 +111,7 @@ START_TEST(test_failed_datasync_skips_its_regions)
 	t.cfg.faults = "sync@1=eio";
 	t.cfg.max_errors = 100;
 	t.quiet = true;
-	st_start(&t);
-	ns = st_ns(&t, "skip", 1);
-	for (unsigned i = 0; i < 30; i++)
-		ck_assert_int_eq(st_put(&t, ns, i, len_of(i)), 0);
+	ns = start_and_fill(&t, "skip", 30);
 	ssd_get_stats(t.ssd, &s);
 	ck_assert_uint_eq(s.drive[0].write_errors, 1);
 	/* The whole first batch, regions 0-6 of a fresh drive: every region it had erased. */
