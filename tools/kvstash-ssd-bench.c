@@ -53,6 +53,7 @@
 
 #include "base/conf.h"
 #include "ssd/ssd.h"
+#include "store/pool.h"
 
 struct bench {
 	const char *file;
@@ -336,19 +337,6 @@ static struct result run_mix(struct bench *b)
  * pattern, the GPU device's) holds 256, so a 2 MiB read into scattered
  * 4 KiB pages fills it alone.  "4k" asks for small pages, to show it.
  */
-static unsigned free_hugepages(void)
-{
-	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
-	unsigned n = 0;
-
-	if (f) {
-		if (fscanf(f, "%u", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n;
-}
-
 /* @len for the tier; "auto" takes hugetlb only if @fio_len more are left for fio. */
 static uint8_t *arena_alloc(size_t len, size_t fio_len, const char *want, const char **ret_kind)
 {
@@ -359,7 +347,8 @@ static uint8_t *arena_alloc(size_t len, size_t fio_len, const char *want, const 
 	if (any || !strcmp(want, "hugetlb")) {
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
-		if (p != MAP_FAILED && any && free_hugepages() < (fio_len + huge - 1) / huge) {
+		if (p != MAP_FAILED && any &&
+		    pool_free_hugepages(-1) < (fio_len + huge - 1) / huge) {
 			munmap(p, len); /* fio's would fail: neither gets them */
 			p = MAP_FAILED;
 			errno = ENOMEM;

@@ -117,7 +117,7 @@ static uint64_t auto_extent(uint64_t region, bool huge)
 	return e;
 }
 
-static unsigned free_hugepages(int node)
+unsigned pool_free_hugepages(int node)
 {
 	char path[128];
 	unsigned v = 0;
@@ -154,7 +154,7 @@ static int region_map(struct pool_region *r)
 					       "pool: node %d: cannot map %" PRIu64
 					       " MiB of hugepages (%u free 2 MiB pages, %" PRIu64
 					       " needed; raise vm.nr_hugepages or set [pool] hugepages = no)",
-					       r->node, r->size >> 20, free_hugepages(r->node),
+					       r->node, r->size >> 20, pool_free_hugepages(r->node),
 					       r->size / HUGE_2M);
 		return log_error_errno(err, "pool: node %d: cannot map %" PRIu64 " MiB", r->node,
 				       r->size >> 20);
@@ -262,11 +262,11 @@ int pool_create(const struct kvs_config *cfg, const int *nodes, unsigned nr_node
 		r->node = nodes[i];
 		r->huge = cfg->hugepages;
 		r->size = per;
-		if (r->huge && free_hugepages(r->node) < per / HUGE_2M) {
+		if (r->huge && pool_free_hugepages(r->node) < per / HUGE_2M) {
 			err = log_error_errno(ENOMEM,
 					      "pool: hugepages = yes but node %d has %u free 2 MiB hugepages, "
 					      "%" PRIu64 " needed (raise vm.nr_hugepages or set [pool] hugepages = no)",
-					      r->node, free_hugepages(r->node), per / HUGE_2M);
+					      r->node, pool_free_hugepages(r->node), per / HUGE_2M);
 			break;
 		}
 		pool->nr_regions = i + 1;

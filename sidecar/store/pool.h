@@ -96,6 +96,8 @@ struct pool {
  */
 int pool_create(const struct kvs_config *cfg, const int *nodes, unsigned nr_nodes,
 		struct pool **ret_pool);
+/* Free 2 MiB hugetlb pages on NUMA @node (-1: the whole host); 0 if unknown. */
+unsigned pool_free_hugepages(int node);
 void pool_destroy(struct pool *pool);
 
 /* Region serving NUMA node @node (the first one when none matches). */
