@@ -1927,7 +1927,7 @@ static void section_cpu(const struct daemon *d)
 		 "wall/unit = elapsed time per unit; busy = daemon CPU / wall; baseline = this "
 		 "process's CPU for %s of the same pieces",
 		 d->label, (int)d->pid, O.cpu_seconds, O.be->baseline);
-	table_head(title, cols, widths, 10);
+	table_head(title, cols, widths, 12);
 	for (unsigned k = 0; k < LAY_NR; k++)
 		if (O.layouts[k])
 			cpu_copy(d, (enum lay_kind)k);
@@ -2076,6 +2076,84 @@ static double ssd_drive_rate(uint64_t span, uint64_t len)
 	return (double)total * 1e9 / (double)(now_ns() - t0);
 }
 
+/*
+ * The drive's own latency for what a row's QUERY+LOAD reads: @n blocks of
+ * @len at random offsets in @span, read at once by @n threads (released
+ * together by a barrier, joined by another), SSD_SAMPLES times; the
+ * samples go to @ret (sorted by quantile()).  What the drive alone does,
+ * in the same run, for the p99 the tier's rows are compared with.
+ */
+struct ssd_burst {
+	int fd;
+	uint64_t span, len, seed;
+	unsigned n, rounds;
+	pthread_barrier_t go, done;
+};
+
+struct ssd_burst_thread {
+	struct ssd_burst *b;
+	unsigned i;
+	pthread_t th;
+};
+
+static void *ssd_burst_main(void *arg)
+{
+	struct ssd_burst_thread *t = arg;
+	struct ssd_burst *b = t->b;
+	uint64_t seed = b->seed * 31 + t->i;
+	void *buf = NULL;
+	bool ok = posix_memalign(&buf, 4096, b->len) == 0;
+
+	for (unsigned r = 0; r < b->rounds; r++) {
+		uint64_t off = splitmix64(&seed) % (b->span / b->len) * b->len;
+
+		pthread_barrier_wait(&b->go);
+		if (ok && pread(b->fd, buf, b->len, (off_t)off) != (ssize_t)b->len)
+			ok = false;
+		pthread_barrier_wait(&b->done);
+	}
+	free(buf);
+	return ok ? arg : NULL;
+}
+
+static void ssd_drive_burst(uint64_t span, uint64_t len, unsigned n, uint64_t *ret)
+{
+	struct ssd_burst b = { .span = span, .len = len, .seed = O.seed * 131 + n, .n = n,
+			       .rounds = SSD_SAMPLES };
+	struct ssd_burst_thread *t = xcalloc(n, sizeof(*t));
+	bool ok = true;
+
+	b.fd = open(O.ssd, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (b.fd < 0)
+		die("%s: %s", O.ssd, strerror(errno));
+	pthread_barrier_init(&b.go, NULL, n + 1);
+	pthread_barrier_init(&b.done, NULL, n + 1);
+	for (unsigned i = 0; i < n; i++) {
+		t[i] = (struct ssd_burst_thread){ &b, i, 0 };
+		if (pthread_create(&t[i].th, NULL, ssd_burst_main, &t[i]))
+			die("pthread_create");
+	}
+	for (unsigned r = 0; r < SSD_SAMPLES; r++) {
+		uint64_t t0 = now_ns();
+
+		pthread_barrier_wait(&b.go);
+		pthread_barrier_wait(&b.done);
+		ret[r] = now_ns() - t0;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		void *res;
+
+		pthread_join(t[i].th, &res);
+		ok &= res != NULL;
+	}
+	if (!ok)
+		die("%s: a baseline read failed", O.ssd);
+	pthread_barrier_destroy(&b.go);
+	pthread_barrier_destroy(&b.done);
+	close(b.fd);
+	free(t);
+}
+
 /* The SSD tier's counters (zero from a daemon without [ssd]). */
 static void tier_stats(struct kvs_client *admin, struct kvs_msg_stats_ssd *ret)
 {
@@ -2107,11 +2185,12 @@ static void ssd_query(struct kvs_client *c, const uint8_t *keys, uint32_t n, uin
  */
 static void section_ssd(const struct daemon *d)
 {
-	static const char *const cols[] = { "blocks", "MiB", "n", "pending", "p50 ms", "p99 ms",
-					    "target ms", "GB/s p50", "drive GB/s", "" };
-	static const int widths[] = { 6, 7, 4, 7, 8, 8, 9, 8, 10, 5 };
+	static const char *const cols[] = { "blocks", "MiB",	  "n",	       "pending",
+					    "p50 ms", "p99 ms",	  "target ms", "GB/s p50",
+					    "drive GB/s", "drive p50", "drive p99", "" };
+	static const int widths[] = { 6, 7, 4, 7, 8, 8, 9, 8, 10, 9, 9, 5 };
 	const uint32_t rows[] = { 8, SSD_PROMPT };
-	uint64_t S = 56 * 1024, slot, nprompts, written, *v; /* 36 x 56 KiB: 2016 KiB blocks */
+	uint64_t S = 56 * 1024, slot, nprompts, written, *v, *dv; /* 36 x 56 KiB: 2016 KiB blocks */
 	uint32_t *cand, ncand = 0, ids[SSD_PROMPT];
 	uint8_t *keys;
 	struct kvs_client *c, *admin;
@@ -2143,6 +2222,7 @@ static void section_ssd(const struct daemon *d)
 	keys = xcalloc(nprompts, 16 * SSD_PROMPT);
 	cand = xcalloc(nprompts, sizeof(*cand));
 	v = xcalloc(SSD_SAMPLES, sizeof(*v));
+	dv = xcalloc(SSD_SAMPLES, sizeof(*dv));
 	for (uint32_t i = 0; i < SSD_PROMPT; i++)
 		ids[i] = i;
 	/*
@@ -2202,12 +2282,12 @@ static void section_ssd(const struct daemon *d)
 		       " displaced; %" PRIu64 " blocks on SSD\n",
 		       ts0.spilled, ts0.spill_skipped, ts0.spill_dropped, ts0.dropped,
 		       ts0.displaced, ts0.index_entries);
-	table_head(title, cols, widths, 10);
+	table_head(title, cols, widths, 12);
 	for (unsigned ri = 0, next = 0; ri < sizeof(rows) / sizeof(rows[0]); ri++) {
 		uint32_t B = rows[ri];
 		uint64_t bytes = (uint64_t)B * kv.block_bytes, pend_sum = 0;
 		unsigned n = 0, run = 0, runs = SSD_PROMPT / B;
-		double target, p50, p99;
+		double target, p50, p99, dp50, dp99;
 
 		/* Run by run through each prompt; the next row starts on a fresh prompt. */
 		for (; n < SSD_SAMPLES && next < ncand; run = (run + 1) % runs, next += !run) {
@@ -2240,17 +2320,22 @@ static void section_ssd(const struct daemon *d)
 		p50 = quantile(v, n, 0.5) / 1e6;
 		p99 = quantile(v, n, 0.99) / 1e6;
 		target = (double)bytes / rate * 1e3 + 2.0;
+		ssd_drive_burst(written, slot, B, dv);
+		dp50 = quantile(dv, SSD_SAMPLES, 0.5) / 1e6;
+		dp99 = quantile(dv, SSD_SAMPLES, 0.99) / 1e6;
 		if (O.json)
 			printf("{\"test\":\"ssd\",\"daemon\":\"%s\",\"blocks\":%u,\"bytes\":%" PRIu64
 			       ",\"samples\":%u,\"pending_avg\":%.1f,\"p50_ms\":%.3f,"
-			       "\"p99_ms\":%.3f,\"target_ms\":%.3f,\"drive_gbs\":%.3f}\n",
+			       "\"p99_ms\":%.3f,\"target_ms\":%.3f,\"drive_gbs\":%.3f,"
+			       "\"drive_p50_ms\":%.3f,\"drive_p99_ms\":%.3f}\n",
 			       d->label, B, bytes, n, (double)pend_sum / n, p50, p99, target,
-			       rate / 1e9);
+			       rate / 1e9, dp50, dp99);
 		else
 			printf("| %6u | %7.1f | %4u | %7.1f | %8.2f | %8.2f | %9.2f | %8.2f | %10.2f | "
-			       "%5s |\n",
+			       "%9.2f | %9.2f | %5s |\n",
 			       B, (double)bytes / MiB, n, (double)pend_sum / n, p50, p99, target,
-			       (double)bytes / (p50 * 1e6), rate / 1e9, p99 <= target ? "ok" : "SHORT");
+			       (double)bytes / (p50 * 1e6), rate / 1e9, dp50, dp99,
+			       p99 <= target ? "ok" : "SHORT");
 		fflush(stdout);
 	}
 	/* What shared the drive with the timed reads: the writes their slot allocations caused. */
@@ -2268,6 +2353,7 @@ static void section_ssd(const struct daemon *d)
 	free(keys);
 	free(cand);
 	free(v);
+	free(dv);
 }
 
 static void section_nop(const struct daemon *d)
