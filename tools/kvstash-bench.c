@@ -1579,6 +1579,7 @@ static double engine_rate(uint64_t ms)
 
 struct traffic {
 	const struct daemon *d;
+	enum lay_kind kind;
 	volatile int stop;
 	uint64_t bytes, ns;
 };
@@ -1593,7 +1594,7 @@ static void *traffic_main(void *arg)
 	uint32_t *save_ids = xcalloc(B, 4), *load_ids = xcalloc(B, 4);
 	uint64_t iter = 0, t0;
 
-	if (kv_alloc(&kv, O.be, LAY_PAGE, 64 * KiB, 2 * B) < 0)
+	if (kv_alloc(&kv, O.be, t->kind, 64 * KiB, 2 * B) < 0)
 		die("engine memory for the traffic");
 	c = client_open(t->d, "traffic");
 	client_register(c, &kv);
@@ -1632,9 +1633,10 @@ static void *traffic_main(void *arg)
 	return NULL;
 }
 
-static void cuda_interference(const struct daemon *d, const char *mover)
+/* The engine's kernel rate alone and while kvstashd saves and loads @kind blocks at once. */
+static void cuda_interference(const struct daemon *d, const char *mover, enum lay_kind kind)
 {
-	struct traffic t = { d, 0, 0, 0 };
+	struct traffic t = { d, kind, 0, 0, 0 };
 	double alone, busy, alone2;
 	pthread_t th;
 
@@ -1649,13 +1651,15 @@ static void cuda_interference(const struct daemon *d, const char *mover)
 	alone = (alone + alone2) / 2;
 	if (O.json)
 		printf("{\"test\":\"interference\",\"daemon\":\"%s\",\"mover\":\"%s\","
-		       "\"engine_kernels_per_s_alone\":%.1f,\"engine_kernels_per_s_busy\":%.1f,"
-		       "\"slowdown\":%.4f,\"kvstashd_gbs\":%.3f}\n",
-		       d->label, mover, alone, busy, 1 - busy / alone, gbs(t.bytes, t.ns));
+		       "\"layout\":\"%s\",\"engine_kernels_per_s_alone\":%.1f,"
+		       "\"engine_kernels_per_s_busy\":%.1f,\"slowdown\":%.4f,\"kvstashd_gbs\":%.3f}\n",
+		       d->label, mover, LAYS[kind].name, alone, busy, 1 - busy / alone,
+		       gbs(t.bytes, t.ns));
 	else
 		printf("Interference, mover %s: engine %.1f kernels/s alone, %.1f while kvstashd "
-		       "saves+loads page-first at %.2f GB/s (%+.1f %%)\n",
-		       mover, alone, busy, gbs(t.bytes, t.ns), 100.0 * (busy / alone - 1));
+		       "saves+loads %s at %.2f GB/s (%+.1f %%)\n",
+		       mover, alone, busy, LAYS[kind].name, gbs(t.bytes, t.ns),
+		       100.0 * (busy / alone - 1));
 }
 #endif
 
@@ -2413,7 +2417,7 @@ static void usage(FILE *f)
 		"                          GPU memory, cudaMemcpyAsync baseline, needs --spawn\n"
 		"                          to compare movers)\n"
 		"  --mem ipc|vmm           cuda: legacy IPC handles or VMM fds (default ipc)\n"
-		"  --movers LIST           cuda with --spawn: auto,dma,kernel (default all three)\n"
+		"  --movers LIST           cuda with --spawn: auto,dma,batch,kernel (default all four)\n"
 		"  --no-interference       cuda: skip the engine-slowdown measurement\n"
 		"  --socket PATH           measure the kvstashd at PATH (default $KVSTASH_SOCKET\n"
 		"                          or " KVS_DEFAULT_SOCKET ")\n"
@@ -2570,7 +2574,7 @@ static void parse_args(int argc, char **argv)
 	O.cpu_size = 16 * KiB;
 	O.cpu_batch = 32;
 	O.seed = 1;
-	O.movers = "auto,dma,kernel";
+	O.movers = "auto,dma,batch,kernel";
 	O.interference = true;
 	default_kvstashd();
 
@@ -2767,7 +2771,8 @@ static int main_cuda(void)
 		cuda_both(&d, 32);
 		cuda_both(&d, 512);
 		if (O.interference)
-			cuda_interference(&d, "(daemon's)");
+			for (int k = LAY_PAGE; k <= LAY_SPLIT; k++)
+				cuda_interference(&d, "(daemon's)", (enum lay_kind)k);
 	} else {
 		snprintf(movers, sizeof(movers), "%s", O.movers);
 		for (m = strtok_r(movers, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
@@ -2783,7 +2788,8 @@ static int main_cuda(void)
 			cuda_both(&d, 32);
 			cuda_both(&d, 512);
 			if (O.interference)
-				cuda_interference(&d, m);
+				for (int k = LAY_PAGE; k <= LAY_SPLIT; k++)
+					cuda_interference(&d, m, (enum lay_kind)k);
 			daemon_stop(&d);
 		}
 	}

@@ -46,12 +46,17 @@ static const char *const cuda_enable_names[] = {
 	[CUDA_ENABLE_AUTO] = "auto", [CUDA_ENABLE_YES] = "yes", [CUDA_ENABLE_NO] = "no", NULL
 };
 static const char *const cuda_mover_names[] = {
-	[CUDA_MOVER_AUTO] = "auto", [CUDA_MOVER_DMA] = "dma", [CUDA_MOVER_KERNEL] = "kernel", NULL
+	[CUDA_MOVER_AUTO] = "auto",	[CUDA_MOVER_DMA] = "dma", [CUDA_MOVER_KERNEL] = "kernel",
+	[CUDA_MOVER_BATCH] = "batch", NULL
+};
+static const char *const cuda_frag_loads_names[] = {
+	[CUDA_FRAG_KERNEL] = "kernel", [CUDA_FRAG_BATCH] = "batch", NULL
 };
 static const char *const ssd_write_policy_names[] = {
 	[SSD_WRITE_SPILL] = "spill", [SSD_WRITE_FILTER] = "filter", NULL
 };
 _Static_assert(sizeof(enum cuda_enable) == sizeof(int) && sizeof(enum cuda_mover) == sizeof(int) &&
+		       sizeof(enum cuda_frag_loads) == sizeof(int) &&
 		       sizeof(enum ssd_write_policy) == sizeof(int),
 	       "T_ENUM fields are stored as int");
 
@@ -148,9 +153,11 @@ static const struct key keys[] = {
 	KEY_ENUM("cuda", "enable", cuda_enable, "auto", cuda_enable_names,
 		 "auto: use the GPUs found; yes: refuse to start without one; no: host backend only"),
 	KEY_ENUM("cuda", "mover", cuda_mover, "auto", cuda_mover_names,
-		 "auto: DMA for saves and for loads of large pieces, the gather kernel for fragmented loads; or dma, kernel"),
+		 "auto: batched DMA, but fragmented loads as fragmented_loads says; or dma (one copy per piece), batch, kernel"),
 	KEY("cuda", "kernel_below", T_SIZE, cuda_kernel_below, "256K", 0, 1ull << 30,
-	    "with mover = auto, loads whose average piece is smaller use the gather kernel"),
+	    "with mover = auto, loads whose average piece is smaller are fragmented"),
+	KEY_ENUM("cuda", "fragmented_loads", cuda_frag_loads, "kernel", cuda_frag_loads_names,
+		 "with mover = auto, fragmented loads use the gather kernel (fastest; shares the GPU's SMs with the engine) or batch (copy engines only)"),
 	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
 	    "thread blocks of the gather kernel (0: 4 per SM)"),
 

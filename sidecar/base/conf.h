@@ -35,9 +35,16 @@ enum ssd_write_policy {
 
 /* [cuda] mover */
 enum cuda_mover {
-	CUDA_MOVER_AUTO, /* DMA, but the gather kernel for loads of small pieces */
-	CUDA_MOVER_DMA,
-	CUDA_MOVER_KERNEL,
+	CUDA_MOVER_AUTO,   /* batch, or the kernel for fragmented loads: want_path() */
+	CUDA_MOVER_DMA,	   /* one cudaMemcpyAsync per piece */
+	CUDA_MOVER_KERNEL, /* the gather kernel */
+	CUDA_MOVER_BATCH,  /* the copy engines, one cudaMemcpyBatchAsync per batch */
+};
+
+/* [cuda] fragmented_loads: how mover = auto moves loads of small pieces */
+enum cuda_frag_loads {
+	CUDA_FRAG_KERNEL, /* the gather kernel: fastest, but time-slices with the engine's kernels */
+	CUDA_FRAG_BATCH,  /* the copy engines: no SM of the engine's */
 };
 
 struct kvs_config {
@@ -93,6 +100,7 @@ struct kvs_config {
 	/* [cuda] */
 	enum cuda_enable cuda_enable;
 	enum cuda_mover cuda_mover;
+	enum cuda_frag_loads cuda_frag_loads;
 	uint64_t cuda_kernel_below;
 	uint32_t cuda_kernel_ctas;
 

@@ -2,13 +2,15 @@
 /*
  * Byte-exact round trips through a real kvstashd on a real GPU: both
  * memory kinds (legacy IPC handle, VMM fd), the three layout kinds
- * (page-first, split K/V, MLA replicated), both movers (copy-engine DMA
- * and the gather kernel).  Block ids are scattered, data is written by a
+ * (page-first, split K/V, MLA replicated), every mover (per-piece DMA,
+ * batched DMA through cudaMemcpyBatchAsync, the gather kernel) and auto
+ * with batched fragmented loads.  Block ids are scattered, data is written by a
  * kernel, destinations and bystanders are poisoned, and every check runs
  * on the GPU.  Exits 77 without a GPU.
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -95,22 +97,39 @@ static void run_case(const struct kvsd *d, const char *mover, enum gpu_layout la
 
 int main(void)
 {
-	static const char *movers[] = { "dma", "kernel" };
+	static const char *movers[] = { "dma", "kernel", "batch", "auto" };
+	static const char checked[] = "batched copies (cudaMemcpyBatchAsync) checked";
 	int r = gpu_init();
 
 	if (r)
 		return r;
-	for (unsigned m = 0; m < 2; m++) {
+	for (unsigned m = 0; m < 4; m++) {
+		bool batch = !strcmp(movers[m], "batch") || !strcmp(movers[m], "auto");
 		char ini[256];
 		struct kvsd d;
 
-		snprintf(ini, sizeof(ini), "[pool]\nsize = 1G\n[cuda]\nenable = yes\nmover = %s\n",
-			 movers[m]);
+		/* auto with batched fragmented loads: split K/V and MLA go through batch both ways. */
+		snprintf(ini, sizeof(ini),
+			 "[pool]\nsize = 1G\n[cuda]\nenable = yes\nmover = %s\n%s", movers[m],
+			 m == 3 ? "fragmented_loads = batch\n" : "");
 		CHECK(kvsd_start(&d, ini) == 0, "start kvstashd");
+		/*
+		 * The batched path is checked at worker start and must have
+		 * passed, or these cases would prove only the DMA fallback;
+		 * and no call may have failed since.
+		 */
+		for (unsigned ms = 0; batch && ms < 10000 && !kvsd_log_count(&d, checked); ms += 10)
+			usleep(10000);
+		/* One line per GPU's worker. */
+		CHECK(batch ? kvsd_log_count(&d, checked) >= 1 : kvsd_log_count(&d, checked) == 0,
+		      "mover %s: the log says %u times '%s'", movers[m], kvsd_log_count(&d, checked),
+		      checked);
 		for (int layout = GPU_PAGE_FIRST; layout <= GPU_MLA; layout++) {
 			run_case(&d, movers[m], layout, KVS_MEM_CUDA_IPC);
 			run_case(&d, movers[m], layout, KVS_MEM_CUDA_VMM_FD);
 		}
+		CHECK(kvsd_log_count(&d, "cudaMemcpyBatchAsync") == kvsd_log_count(&d, checked),
+		      "mover %s: a batched copy failed (see the log)", movers[m]);
 		CHECK(kvsd_stop(&d) == 0, "kvstashd exit status");
 		kvsd_cleanup(&d);
 	}
