@@ -2431,7 +2431,7 @@ static void usage(FILE *f)
 		"  --sections LIST         copy,query,cpu,nop,ssd (default all; ssd with --ssd)\n"
 		"  --ssd FILE              with --spawn: the ssd section's daemon keeps its SSD\n"
 		"                          tier in FILE (created; on the drive to measure)\n"
-		"  --ssd-size SIZE         its [ssd] size (default 16G)\n"
+		"  --ssd-size SIZE         its [ssd] size (default 32G)\n"
 		"  --layouts LIST          page,split,mla (default all)\n"
 		"  --sizes LIST            bytes per layer S (default 4K,16K,64K,256K)\n"
 		"  --batches LIST          blocks per op (default 32,512)\n"
@@ -2552,7 +2552,7 @@ static void parse_args(int argc, char **argv)
 	O.spin0 = true;
 	for (unsigned i = 0; i < SEC_SSD; i++)
 		O.sections[i] = true;
-	O.ssd_size = 16ull << 30;
+	O.ssd_size = 32ull << 30; /* holds what the section saves through the default 4G pool */
 	for (unsigned i = 0; i < LAY_NR; i++)
 		O.layouts[i] = true;
 	O.nsizes = parse_size_list("4K,16K,64K,256K", O.sizes, "size");

@@ -602,6 +602,24 @@ START_TEST(test_set_level_target_numa)
 		REFUSE(&c, "pool", "numa", numa_bad[i], numa);
 		ck_assert_str_eq(c.numa, "off");
 	}
+
+	/* [cuda] mover and fragmented_loads: every value by name, nothing else. */
+	static const char *const movers[] = { "auto", "dma", "kernel", "batch" };
+	static const int mover_vals[] = { CUDA_MOVER_AUTO, CUDA_MOVER_DMA, CUDA_MOVER_KERNEL,
+					  CUDA_MOVER_BATCH };
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(set(&c, "cuda", "mover", movers[i]), 0);
+		ck_assert_int_eq(c.cuda_mover, mover_vals[i]);
+	}
+	REFUSE(&c, "cuda", "mover", "batched", cuda_mover);
+	REFUSE(&c, "cuda", "mover", "", cuda_mover);
+	ck_assert_int_eq(c.cuda_frag_loads, CUDA_FRAG_KERNEL);
+	ck_assert_int_eq(set(&c, "cuda", "fragmented_loads", "batch"), 0);
+	ck_assert_int_eq(c.cuda_frag_loads, CUDA_FRAG_BATCH);
+	ck_assert_int_eq(set(&c, "cuda", "fragmented_loads", "kernel"), 0);
+	ck_assert_int_eq(c.cuda_frag_loads, CUDA_FRAG_KERNEL);
+	REFUSE(&c, "cuda", "fragmented_loads", "dma", cuda_frag_loads);
+	REFUSE(&c, "cuda", "fragmented_loads", "auto", cuda_frag_loads);
 	config_free(&c);
 }
 END_TEST
@@ -920,6 +938,7 @@ static void assert_config_eq(const struct kvs_config *a, const struct kvs_config
 	ck_assert_int_eq(a->cuda_enable, b->cuda_enable);
 	ck_assert_int_eq(a->cuda_mover, b->cuda_mover);
 	ck_assert_uint_eq(a->cuda_kernel_below, b->cuda_kernel_below);
+	ck_assert_int_eq(a->cuda_frag_loads, b->cuda_frag_loads);
 	ck_assert_uint_eq(a->cuda_kernel_ctas, b->cuda_kernel_ctas);
 }
 
@@ -1001,6 +1020,7 @@ START_TEST(test_print_round_trip)
 		"cuda.enable=no",
 		"cuda.mover=kernel",
 		"cuda.kernel_below=64K",
+		"cuda.fragmented_loads=batch",
 		"cuda.kernel_ctas=33",
 		"cluster.redis=unix:/run/redis/redis.sock",
 		"cluster.user=kvstash",
