@@ -31,13 +31,15 @@ expect_result "$FETCH_OUT" 20 0
 
 # A lock shorter than the transfer: the fetcher renews it (the server sees
 # no stream over UCX to keep it alive), so every block still counts.  At
-# UCX-over-TCP speeds 288 MiB takes longer than 250 ms on the machines this
+# UCX-over-TCP speeds 576 MiB takes longer than 500 ms on the machines this
 # runs on; on a faster one the case passes without needing the renewal.
 # The fetcher renews at half the TTL: 100 ms left 50 ms for the renewal to
-# arrive, which an ASan build on a loaded CI machine once missed.
-serve_start short --blocks 128 --ttl 250 $ucx --ucx-devices "$VETH_A" || fail "ucx short did not start"
-fetch --peer "$ADDR_short" --blocks 128 $ucx --ucx-devices "$VETH_B"
-expect_result "$FETCH_OUT" 128 0
+# arrive, which an ASan build on a loaded CI machine once missed, and 250
+# ms left 125 ms, which make distcheck on a loaded 2-core machine missed
+# once: 500 ms leaves 250.
+serve_start short --blocks 256 --ttl 500 $ucx --ucx-devices "$VETH_A" || fail "ucx short did not start"
+fetch --peer "$ADDR_short" --blocks 256 $ucx --ucx-devices "$VETH_B"
+expect_result "$FETCH_OUT" 256 0
 expect_stat short locks_held 0
 [ "$(stat short locks_expired)" = 0 ] || fail "the lock expired under a running fetch"
 
