@@ -324,11 +324,11 @@ static enum cuda_path want_path(const struct cuda_worker *cw, const struct copy_
 	}
 	/*
 	 * auto: the copy engines, which cost the engine nothing, through one
-	 * batched call (on the H200: fragmented saves 0.44-0.65 of the PCIe
-	 * ceiling instead of 0.20 one call per piece, page-first 0.95-0.98
-	 * at 512 blocks instead of 0.92-0.93, docs/PERFORMANCE.md).  The
-	 * exception: fragmented loads, on the time-to-first-token path,
-	 * where the kernel is fastest (0.86-0.90 against 0.50-0.60) unless
+	 * batched call (on the H200: fragmented saves 0.38-0.71 of the PCIe
+	 * ceiling instead of 0.18-0.23 one call per piece, page-first
+	 * 0.95-0.97 at 512 blocks instead of 0.92-0.93, docs/PERFORMANCE.md).
+	 * The exception: fragmented loads, on the time-to-first-token path,
+	 * where the kernel is fastest (0.85-0.90 against 0.38-0.60) unless
 	 * the operator keeps the engine's SMs for the engine.
 	 */
 	if (b->dir == COPY_FROM_POOL && b->bytes / b->n < cw->kernel_below &&
