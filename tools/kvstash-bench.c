@@ -1931,7 +1931,7 @@ static void section_cpu(const struct daemon *d)
 		 "wall/unit = elapsed time per unit; busy = daemon CPU / wall; baseline = this "
 		 "process's CPU for %s of the same pieces",
 		 d->label, (int)d->pid, O.cpu_seconds, O.be->baseline);
-	table_head(title, cols, widths, 12);
+	table_head(title, cols, widths, 10);
 	for (unsigned k = 0; k < LAY_NR; k++)
 		if (O.layouts[k])
 			cpu_copy(d, (enum lay_kind)k);
