@@ -589,6 +589,7 @@ static struct {
 	bool interference;
 	const char *ssd;      /* --ssd FILE: the ssd section's daemon's [ssd] path */
 	uint64_t ssd_size;    /* its [ssd] size */
+	unsigned ssd_samples; /* timed QUERY+LOADs per SSD row */
 } O;
 
 /* ---- the daemon ------------------------------------------------------- */
@@ -2024,7 +2025,7 @@ static void unix_rtt(uint64_t *v, unsigned n)
 /* ---- section: the SSD tier ------------------------------------------------ */
 
 #define SSD_PROMPT    32u	/* blocks per saved prompt */
-#define SSD_SAMPLES   100u	/* timed QUERY+LOADs per row: a p99 no single sample decides */
+#define SSD_SAMPLES   O.ssd_samples /* --ssd-samples: 100 by default, a p99 no one sample decides */
 #define SSD_BASE_SECS 3u	/* the drive baseline's length */
 #define SSD_BASE_THR  32u	/* its readers: [ssd] queue_depth's default, the tier's own depth */
 
@@ -2432,6 +2433,7 @@ static void usage(FILE *f)
 		"  --ssd FILE              with --spawn: the ssd section's daemon keeps its SSD\n"
 		"                          tier in FILE (created; on the drive to measure)\n"
 		"  --ssd-size SIZE         its [ssd] size (default 32G)\n"
+		"  --ssd-samples N         timed QUERY+LOADs per SSD row (default 100)\n"
 		"  --layouts LIST          page,split,mla (default all)\n"
 		"  --sizes LIST            bytes per layer S (default 4K,16K,64K,256K)\n"
 		"  --batches LIST          blocks per op (default 32,512)\n"
@@ -2509,6 +2511,7 @@ static void parse_args(int argc, char **argv)
 		OPT_NOINTERF,
 		OPT_SSD,
 		OPT_SSDSIZE,
+		OPT_SSDSAMPLES,
 	};
 	static const struct option opts[] = {
 		{ "backend", required_argument, NULL, OPT_BACKEND },
@@ -2539,6 +2542,7 @@ static void parse_args(int argc, char **argv)
 		{ "no-interference", no_argument, NULL, OPT_NOINTERF },
 		{ "ssd", required_argument, NULL, OPT_SSD },
 		{ "ssd-size", required_argument, NULL, OPT_SSDSIZE },
+		{ "ssd-samples", required_argument, NULL, OPT_SSDSAMPLES },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -2553,6 +2557,7 @@ static void parse_args(int argc, char **argv)
 	for (unsigned i = 0; i < SEC_SSD; i++)
 		O.sections[i] = true;
 	O.ssd_size = 32ull << 30; /* holds what the section saves through the default 4G pool */
+	O.ssd_samples = 100;
 	for (unsigned i = 0; i < LAY_NR; i++)
 		O.layouts[i] = true;
 	O.nsizes = parse_size_list("4K,16K,64K,256K", O.sizes, "size");
@@ -2694,6 +2699,11 @@ static void parse_args(int argc, char **argv)
 		case OPT_SSDSIZE:
 			if (parse_size(optarg, &O.ssd_size) < 0 || O.ssd_size < 64 * MiB)
 				die("bad --ssd-size %s (at least 64M)", optarg);
+			break;
+		case OPT_SSDSAMPLES:
+			O.ssd_samples = (unsigned)strtoul(optarg, NULL, 0);
+			if (O.ssd_samples < 4 || O.ssd_samples > 100000)
+				die("bad --ssd-samples %s (4 to 100000)", optarg);
 			break;
 		case OPT_NOINTERF:
 			O.interference = false;
