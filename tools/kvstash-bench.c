@@ -589,7 +589,7 @@ static struct {
 	bool interference;
 	const char *ssd;      /* --ssd FILE: the ssd section's daemon's [ssd] path */
 	uint64_t ssd_size;    /* its [ssd] size */
-	unsigned ssd_samples; /* timed QUERY+LOADs per SSD row */
+	unsigned ssd_samples; /* timed QUERY+LOADs per SSD row: 100, a p99 no one sample decides */
 } O;
 
 /* ---- the daemon ------------------------------------------------------- */
@@ -2025,7 +2025,6 @@ static void unix_rtt(uint64_t *v, unsigned n)
 /* ---- section: the SSD tier ------------------------------------------------ */
 
 #define SSD_PROMPT    32u	/* blocks per saved prompt */
-#define SSD_SAMPLES   O.ssd_samples /* --ssd-samples: 100 by default, a p99 no one sample decides */
 #define SSD_BASE_SECS 3u	/* the drive baseline's length */
 #define SSD_BASE_THR  32u	/* its readers: [ssd] queue_depth's default, the tier's own depth */
 
@@ -2084,14 +2083,14 @@ static double ssd_drive_rate(uint64_t span, uint64_t len)
 /*
  * The drive's own latency for what a row's QUERY+LOAD reads: @n blocks of
  * @len at random offsets in @span, read at once by @n threads (released
- * together by a barrier, joined by another), SSD_SAMPLES times; the
+ * together by a barrier, joined by another), O.ssd_samples times; the
  * samples go to @ret (sorted by quantile()).  What the drive alone does,
  * in the same run, for the p99 the tier's rows are compared with.
  */
 struct ssd_burst {
 	int fd;
 	uint64_t span, len, seed;
-	unsigned n, rounds;
+	unsigned rounds;
 	pthread_barrier_t go, done;
 };
 
@@ -2123,8 +2122,8 @@ static void *ssd_burst_main(void *arg)
 
 static void ssd_drive_burst(uint64_t span, uint64_t len, unsigned n, uint64_t *ret)
 {
-	struct ssd_burst b = { .span = span, .len = len, .seed = O.seed * 131 + n, .n = n,
-			       .rounds = SSD_SAMPLES };
+	struct ssd_burst b = { .span = span, .len = len, .seed = O.seed * 131 + n,
+			       .rounds = O.ssd_samples };
 	struct ssd_burst_thread *t = xcalloc(n, sizeof(*t));
 	bool ok = true;
 
@@ -2138,7 +2137,7 @@ static void ssd_drive_burst(uint64_t span, uint64_t len, unsigned n, uint64_t *r
 		if (pthread_create(&t[i].th, NULL, ssd_burst_main, &t[i]))
 			die("pthread_create");
 	}
-	for (unsigned r = 0; r < SSD_SAMPLES; r++) {
+	for (unsigned r = 0; r < O.ssd_samples; r++) {
 		uint64_t t0 = now_ns();
 
 		pthread_barrier_wait(&b.go);
@@ -2217,7 +2216,8 @@ static void section_ssd(const struct daemon *d)
 	 * (keys are independent, so each run is a prefix of its own), one
 	 * prompt gives SSD_PROMPT / B samples, and no key is read twice.
 	 */
-	nprompts = 2 * (O.pool_size / slot) / SSD_PROMPT + 3 * (SSD_SAMPLES + SSD_SAMPLES / 4) / 2;
+	nprompts = 2 * (O.pool_size / slot) / SSD_PROMPT +
+		   3 * (O.ssd_samples + O.ssd_samples / 4) / 2;
 	written = nprompts * SSD_PROMPT * slot;
 	if (written > O.ssd_size * 9 / 10)
 		die("--ssd-size %" PRIu64 " MiB cannot hold %" PRIu64 " MiB of spilled prompts: "
@@ -2227,8 +2227,8 @@ static void section_ssd(const struct daemon *d)
 	client_register(c, &kv);
 	keys = xcalloc(nprompts, 16 * SSD_PROMPT);
 	cand = xcalloc(nprompts, sizeof(*cand));
-	v = xcalloc(SSD_SAMPLES, sizeof(*v));
-	dv = xcalloc(NROWS * SSD_SAMPLES, sizeof(*dv));
+	v = xcalloc(O.ssd_samples, sizeof(*v));
+	dv = xcalloc(NROWS * O.ssd_samples, sizeof(*dv));
 	for (uint32_t i = 0; i < SSD_PROMPT; i++)
 		ids[i] = i;
 	/*
@@ -2288,7 +2288,7 @@ static void section_ssd(const struct daemon *d)
 	}
 	rate = ssd_drive_rate(written, slot);
 	for (unsigned ri = 0; ri < NROWS; ri++)
-		ssd_drive_burst(written, slot, rows[ri], dv + ri * SSD_SAMPLES);
+		ssd_drive_burst(written, slot, rows[ri], dv + ri * O.ssd_samples);
 	snprintf(title, sizeof(title),
 		 "SSD hits, QUERY + LOAD, page-first %u x %" PRIu64 " KiB blocks, daemon %s: "
 		 "%u of %" PRIu64 " prompts on SSD only; drive: %u readers of %" PRIu64
@@ -2311,7 +2311,7 @@ static void section_ssd(const struct daemon *d)
 		double target, p50, p99, dp50, dp99;
 
 		/* Run by run through each prompt; the next row starts on a fresh prompt. */
-		for (; n < SSD_SAMPLES && next < ncand; run = (run + 1) % runs, next += !run) {
+		for (; n < O.ssd_samples && next < ncand; run = (run + 1) % runs, next += !run) {
 			const uint8_t *k = keys + ((uint64_t)cand[next] * SSD_PROMPT + run * B) * 16;
 			uint32_t hits, pend, dst[SSD_PROMPT];
 			uint64_t lease, t0 = now_ns();
@@ -2341,8 +2341,8 @@ static void section_ssd(const struct daemon *d)
 		p50 = quantile(v, n, 0.5) / 1e6;
 		p99 = quantile(v, n, 0.99) / 1e6;
 		target = (double)bytes / rate * 1e3 + 2.0;
-		dp50 = quantile(dv + ri * SSD_SAMPLES, SSD_SAMPLES, 0.5) / 1e6;
-		dp99 = quantile(dv + ri * SSD_SAMPLES, SSD_SAMPLES, 0.99) / 1e6;
+		dp50 = quantile(dv + ri * O.ssd_samples, O.ssd_samples, 0.5) / 1e6;
+		dp99 = quantile(dv + ri * O.ssd_samples, O.ssd_samples, 0.99) / 1e6;
 		if (O.json)
 			printf("{\"test\":\"ssd\",\"daemon\":\"%s\",\"blocks\":%u,\"bytes\":%" PRIu64
 			       ",\"samples\":%u,\"pending_avg\":%.1f,\"p50_ms\":%.3f,"

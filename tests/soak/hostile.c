@@ -802,7 +802,6 @@ static void register_storm(void)
 	       n, ok, refused);
 }
 
-/* Thousands of sessions, opened and dropped every way a client can. */
 /*
  * A HELLO of the churn.  kvstashd lets the sessions closed before go
  * asynchronously (their worker detaches them first), so on a loaded
@@ -822,6 +821,7 @@ static int churn_hello(struct raw_sess *rs, const struct kvs_msg_hello *h)
 	return r;
 }
 
+/* Thousands of sessions, opened and dropped every way a client can. */
 static void churn(void)
 {
 	unsigned n = soak_env("HOSTILE_SESSIONS", 5000), modes[6] = { 0 };
