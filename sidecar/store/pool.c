@@ -293,6 +293,7 @@ void pool_destroy(struct pool *pool)
 		for (uint32_t e = 0; r->extents && e < r->nr_extents; e++) {
 			free(r->extents[e].free_stack);
 			free(r->extents[e].owners);
+			free(r->extents[e].gens);
 		}
 		free(r->extents);
 		free(r->free_extents);
@@ -378,13 +379,21 @@ static int extent_assign(struct pool *pool, struct pool_region *r, uint32_t clas
 	/* Per-class arrays are sized for this class; sizes differ by class. */
 	free(e->free_stack);
 	free(e->owners);
+	free(e->gens);
+	/*
+	 * New slots, new counters from 0: nothing holds a slot of a free
+	 * extent, so no generation read spans the change of class.
+	 */
 	e->free_stack = malloc(c->slots_per_extent * sizeof(*e->free_stack));
 	e->owners = calloc(c->slots_per_extent, sizeof(*e->owners));
-	if (!e->free_stack || !e->owners) {
+	e->gens = calloc(c->slots_per_extent, sizeof(*e->gens));
+	if (!e->free_stack || !e->owners || !e->gens) {
 		free(e->free_stack);
 		free(e->owners);
+		free(e->gens);
 		e->free_stack = NULL;
 		e->owners = NULL;
+		e->gens = NULL;
 		r->free_extents[r->nr_free_extents++] = idx;
 		return -ENOMEM;
 	}
@@ -442,6 +451,14 @@ void pool_free(struct pool *pool, const struct slot *slot)
 	uint32_t class_id = e->class_id;
 
 	e->owners[slot->idx] = NULL;
+	/*
+	 * Seqlock: the new generation, then a release fence, before anyone
+	 * can take the slot and write it; a reader's acquire load after it
+	 * sent the slot's bytes (pool_slot_generation()) sees the bump if
+	 * the slot was reused meanwhile.
+	 */
+	__atomic_fetch_add(&e->gens[slot->idx], 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	e->free_stack[e->free_top++] = slot->idx;
 	e->nused--;
 	__atomic_fetch_sub(&r->used_bytes, pool->classes[class_id].slot_bytes, __ATOMIC_RELAXED);

@@ -47,6 +47,13 @@ struct pool_extent {
 	uint32_t free_top;	/* entries in free_stack */
 	uint32_t *free_stack;	/* slot indices */
 	void **owners;		/* per slot: the store's object, or NULL */
+	/*
+	 * Per slot: bumped each time it is freed, before it can be handed
+	 * out again (pool_slot_generation()).  A peer that was sent a slot's
+	 * bytes checks it did not change meanwhile: the seqlock of
+	 * libkvspeer's generation() host op (include/kvstash/peer.h).
+	 */
+	uint64_t *gens;
 	struct cds_list_head node; /* in the class's partial list */
 	bool in_partial;
 };
@@ -114,6 +121,19 @@ void pool_class_put(struct pool *pool, uint32_t class_id);
 int pool_alloc(struct pool *pool, unsigned region, uint32_t class_id, void *owner,
 	       struct slot *ret_slot);
 void pool_free(struct pool *pool, const struct slot *slot);
+
+/*
+ * The generation of a slot in use (any thread, no lock: the caller holds
+ * what keeps the slot allocated, e.g. a pin on its block, so its extent
+ * keeps its class and arrays).  Load-acquire, pairing with the bump and
+ * release fence in pool_free().
+ */
+static inline uint64_t pool_slot_generation(const struct pool *pool, const struct slot *slot)
+{
+	const struct pool_extent *e = &pool->regions[slot->region].extents[slot->ext];
+
+	return __atomic_load_n(&e->gens[slot->idx], __ATOMIC_ACQUIRE);
+}
 
 /*
  * Should @class_id grow by taking an extent from another class instead of

@@ -271,6 +271,33 @@ START_TEST(test_alloc_odd_size)
 }
 END_TEST
 
+/*
+ * A slot's generation changes exactly when it was freed, so a peer that
+ * read it across a free and a reuse sees it (pool_slot_generation()).
+ */
+START_TEST(test_slot_generation)
+{
+	struct pool *p = small_pool();
+	uint32_t cls = class_of(p, 64 * KiB);
+	struct slot a, b, c;
+
+	ck_assert_int_eq(pool_alloc(p, 0, cls, NULL, &a), 0);
+	ck_assert_int_eq(pool_alloc(p, 0, cls, NULL, &b), 0);
+	ck_assert_uint_eq(pool_slot_generation(p, &a), 0);
+	ck_assert_uint_eq(pool_slot_generation(p, &b), 0);
+	pool_free(p, &a);
+	/* The free stack hands the same slot out again: one generation later. */
+	ck_assert_int_eq(pool_alloc(p, 0, cls, NULL, &c), 0);
+	ck_assert_ptr_eq(c.addr, a.addr);
+	ck_assert_uint_eq(pool_slot_generation(p, &c), 1);
+	/* Its neighbour was not touched. */
+	ck_assert_uint_eq(pool_slot_generation(p, &b), 0);
+	pool_free(p, &c);
+	pool_free(p, &b);
+	pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_free_returns_extents)
 {
 	struct pool *p = small_pool();
@@ -504,8 +531,9 @@ START_TEST(test_pick_respects_share)
 END_TEST
 
 UNIT_TESTS(test_create, test_create_sizes, test_classes, test_class_limit, test_alloc_until_full,
-	   test_alloc_odd_size, test_free_returns_extents, test_class_outlives_users,
-	   test_mixed_sizes, test_under_share, test_pick_extent, test_pick_respects_share)
+	   test_alloc_odd_size, test_slot_generation, test_free_returns_extents,
+	   test_class_outlives_users, test_mixed_sizes, test_under_share, test_pick_extent,
+	   test_pick_respects_share)
 
 const struct unit_suite unit_suite = {
 	.name = "pool",
