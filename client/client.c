@@ -780,6 +780,44 @@ int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, 
 	return r;
 }
 
+int kvs_prep_query_fetch(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, uint32_t n,
+			 uint64_t req_id, uint32_t flags, const char *hint, uint64_t user_data)
+{
+	size_t hlen = hint ? strlen(hint) : 0;
+	/* The hint's string with its NUL, zero-padded to 8s (abi.h). */
+	uint64_t pad = hint ? (hlen + 1 + 7) / 8 * 8 : 0;
+	uint8_t *a = NULL;
+	int r;
+
+	if ((flags & ~(uint32_t)(KVS_QUERY_NOLEASE | KVS_QUERY_DRAM)) ||
+	    (hint && (hlen == 0 || pad > KVS_FETCH_HINT_MAX))) {
+		client_log(c, KVS_LOG_ERR,
+			   "kvs_prep_query_fetch: flags other than NOLEASE and DRAM, or a node hint "
+			   "empty or longer than %u bytes",
+			   KVS_FETCH_HINT_MAX - 1);
+		return c->sq_reserved ? cancel_sqe(c, -EINVAL) : -EINVAL;
+	}
+	if (c->info.daemon_rev_minor < 3) {
+		client_log(c, KVS_LOG_ERR, "kvstashd speaks wire minor %u, a fetch needs 3",
+			   c->info.daemon_rev_minor);
+		return c->sq_reserved ? cancel_sqe(c, -EOPNOTSUPP) : -EOPNOTSUPP;
+	}
+	r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE + pad,
+		 (void **)&a);
+	if (r == 0) {
+		if (a) {
+			memcpy(a, keys, (size_t)n * KVS_KEY_SIZE);
+			if (hint) {
+				memset(a + (size_t)n * KVS_KEY_SIZE, 0, pad);
+				memcpy(a + (size_t)n * KVS_KEY_SIZE, hint, hlen);
+			}
+		}
+		sqe->req_id = req_id;
+		sqe->flags = (uint8_t)(flags | KVS_QUERY_FETCH);
+	}
+	return r;
+}
+
 int kvs_prep_load(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
 		  const uint32_t *block_ids, uint32_t n, uint32_t layer_begin, uint32_t layer_count,
 		  uint64_t user_data)

@@ -181,6 +181,18 @@ int kvs_query_cluster_sync(struct kvs_client *c, const void *keys, uint32_t n, u
 	return cqe.res;
 }
 
+int kvs_query_fetch_sync(struct kvs_client *c, const void *keys, uint32_t n, uint64_t req_id,
+			 uint32_t flags, const char *hint, int timeout_ms, uint64_t *ret_lease)
+{
+	struct kvs_cqe cqe;
+
+	SYNC_OP(c, timeout_ms, &cqe,
+		kvs_prep_query_fetch(c, sqe, keys, n, req_id, flags, hint, 0));
+	if (cqe.res >= 0 && ret_lease)
+		*ret_lease = cqe.result0;
+	return cqe.res;
+}
+
 int kvs_flush_cluster_sync(struct kvs_client *c, uint32_t flags, int timeout_ms,
 			   uint64_t *ret_registered, uint64_t *ret_dropped)
 {

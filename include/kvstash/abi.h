@@ -72,6 +72,23 @@
  * tier first (wire minor 2; without [ssd] every hit is in DRAM anyway).
  */
 #define KVS_QUERY_DRAM	   (1u << 2)
+/*
+ * Fetch what is missing locally from another node before answering (wire
+ * minor 3; -EOPNOTSUPP when kvstashd has no peer service): the keys after
+ * the local hits are pulled from the node the argument area names (a node
+ * hint, below) or, without one, from the node the cluster registry says
+ * holds the longest run of them.  The CQE comes once the fetch ended
+ * (within [cluster] fetch_timeout), as a local QUERY's over the blocks
+ * that are then resident: a shorter prefix when the peer is gone, slow
+ * or holds fewer.  Not with KVS_QUERY_CLUSTER (-EINVAL).
+ */
+#define KVS_QUERY_FETCH	   (1u << 3)
+/*
+ * A fetching QUERY's node hint: after its keys, an "ADDR:PORT" string
+ * (the peer's [cluster] peer_listen), NUL-terminated and zero-padded to a
+ * multiple of 8 bytes, at most this many; arg_len counts it.
+ */
+#define KVS_FETCH_HINT_MAX 64u
 #define KVS_FLUSH_INSTANCE (1u << 0) /* every session of the instance */
 /*
  * And every registry change (insert, remove) enqueued before the barrier
@@ -86,7 +103,7 @@
  *   op       args (in the argument area)            other fields
  *   NOP      none                                    -
  *   SAVE     keys[count], then u32 block_ids[count]  -
- *   QUERY    keys[count]                             req_id, flags
+ *   QUERY    keys[count] (FETCH: then a node hint)   req_id, flags
  *   LOAD     u32 block_ids[count]                    lease, layer range
  *   RELEASE  none                                    lease
  *   FLUSH    none                                    flags

@@ -206,6 +206,21 @@ int kvs_prep_save(struct kvs_client *client, struct kvs_sqe *sqe, const void *ke
 		  const uint32_t *block_ids, uint32_t n, uint64_t user_data);
 int kvs_prep_query(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys, uint32_t n,
 		   uint64_t req_id, uint32_t flags, uint64_t user_data);
+/*
+ * A QUERY with KVS_QUERY_FETCH (wire minor 3): the keys after the local
+ * hits are fetched from another node first, the one at @hint ("ADDR:PORT",
+ * its [cluster] peer_listen, as a prefill node tells its decode node), or
+ * with @hint NULL the one the cluster registry names.  The CQE is a
+ * QUERY's (hits, lease) over what is then resident, once the fetch ended
+ * within kvstashd's [cluster] fetch_timeout: a shorter prefix, never an
+ * error, when the peer is gone or holds fewer (the engine recomputes the
+ * rest).  @flags: KVS_QUERY_NOLEASE, KVS_QUERY_DRAM (others: -EINVAL);
+ * -EOPNOTSUPP before minor 3, and in the CQE when kvstashd has no peer
+ * service.  kvstash(7), "Cluster", shows the prefill/decode handoff.
+ */
+int kvs_prep_query_fetch(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,
+			 uint32_t n, uint64_t req_id, uint32_t flags, const char *hint,
+			 uint64_t user_data);
 int kvs_prep_load(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t lease,
 		  const uint32_t *block_ids, uint32_t n, uint32_t layer_begin, uint32_t layer_count,
 		  uint64_t user_data);
@@ -282,6 +297,9 @@ int kvs_flush_sync(struct kvs_client *client, uint32_t flags, int timeout_ms);
 int kvs_query_cluster_sync(struct kvs_client *client, const void *keys, uint32_t n,
 			   uint64_t req_id, uint32_t flags, int timeout_ms, uint64_t *ret_lease,
 			   struct kvs_cluster_answer *ret_answer);
+/* kvs_prep_query_fetch(), submitted and waited for: the hits, the lease in *@ret_lease. */
+int kvs_query_fetch_sync(struct kvs_client *client, const void *keys, uint32_t n, uint64_t req_id,
+			 uint32_t flags, const char *hint, int timeout_ms, uint64_t *ret_lease);
 /*
  * A FLUSH with KVS_FLUSH_CLUSTER added to @flags: returns res (0,
  * -ETIMEDOUT, -ESHUTDOWN, -EOPNOTSUPP ...), the registry changes

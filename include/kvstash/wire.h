@@ -35,7 +35,11 @@
 /*
  * Minor 2: the SSD tier (KVS_QUERY_DRAM, KVS_CQE_PENDING, KVS_MSG_STATS_SSD).
  */
-#define KVS_WIRE_MINOR 2u
+/*
+ * Minor 3: peer transfer (KVS_QUERY_FETCH with its node hint,
+ * KVS_MSG_STATS_PEER).
+ */
+#define KVS_WIRE_MINOR 3u
 
 #define KVS_MSG_MAX 131072u	/* largest packet either side sends */
 #define KVS_MAX_FDS 64u		/* most fds one REGISTER may carry */

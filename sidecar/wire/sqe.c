@@ -25,7 +25,7 @@ static uint8_t allowed_flags(uint8_t opcode)
 {
 	switch (opcode) {
 	case KVS_OP_QUERY:
-		return KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM;
+		return KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM | KVS_QUERY_FETCH;
 	case KVS_OP_FLUSH:
 		return KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER;
 	default:
@@ -46,7 +46,7 @@ int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_siz
 {
 	uint8_t op = sqe->opcode;
 	bool has_args = op == KVS_OP_SAVE || op == KVS_OP_QUERY || op == KVS_OP_LOAD;
-	uint64_t bytes, end;
+	uint64_t bytes, end, hint = 0;
 	struct sqe_args a = { 0 };
 
 	if (op > KVS_OP_LAST)
@@ -78,6 +78,13 @@ int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_siz
 	if (sqe->count > lim->max_keys)
 		return -E2BIG;
 	bytes = sqe_arg_bytes(op, sqe->count);
+	if (op == KVS_OP_QUERY && (sqe->flags & KVS_QUERY_FETCH)) {
+		/* The node hint after the keys: 0 bytes, or 8..KVS_FETCH_HINT_MAX in 8s. */
+		hint = sqe->arg_len > bytes ? sqe->arg_len - bytes : 0;
+		if ((sqe->flags & KVS_QUERY_CLUSTER) || hint % 8 || hint > KVS_FETCH_HINT_MAX)
+			return -EINVAL;
+		bytes += hint;
+	}
 	if (sqe->arg_len != bytes)
 		return -EINVAL;
 	if (__builtin_add_overflow((uint64_t)sqe->arg_off, bytes, &end) || end > area_size)
@@ -107,6 +114,18 @@ int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_siz
 		break;
 	case KVS_OP_QUERY:
 		a.keys = copy;
+		if (hint) {
+			/* A string in the copy: NUL-terminated, nothing after the NUL but zeros. */
+			const char *h = (const char *)copy + (size_t)a.n * KVS_KEY_SIZE;
+			size_t len = strnlen(h, hint);
+
+			if (len == 0 || len == hint)
+				return -EINVAL;
+			for (size_t i = len; i < hint; i++)
+				if (h[i])
+					return -EINVAL;
+			a.hint = h;
+		}
 		break;
 	case KVS_OP_LOAD:
 		a.block_ids = copy;

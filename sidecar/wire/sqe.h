@@ -27,6 +27,7 @@ struct sqe_args {
 	uint32_t n;
 	uint32_t layer_begin;
 	uint32_t layer_count;	   /* resolved: never 0 for LOAD */
+	const char *hint;	   /* QUERY with KVS_QUERY_FETCH: the node hint, NUL-terminated; or NULL */
 };
 
 /* Bytes of arguments an SQE with @opcode and @count carries. */

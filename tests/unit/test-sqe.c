@@ -151,6 +151,58 @@ START_TEST(test_query)
 }
 END_TEST
 
+/*
+ * A fetching QUERY may carry a node hint after its keys: a NUL-terminated
+ * string padded with zeros to 8s, at most KVS_FETCH_HINT_MAX bytes, read
+ * from the copy; anything else about it is malformed.
+ */
+START_TEST(test_query_fetch_hint)
+{
+	static const char hint[] = "10.9.0.2:7471"; /* 14 bytes with its NUL: 16 padded */
+	struct kvs_sqe s = sqe_query(0, 2);
+	struct sqe_args a;
+
+	/* No hint: the registry says where. */
+	s.flags = KVS_QUERY_FETCH;
+	ck_assert_int_eq(decode(&s, &worker, &a), 0);
+	ck_assert_ptr_null(a.hint);
+	memset(area + 32, 0, 64);
+	memcpy(area + 32, hint, sizeof(hint));
+	s.arg_len = 32 + 16;
+	ck_assert_int_eq(decode(&s, &scheduler, &a), 0);
+	ck_assert(in_copy(a.hint));
+	ck_assert_str_eq(a.hint, hint);
+	ck_assert_uint_eq(a.n, 2);
+	/* Changing the shared bytes afterwards changes nothing decoded. */
+	area[32] = '9';
+	ck_assert_str_eq(a.hint, hint);
+	area[32] = '1';
+	/* Not a multiple of 8, too long, no NUL, empty, bytes after the NUL. */
+	s.arg_len = 32 + 15;
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+	s.arg_len = 32 + KVS_FETCH_HINT_MAX + 8;
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+	memset(area + 32, 'x', 64);
+	s.arg_len = 32 + KVS_FETCH_HINT_MAX;
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+	memset(area + 32, 0, 64);
+	s.arg_len = 32 + 8;
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+	memcpy(area + 32, "1.2.3", 6);
+	area[39] = 'z';
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+	area[39] = 0;
+	ck_assert_int_eq(decode(&s, &worker, &a), 0);
+	ck_assert_str_eq(a.hint, "1.2.3");
+	/* A hint without the fetch flag is just a wrong length; fetch with cluster is refused. */
+	s.flags = 0;
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+	s.flags = KVS_QUERY_FETCH | KVS_QUERY_CLUSTER;
+	s.arg_len = 32;
+	ck_assert_int_eq(decode(&s, &worker, &a), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_load)
 {
 	struct kvs_sqe s = sqe_load(64, 4);
@@ -318,7 +370,8 @@ START_TEST(test_flags)
 {
 	for (uint8_t op = 0; op <= KVS_OP_LAST; op++) {
 		struct kvs_sqe s = good(op);
-		uint8_t allowed = op == KVS_OP_QUERY   ? KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM
+		uint8_t allowed = op == KVS_OP_QUERY   ? KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER |
+								 KVS_QUERY_DRAM | KVS_QUERY_FETCH
 				  : op == KVS_OP_FLUSH ? KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER
 						       : 0;
 
@@ -648,7 +701,7 @@ START_TEST(test_precedence)
 }
 END_TEST
 
-UNIT_TESTS(test_nop, test_save, test_query, test_load, test_release_flush, test_opcode,
+UNIT_TESTS(test_nop, test_save, test_query, test_query_fetch_hint, test_load, test_release_flush, test_opcode,
 	   test_scheduler_role, test_flags, test_reserved, test_unused_fields, test_count,
 	   test_arg_len, test_arg_window, test_unsealed, test_block_ids, test_layer_range,
 	   test_lease_zero, test_copy_isolation, test_precedence)
