@@ -20,6 +20,7 @@
 
 #include "base/conf.h"
 #include "control/cluster.h"
+#include "control/peer.h"
 #include "control/tier.h"
 #include "control/daemon.h"
 #include "obs/metrics.h"
@@ -208,7 +209,8 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (check && ((r = cluster_check_config(&cfg, err, sizeof(err))) < 0 ||
-		      (r = tier_check_config(&cfg, err, sizeof(err))) < 0)) {
+		      (r = tier_check_config(&cfg, err, sizeof(err))) < 0 ||
+		      (r = peer_check_config(&cfg, err, sizeof(err))) < 0)) {
 		fprintf(stderr, "kvstashd: %s\n", err);
 		config_free(&cfg);
 		return EXIT_USAGE;

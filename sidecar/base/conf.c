@@ -52,12 +52,16 @@ static const char *const cuda_mover_names[] = {
 static const char *const cuda_frag_loads_names[] = {
 	[CUDA_FRAG_KERNEL] = "kernel", [CUDA_FRAG_BATCH] = "batch", NULL
 };
+static const char *const peer_transport_names[] = {
+	[PEER_TRANSPORT_TCP] = "tcp", [PEER_TRANSPORT_UCX] = "ucx", NULL
+};
 static const char *const ssd_write_policy_names[] = {
 	[SSD_WRITE_SPILL] = "spill", [SSD_WRITE_FILTER] = "filter", NULL
 };
 _Static_assert(sizeof(enum cuda_enable) == sizeof(int) && sizeof(enum cuda_mover) == sizeof(int) &&
 		       sizeof(enum cuda_frag_loads) == sizeof(int) &&
-		       sizeof(enum ssd_write_policy) == sizeof(int),
+		       sizeof(enum ssd_write_policy) == sizeof(int) &&
+		       sizeof(enum peer_transport) == sizeof(int),
 	       "T_ENUM fields are stored as int");
 
 #define O(f) offsetof(struct kvs_config, f)
@@ -187,6 +191,30 @@ static const struct key keys[] = {
 	    "registrations waiting for Redis (power of two); beyond, they are dropped and counted"),
 	KEY("cluster", "entry_ttl", T_MS, cluster_entry_ttl_ms, "6h", 60000, 86400000,
 	    "block entries expire unless refreshed (a live node refreshes its own every half of it)"),
+	KEY("cluster", "peer_listen", T_STR, peer_listen, "", 0, 0,
+	    "ADDR:PORT of the cluster interface where the peer service listens (empty: none; no wildcard)"),
+	KEY("cluster", "peer_allow", T_STR, peer_allow, "", 0, 0,
+	    "peers allowed to connect: CIDR[,CIDR...] (required with peer_listen)"),
+	KEY("cluster", "secret_file", T_STR, peer_secret_file, "/etc/kvstash/cluster.key", 0, 0,
+	    "the cluster secret peers prove to each other: 32-4096 bytes, kvstashd's user, mode 0600 or 0400"),
+	KEY_ENUM("cluster", "peer_transport", peer_transport, "tcp", peer_transport_names,
+		 "tcp: the serving node sends locked blocks itself; ucx: RDMA READ over verbs (a fabric of the cluster's own)"),
+	KEY("cluster", "ucx_devices", T_STR, peer_ucx_devices, "", 0, 0,
+	    "with peer_transport = ucx: UCX_NET_DEVICES (empty: UCX's choice)"),
+	KEY("cluster", "lock_ttl", T_MS, peer_lock_ttl_ms, "10s", 10, 600000,
+	    "longest a peer's lock pins blocks here (ends sooner at its release or disconnect)"),
+	KEY("cluster", "peer_io_timeout", T_MS, peer_io_timeout_ms, "5s", 10, 600000,
+	    "a peer message or send stalled this long ends its connection"),
+	KEY("cluster", "peer_max_conns", T_U32, peer_max_conns, "256", 1, 65536,
+	    "peer connections served at once"),
+	KEY("cluster", "peer_max_conns_per_peer", T_U32, peer_max_conns_per_peer, "16", 1, 65536,
+	    "peer connections served per peer address"),
+	KEY("cluster", "peer_max_locks_per_peer", T_U32, peer_max_locks_per_peer, "64", 1, 65536,
+	    "locks held per peer address"),
+	KEY("cluster", "fetch_timeout", T_MS, peer_fetch_timeout_ms, "2s", 1, 600000,
+	    "a QUERY with fetch answers by then with the blocks that came"),
+	KEY("cluster", "fetch_max_keys", T_U32, peer_fetch_max_keys, "4096", 1, 4096,
+	    "blocks one fetch asks a peer for at most"),
 	KEY("ssd", "path", T_STR, ssd_path, "", 0, 0,
 	    "files or block devices of the SSD tier, separated by commas (empty: no SSD tier)"),
 	KEY("ssd", "size", T_SIZE, ssd_size, "0", 0, 1ull << 50,

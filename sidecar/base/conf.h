@@ -42,6 +42,11 @@ enum cuda_mover {
 };
 
 /* [cuda] fragmented_loads: how mover = auto moves loads of small pieces */
+enum peer_transport {
+	PEER_TRANSPORT_TCP, /* libkvspeer's own TCP stream of locked blocks */
+	PEER_TRANSPORT_UCX, /* RDMA READ through UCX, verbs only */
+};
+
 enum cuda_frag_loads {
 	CUDA_FRAG_KERNEL, /* the gather kernel: fastest, but time-slices with the engine's kernels */
 	CUDA_FRAG_BATCH,  /* the copy engines: no SM of the engine's */
@@ -118,6 +123,19 @@ struct kvs_config {
 	uint32_t cluster_query_timeout_ms;
 	uint32_t cluster_queue_entries;
 	uint32_t cluster_entry_ttl_ms;
+	/* [cluster] peer transfer (control/peer.c, libkvspeer) */
+	char *peer_listen; /* empty: no peer service */
+	char *peer_allow;
+	char *peer_secret_file;
+	enum peer_transport peer_transport;
+	char *peer_ucx_devices;
+	uint32_t peer_lock_ttl_ms;
+	uint32_t peer_io_timeout_ms;
+	uint32_t peer_max_conns;
+	uint32_t peer_max_conns_per_peer;
+	uint32_t peer_max_locks_per_peer;
+	uint32_t peer_fetch_timeout_ms;
+	uint32_t peer_fetch_max_keys;
 	/* [ssd] (sidecar/ssd/ssd.h): no path, no SSD tier */
 	char *ssd_path;		/* comma-separated files or block devices */
 	uint64_t ssd_size;	/* bytes per file */

@@ -163,6 +163,24 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 	return 0;
 }
 
+int cluster_node_name(const struct kvs_config *c, char *host, size_t hostlen,
+		      const char **ret_name, char *why, size_t wl)
+{
+	if (c->cluster_node && c->cluster_node[0]) {
+		*ret_name = c->cluster_node;
+		return 0;
+	}
+	if (gethostname(host, hostlen) < 0 || !host[0]) {
+		WHY("[cluster] node: empty, and the host name is unknown");
+		return -EINVAL;
+	}
+	host[hostlen - 1] = '\0';
+	/* The short name: the first label of an FQDN. */
+	host[strcspn(host, ".")] = '\0';
+	*ret_name = host;
+	return 0;
+}
+
 int registry_config_from(const struct kvs_config *c, struct registry_config *ret, char *host,
 			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl)
 {
@@ -174,18 +192,12 @@ int registry_config_from(const struct kvs_config *c, struct registry_config *ret
 	r.redis = c->cluster_redis;
 	r.user = c->cluster_user;
 	r.cluster = c->cluster_name;
-	r.node = c->cluster_node;
-	if (!r.node || !r.node[0]) {
-		if (gethostname(host, hostlen) < 0 || !host[0]) {
-			WHY("[cluster] node: empty, and the host name is unknown");
-			return -EINVAL;
-		}
-		host[hostlen - 1] = '\0';
-		/* The short name: the first label of an FQDN. */
-		host[strcspn(host, ".")] = '\0';
-		r.node = host;
-	}
-	r.peer_addr = c->cluster_peer_address;
+	rc = cluster_node_name(c, host, hostlen, &r.node, why, wl);
+	if (rc < 0)
+		return rc;
+	/* Where peers fetch from: said outright, else where the peer service listens. */
+	r.peer_addr = c->cluster_peer_address && c->cluster_peer_address[0] ? c->cluster_peer_address
+									     : c->peer_listen;
 	r.lease_ttl_ms = c->cluster_lease_ttl_ms;
 	r.connect_timeout_ms = c->cluster_connect_timeout_ms;
 	r.command_timeout_ms = c->cluster_command_timeout_ms;

@@ -807,6 +807,8 @@ static void handle_acquire(struct registry *r, const redisReply *reply)
 	r->bf_cursor = 0;
 	ST_SET(r, backfilling, 1);
 	r->refresh_at = now_ns() + r->entry_ttl_ms / 2 * MS;
+	if (r->ops.leased)
+		r->ops.leased(r->ops.arg, a.epoch);
 }
 
 static void on_reply(redisAsyncContext *ac, void *reply_, void *privdata)

@@ -100,6 +100,13 @@ struct registry_ops {
 	 * password.  @level is a syslog level, @err an errno or 0.  Optional.
 	 */
 	void (*log)(void *arg, int level, int err, const char *msg);
+	/*
+	 * Leased: this node holds its lease under @epoch from now on (each
+	 * acquisition is a new epoch).  kvstashd tells its peer service, whose
+	 * peers check a registry entry's epoch against it.  Optional; on the
+	 * thread that dispatches the registry.
+	 */
+	void (*leased)(void *arg, uint64_t epoch);
 	void *arg;
 };
 
@@ -154,6 +161,12 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
  * at start-up; without hiredis a configured cluster is -EOPNOTSUPP.
  */
 struct kvs_config;
+/*
+ * This node's name: [cluster] node, or the host's short name (written
+ * into @host, @hostlen bytes).  -EINVAL with a reason when neither is.
+ */
+int cluster_node_name(const struct kvs_config *cfg, char *host, size_t hostlen,
+		      const char **ret_name, char *why, size_t wl);
 int registry_config_from(const struct kvs_config *cfg, struct registry_config *ret, char *host,
 			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl);
 

@@ -8,6 +8,7 @@
 #include "cluster/registry.h"
 #include "control/cluster.h"
 #include "control/daemon.h"
+#include "control/peer.h"
 #include "control/session.h"
 #include "obs/log.h"
 #include "store/store.h"
@@ -72,6 +73,12 @@ static void reg_log(void *arg, int level, int err, const char *msg)
 	log_full(level, err, NULL, "%s", msg);
 }
 
+static void reg_leased(void *arg, uint64_t epoch)
+{
+	/* Peers compare a registry entry's epoch with the one our service tells them. */
+	peer_set_epoch(arg, epoch);
+}
+
 static void on_registry(struct ev_source *src, uint32_t events)
 {
 	struct daemon *d = container_of(src, struct daemon, reg_ev);
@@ -96,7 +103,9 @@ int cluster_check_config(const struct kvs_config *cfg, char *why, size_t wl)
 
 int cluster_init(struct daemon *d)
 {
-	const struct registry_ops ops = { .backfill = backfill, .log = reg_log, .arg = d };
+	const struct registry_ops ops = {
+		.backfill = backfill, .log = reg_log, .leased = reg_leased, .arg = d
+	};
 	char host[REG_NAME_MAX], secret[REG_SECRET_MAX], why[256] = "";
 	struct registry_config rc;
 	int r;
@@ -188,12 +197,52 @@ static void query_cb(void *arg, const struct registry_query_result *res)
 		a->holders[i].epoch = h->epoch;
 		a->holders[i].blocks = MIN(h->blocks, a->best);
 	}
+	if (op->flags & KVS_QUERY_FETCH) {
+		/*
+		 * Fetch from the best holder that says where it serves; it
+		 * must still be that node at that epoch (a stale entry of a
+		 * restarted node ends at once).
+		 */
+		const struct kvs_cluster_holder *h = a->nr_holders ? &a->holders[0] : NULL;
+
+		if (h && h->addr[0] && h->blocks) {
+			peer_fetch(op->w_daemon, op, h->addr, h->node, h->epoch, h->blocks);
+			return;
+		}
+		op->fetch_err = a->status ? a->status : -ENOENT;
+	}
+	worker_cluster_done(op);
+}
+
+/* A fetching QUERY: from the hinted node, else from the holder the registry names. */
+static void fetch_op(struct daemon *d, struct op *op)
+{
+	int r = -ENOENT;
+
+	op->w_daemon = d;
+	if (op->hint[0]) {
+		peer_fetch(d, op, op->hint, NULL, 0, op->nckeys - op->hits0);
+		return;
+	}
+	if (d->reg && !d->reg_closing) {
+		r = registry_query(d->reg, op->tag,
+				   (const uint8_t(*)[REG_KEY_SIZE])(op->ckeys + op->hits0),
+				   op->nckeys - op->hits0, 0, query_cb, op);
+		if (r == 0)
+			return; /* query_cb goes on */
+	}
+	op->fetch_err = r;
 	worker_cluster_done(op);
 }
 
 void cluster_on_op(struct daemon *d, struct op *op)
 {
 	int r = -ESHUTDOWN;
+
+	if (op->opcode == KVS_OP_QUERY && (op->flags & KVS_QUERY_FETCH)) {
+		fetch_op(d, op);
+		return;
+	}
 
 	if (d->reg && !d->reg_closing) {
 		if (op->opcode == KVS_OP_FLUSH)

@@ -19,6 +19,7 @@
 #include "io/mover.h"
 #include "control/admin.h"
 #include "control/cluster.h"
+#include "control/peer.h"
 #include "control/tier.h"
 #include "control/daemon.h"
 #include "control/instance.h"
@@ -127,6 +128,7 @@ static int start_workers(struct daemon *d, int node)
 		.store = d->store,
 		.leases = d->leases,
 		.reg = d->reg,
+		.peer = d->peer != NULL,
 	};
 	const struct mover_ops *mv;
 	unsigned devs;
@@ -279,6 +281,10 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 		r = instance_table_new(d->store, &d->instances);
 	if (r < 0)
 		return log_error_errno(r, "cannot create the namespace and instance tables");
+	/* Before the workers (they learn whether QUERY may fetch), after what it serves from. */
+	r = peer_init(d);
+	if (r < 0)
+		return r;
 	r = start_workers(d, nodes[0]);
 	if (r < 0)
 		return r;
@@ -298,6 +304,8 @@ static void begin_drain(struct daemon *d)
 	server_unlisten(d);
 	/* First: pending cluster FLUSHes and QUERYs complete while their sessions still read. */
 	cluster_shutdown(d);
+	/* Fetches in flight complete (their QUERYs answer), peers' locks go. */
+	peer_shutdown(d);
 	cds_list_for_each_entry_safe(s, tmp, &d->sessions, node)
 		session_close(s, -ESHUTDOWN);
 }
@@ -358,6 +366,8 @@ void daemon_fini(struct daemon *d)
 	 * in the store, its last reads wake the workers (tier.h).
 	 */
 	tier_close(d);
+	/* Without a drain (start-up failed): its callbacks still need the workers and the store. */
+	peer_shutdown(d);
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;

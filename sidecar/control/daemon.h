@@ -27,6 +27,7 @@
 struct instance_table;
 struct lease_table;
 struct nspace_table;
+struct peer;
 struct pool;
 struct registry;
 struct ssd;
@@ -76,7 +77,12 @@ struct daemon {
 	 * registry_get_stats are safe from any thread (cluster/registry.h).
 	 */
 	struct registry *reg;
-	struct ev_source reg_ev; /* registry_fd(): its socket, timers and wake-ups */
+	struct ev_source reg_ev;
+	/*
+	 * The peer service (control/peer.c, libkvspeer); NULL without
+	 * [cluster] peer_listen and from the drain on.  Control thread.
+	 */
+	struct peer *peer; /* registry_fd(): its socket, timers and wake-ups */
 	/*
 	 * The SSD tier (control/tier.c); NULL without [ssd].  Its functions
 	 * are safe from any thread (ssd/ssd.h); opened and closed here.

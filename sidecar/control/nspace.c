@@ -224,6 +224,25 @@ int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, 
 	return r;
 }
 
+int nspace_with_tag(struct nspace_table *tab, const uint8_t tag[KVS_KEY_SIZE],
+		    int (*fn)(void *arg, struct nspace *ns), void *arg)
+{
+	struct nspace *ns;
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&tab->lock);
+	cds_list_for_each_entry(ns, &tab->list, node) {
+		/* The tag is set with the geometry, both under this lock (nspace_adopt()). */
+		if (ns->has_geometry && ns->in_store.tagged &&
+		    memcmp(ns->in_store.tag, tag, KVS_KEY_SIZE) == 0) {
+			r = fn(arg, ns);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&tab->lock);
+	return r;
+}
+
 unsigned nspace_sweep(struct nspace_table *tab)
 {
 	struct nspace *ns, *tmp;

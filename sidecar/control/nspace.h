@@ -75,6 +75,15 @@ void nspace_put(struct nspace *ns);
  * geometry, adopting it if it has none.  -EXDEV with a reason on mismatch.
  * *@ret_first is true when this call set the geometry.
  */
+/*
+ * Run @fn(@arg, ns) on the namespace whose registry digest (its tag) is
+ * @tag, with the table lock held: nspace_sweep() cannot free it meanwhile,
+ * so @fn may pin its blocks, which then keep it alive.  Any thread.
+ * @fn's return value, or -ENOENT when no namespace has that tag.
+ */
+int nspace_with_tag(struct nspace_table *tab, const uint8_t tag[KVS_KEY_SIZE],
+		    int (*fn)(void *arg, struct nspace *ns), void *arg);
+
 int nspace_adopt(struct nspace *ns, const struct layout *lay, uint32_t tp_size, char *why,
 		 size_t wl, bool *ret_first);
 

@@ -37,6 +37,7 @@
 #include "obs/log.h"
 
 struct counters_global;
+struct daemon;
 struct counters_session;
 struct kvs_config;
 struct lease;
@@ -243,6 +244,17 @@ struct op {
 	uint8_t (*ckeys)[KVS_KEY_SIZE]; /* QUERY: the keys after the local hits */
 	uint32_t nckeys;
 	struct kvs_cluster_answer *ans; /* QUERY: its answer */
+	/*
+	 * Fetching QUERY (KVS_QUERY_FETCH): ckeys holds every key of the SQE
+	 * (nckeys), hits0 the local hits before the fetch, hint the node hint
+	 * ("" for the registry's choice); the control side (control/peer.c)
+	 * sets fetched (blocks sealed from the peer) and fetch_err.
+	 */
+	uint32_t hits0;
+	int32_t fetched;
+	int32_t fetch_err;
+	char hint[KVS_FETCH_HINT_MAX];
+	struct daemon *w_daemon; /* the control side's, while it holds the op */
 	/* copy */
 	struct copy_batch batch; /* handed to the mover; comes back through the sink */
 	uint64_t t0;		 /* when it was submitted */
@@ -261,6 +273,7 @@ struct worker {
 	struct store *store;
 	struct lease_table *leases;
 	struct registry *reg; /* NULL: no cluster */
+	bool peer;	      /* a peer service: QUERY may fetch */
 	pthread_t thread;
 	bool running;
 
@@ -296,6 +309,7 @@ struct worker_env {
 	struct store *store;	     /* the block store: SAVE, QUERY */
 	struct lease_table *leases;  /* QUERY's leases: LOAD, RELEASE */
 	struct registry *reg;	     /* the cluster registry; NULL: none */
+	bool peer;		     /* the peer service runs (control/peer.c) */
 };
 
 /* A worker for device @dev of @mover, placed on NUMA node @node. */
