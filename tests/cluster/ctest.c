@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -144,17 +145,57 @@ void ct_redis_start(struct redis *rd)
 		}
 }
 
-void cnode_start(struct cnode *n, const struct redis *rd, const char *name, const char *cluster_ini,
-		 const char *extra_ini)
+/* The cluster secret of this run's peer services: a file of ours, 0600 (ct_secret()). */
+static char secret_path[64];
+
+static void unlink_secret(void)
+{
+	if (secret_path[0] && !in_child)
+		unlink(secret_path);
+}
+
+const char *ct_secret(void)
+{
+	static const char secret[] = "kvstash-test-cluster-secret-0123456789abcdef\n";
+	int fd;
+
+	if (secret_path[0])
+		return secret_path;
+	snprintf(secret_path, sizeof(secret_path), "/tmp/kvs-ct-secret-%d", (int)getpid());
+	fd = open(secret_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && write(fd, secret, sizeof(secret) - 1) == (ssize_t)sizeof(secret) - 1,
+	      "cannot write %s: %s", secret_path, strerror(errno));
+	close(fd);
+	atexit(unlink_secret);
+	return secret_path;
+}
+
+static void start(struct cnode *n, const struct redis *rd, const char *name, bool peer,
+		  const char *cluster_ini, const char *extra_ini)
 {
 	static unsigned started;
-	char ini[4096];
+	char ini[4096], pini[512] = "";
 	unsigned slot;
 	int r;
 
 	memset(n, 0, sizeof(*n));
 	snprintf(n->name, sizeof(n->name), "%s", name);
-	snprintf(n->peer, sizeof(n->peer), "10.0.0.%u:7000", ++started);
+	++started;
+	if (peer) {
+		/*
+		 * A loopback address of this run's own (127.0.0.0/8 is all
+		 * loopback), so parallel runs never meet: peers allowed from
+		 * that /24 only.
+		 */
+		unsigned a = 1 + (unsigned)getpid() % 250, b = 1 + (unsigned)getpid() / 250 % 250;
+
+		snprintf(n->peer, sizeof(n->peer), "127.%u.%u.%u:7471", b, a, started);
+		snprintf(pini, sizeof(pini),
+			 "peer_listen = %s\npeer_allow = 127.%u.%u.0/24\nsecret_file = %s\n", n->peer,
+			 b, a, ct_secret());
+	} else {
+		snprintf(n->peer, sizeof(n->peer), "10.0.0.%u:7000", started);
+	}
 	/*
 	 * Long timeouts by default: a test that needs a short lease says so.
 	 * query_timeout well above the 100 ms default, so that a loaded box
@@ -163,8 +204,8 @@ void cnode_start(struct cnode *n, const struct redis *rd, const char *name, cons
 	snprintf(ini, sizeof(ini),
 		 "[cluster]\nredis = 127.0.0.1:%d\nname = %s\nnode = %s\npeer_address = %s\n"
 		 "lease_ttl = 30s\nconnect_timeout = 5s\ncommand_timeout = 10s\n"
-		 "flush_timeout = 20s\nquery_timeout = 10s\n%s\n%s\n",
-		 rd->port, cluster, name, n->peer, cluster_ini ? cluster_ini : "",
+		 "flush_timeout = 20s\nquery_timeout = 10s\n%s%s\n%s\n",
+		 rd->port, cluster, name, n->peer, pini, cluster_ini ? cluster_ini : "",
 		 extra_ini ? extra_ini : "");
 	for (slot = 0; slot < MAX_NODES && nodes[slot]; slot++)
 		;
@@ -172,6 +213,18 @@ void cnode_start(struct cnode *n, const struct redis *rd, const char *name, cons
 	nodes[slot] = n;
 	r = kvsd_start(&n->d, ini);
 	CHECK(r == 0, "kvstashd %s did not start: %s", name, strerror(-r));
+}
+
+void cnode_start(struct cnode *n, const struct redis *rd, const char *name, const char *cluster_ini,
+		 const char *extra_ini)
+{
+	start(n, rd, name, false, cluster_ini, extra_ini);
+}
+
+void cnode_start_peer(struct cnode *n, const struct redis *rd, const char *name,
+		      const char *cluster_ini, const char *extra_ini)
+{
+	start(n, rd, name, true, cluster_ini, extra_ini);
 }
 
 void cnode_term(struct cnode *n)

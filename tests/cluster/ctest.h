@@ -67,6 +67,15 @@ void ct_redis_start(struct redis *rd);
  */
 void cnode_start(struct cnode *n, const struct redis *rd, const char *name, const char *cluster_ini,
 		 const char *extra_ini);
+/*
+ * As cnode_start(), with the peer service: peer_listen and peer_address
+ * are n->peer, a loopback address of this run's own (127.B.A.k:7471),
+ * peer_allow that /24, secret_file ct_secret().
+ */
+void cnode_start_peer(struct cnode *n, const struct redis *rd, const char *name,
+		      const char *cluster_ini, const char *extra_ini);
+/* This run's cluster secret file (made on first use, removed at exit). */
+const char *ct_secret(void);
 /* SIGTERM; fails the test unless it exits 0 within CT_POLL_MS. */
 void cnode_stop(struct cnode *n);
 /*
