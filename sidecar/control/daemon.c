@@ -366,8 +366,12 @@ void daemon_fini(struct daemon *d)
 	 * in the store, its last reads wake the workers (tier.h).
 	 */
 	tier_close(d);
-	/* Without a drain (start-up failed): its callbacks still need the workers and the store. */
-	peer_shutdown(d);
+	/*
+	 * Without a drain (start-up failed) the service stops here: its
+	 * callbacks still need the workers and the store.  After
+	 * metrics_stop(): the scrape samples it.
+	 */
+	peer_fini(d);
 	for (unsigned i = 0; i < d->nr_workers; i++)
 		worker_stop(d->workers[i]);
 	d->nr_workers = 0;

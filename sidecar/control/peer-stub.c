@@ -44,6 +44,18 @@ void peer_shutdown(struct daemon *d)
 	(void)d;
 }
 
+void peer_fini(struct daemon *d)
+{
+	(void)d;
+}
+
+bool peer_sample(struct daemon *d, struct kvspeer_stats *ret_stats,
+		 struct kvspeer_peer_info *ret_peers, unsigned max, unsigned *ret_nr)
+{
+	(void)d, (void)ret_stats, (void)ret_peers, (void)max, (void)ret_nr;
+	return false;
+}
+
 void peer_fetch(struct daemon *d, struct op *op, const char *addr, const char *node,
 		uint64_t epoch, uint32_t nkeys)
 {

@@ -33,6 +33,13 @@ struct peer {
 	struct block **scratch;	      /* lock(): KVSPEER_MAX_KEYS hits (service thread) */
 	uint32_t timeout_ms;
 	uint32_t max_keys;
+	bool closing; /* peer_shutdown() ran: no new fetch (control thread) */
+	/*
+	 * kp for the samplers (control and metrics threads): NULL once
+	 * peer_shutdown() freed the service, and final its last counters.
+	 */
+	pthread_mutex_t slock;
+	struct kvspeer_stats final;
 };
 
 /* One fetch in flight, owned by the op that started it. */
@@ -304,7 +311,7 @@ void peer_fetch(struct daemon *d, struct op *op, const char *addr, const char *n
 	uint8_t digest[KVSPEER_DIGEST_SIZE] = { 0 };
 	int r;
 
-	if (!p) {
+	if (!p || p->closing) {
 		op->fetch_err = -ESHUTDOWN;
 		worker_cluster_done(op);
 		return;
@@ -423,12 +430,14 @@ int peer_init(struct daemon *d)
 	p->timeout_ms = d->cfg->peer_fetch_timeout_ms;
 	p->max_keys = MIN(d->cfg->peer_fetch_max_keys, KVSPEER_MAX_KEYS);
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->slock, NULL);
 	CDS_INIT_LIST_HEAD(&p->fetches);
 	kp.ops = &host_ops;
 	kp.host = p;
 	r = kvspeer_new(&kp, &p->kp);
 	if (r < 0) {
 		pthread_mutex_destroy(&p->lock);
+		pthread_mutex_destroy(&p->slock);
 		free(p->scratch);
 		free(p);
 		return log_error_errno(r, "cannot start the peer service on %s",
@@ -459,14 +468,54 @@ void peer_set_epoch(struct daemon *d, uint64_t epoch)
 void peer_shutdown(struct daemon *d)
 {
 	struct peer *p = peer_of(d);
+	struct kvspeer *kp;
+
+	if (!p || p->closing)
+		return;
+	/* No new fetch from here (peer_fetch(), this thread). */
+	p->closing = true;
+	pthread_mutex_lock(&p->slock);
+	kvspeer_stats(p->kp, &p->final);
+	kp = p->kp;
+	p->kp = NULL;
+	pthread_mutex_unlock(&p->slock);
+	/* Completes every fetch (their ops go back), unlocks every peer's lock. */
+	kvspeer_free(kp);
+}
+
+void peer_fini(struct daemon *d)
+{
+	struct peer *p = peer_of(d);
 
 	if (!p)
 		return;
-	/* No new fetch from here: the control thread sees NULL (peer_fetch()). */
+	peer_shutdown(d);
 	d->peer = NULL;
-	/* Completes every fetch (their ops go back), unlocks every peer's lock. */
-	kvspeer_free(p->kp);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->slock);
 	free(p->scratch);
 	free(p);
+}
+
+bool peer_sample(struct daemon *d, struct kvspeer_stats *ret_stats,
+		 struct kvspeer_peer_info *ret_peers, unsigned max, unsigned *ret_nr)
+{
+	struct peer *p = peer_of(d);
+	int n = 0;
+
+	if (!p)
+		return false;
+	pthread_mutex_lock(&p->slock);
+	if (p->kp) {
+		if (kvspeer_stats(p->kp, ret_stats) < 0)
+			memset(ret_stats, 0, sizeof(*ret_stats));
+		if (ret_peers && max)
+			n = kvspeer_peers(p->kp, ret_peers, max);
+	} else {
+		*ret_stats = p->final;
+	}
+	pthread_mutex_unlock(&p->slock);
+	if (ret_nr)
+		*ret_nr = n > 0 ? MIN((unsigned)n, max) : 0;
+	return true;
 }

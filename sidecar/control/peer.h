@@ -55,6 +55,22 @@ int peer_init(struct daemon *d);
  */
 void peer_shutdown(struct daemon *d);
 
+/* After the workers stopped and the metrics thread ended: free what is left. */
+void peer_fini(struct daemon *d);
+
+/*
+ * The service's counters into @ret_stats and up to @max of its peers into
+ * @ret_peers (their number into *@ret_nr; NULL/0: none asked), for STATS,
+ * STATUS and /metrics: false without a peer service.  After the drain
+ * stopped the service, its last counters and no peer.  Control and
+ * metrics threads (kvspeer_peers() is a call into the service thread,
+ * never made from it).
+ */
+struct kvspeer_stats;
+struct kvspeer_peer_info;
+bool peer_sample(struct daemon *d, struct kvspeer_stats *ret_stats,
+		 struct kvspeer_peer_info *ret_peers, unsigned max, unsigned *ret_nr);
+
 /* The registry leased this node under @epoch: peers that connect from now on are told. */
 void peer_set_epoch(struct daemon *d, uint64_t epoch);
 
