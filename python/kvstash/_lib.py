@@ -40,6 +40,8 @@ OP_NOP, OP_SAVE, OP_QUERY, OP_LOAD, OP_RELEASE, OP_FLUSH = range(6)
 QUERY_NOLEASE = 1 << 0
 QUERY_CLUSTER = 1 << 1
 QUERY_DRAM = 1 << 2  # DRAM hits only, none read back from the SSD tier (wire minor 2)
+QUERY_FETCH = 1 << 3  # fetch what is missing from another node first (wire minor 3)
+FETCH_HINT_MAX = 64  # a node hint "ADDR:PORT", NUL included
 FLUSH_INSTANCE = 1 << 0
 FLUSH_CLUSTER = 1 << 1
 CQE_LOCAL = 1 << 0
@@ -292,6 +294,10 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "kvs_prep_nop": (c_int, [c_void_p, c_void_p, c_uint64]),
     "kvs_prep_save": (c_int, [c_void_p, c_void_p, c_char_p, c_void_p, c_uint32, c_uint64]),
     "kvs_prep_query": (c_int, [c_void_p, c_void_p, c_char_p, c_uint32, c_uint64, c_uint32, c_uint64]),
+    "kvs_prep_query_fetch": (
+        c_int,
+        [c_void_p, c_void_p, c_char_p, c_uint32, c_uint64, c_uint32, c_char_p, c_uint64],
+    ),
     "kvs_prep_load": (
         c_int,
         [c_void_p, c_void_p, c_uint64, c_void_p, c_uint32, c_uint32, c_uint32, c_uint64],

@@ -815,6 +815,30 @@ class Client:
         return self._start("query_cluster", _cluster_query_result,
                            lambda c, s, u: self._lib.kvs_prep_query(c, s, data, n, req_id, flags, u))
 
+    def query_fetch(self, keys: KeysLike, hint: str | None = None, req_id: int = 0,
+                    lease: bool = True, dram_only: bool = False) -> Operation:
+        """query() that first fetches the keys missing here from another
+        kvstashd; result QueryResult over what is resident then.
+
+        @hint is the node to fetch from, "ADDR:PORT" (its [cluster]
+        peer_listen, as a prefill node tells its decode node); None asks the
+        cluster registry for the holder.  The result comes within kvstashd's
+        [cluster] fetch_timeout, with a shorter prefix (never an error) when
+        the peer is gone or holds fewer: recompute the rest.  A kvstashd
+        without a peer service fails it with NotSupported.
+        """
+        data, n = pack_keys(keys, "query_fetch")
+        flags = _query_flags(lease, dram_only)
+        h = None
+        if hint is not None:
+            h = hint.encode()
+            if not h or len(h) >= _lib.FETCH_HINT_MAX or b"\0" in h:
+                raise InvalidArgument(errno.EINVAL, "query_fetch",
+                                      f"hint must be 1-{_lib.FETCH_HINT_MAX - 1} bytes")
+        return self._start("query_fetch", _query_result,
+                           lambda c, s, u: self._lib.kvs_prep_query_fetch(c, s, data, n, req_id,
+                                                                          flags, h, u))
+
     def load(self, lease: int | QueryResult | ClusterQueryResult, block_ids: IdsLike,
              layers: LayerRange = None) -> Operation:
         """Copy the leased blocks (the first len(block_ids) of them) into

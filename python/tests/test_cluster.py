@@ -195,3 +195,60 @@ def test_query_cluster_finds_another_nodes_blocks(daemon_factory, redis):
         for c, m in ((ca, ma), (cb, mb)):
             c.close()
             m.close()
+
+
+# ---- peer transfer: two kvstashd with the peer service, no registry ----------
+
+
+def peer_ini(addr: str, allow: str, secret: str) -> str:
+    return (f"[cluster]\nname = py-peer-{os.getpid()}\npeer_listen = {addr}\n"
+            f"peer_allow = {allow}\nsecret_file = {secret}\nfetch_timeout = 3s\n")
+
+
+@pytest.fixture
+def secret_file() -> Iterator[str]:
+    fd, path = tempfile.mkstemp(prefix="kvs-py-secret.")
+    os.write(fd, b"python-binding-test-cluster-secret-0123456789\n")
+    os.close(fd)
+    os.chmod(path, 0o600)
+    yield path
+    os.unlink(path)
+
+
+def test_query_fetch_pulls_another_nodes_blocks(daemon_factory, secret_file):
+    # Loopback addresses of this run's own: parallel runs never meet.
+    net = f"127.{1 + os.getpid() % 250}.{1 + os.getpid() // 250 % 250}"
+    a = daemon_factory(peer_ini(f"{net}.1:7471", f"{net}.0/24", secret_file))
+    b = daemon_factory(peer_ini(f"{net}.2:7471", f"{net}.0/24", secret_file))
+    ca, ma = cluster_worker(a, "py-prefill")
+    cb, mb = cluster_worker(b, "py-decode")
+    try:
+        assert cb.info.daemon_rev >= (1, 3)
+        keys = make_keys(8, salt=91)
+        for i in range(8):
+            ma.buffer[i * BLOCK:(i + 1) * BLOCK] = bytes([i + 1]) * BLOCK
+        assert ca.save(keys, range(8)).wait() == kvstash.SaveResult(8, 0)
+        assert cb.query(keys, lease=False).wait().hits == 0
+        q = cb.query_fetch(keys, hint=f"{net}.1:7471").wait(timeout=30)
+        assert isinstance(q, kvstash.QueryResult) and q.hits == 8 and q.lease != 0
+        mb.buffer[16 * BLOCK:24 * BLOCK] = b"\xa5" * (8 * BLOCK)
+        assert cb.load(q, range(16, 24)).wait(timeout=30) == 8
+        assert mb.buffer[16 * BLOCK:24 * BLOCK] == ma.buffer[0:8 * BLOCK]
+        # A peer that holds nothing more: the local prefix, no error.
+        more = keys + make_keys(4, salt=92)
+        q = cb.query_fetch(more, hint=f"{net}.1:7471", lease=False).wait(timeout=30)
+        assert q.hits == 8
+        # A hint nobody listens on: the local prefix within the deadline.
+        q = cb.query_fetch(make_keys(3, salt=93), hint=f"{net}.9:7471", lease=False).wait(timeout=30)
+        assert q.hits == 0
+        with pytest.raises(kvstash.InvalidArgument):
+            cb.query_fetch(keys, hint="x" * 64)
+    finally:
+        for c, m in ((ca, ma), (cb, mb)):
+            c.close()
+            m.close()
+
+
+def test_query_fetch_without_a_peer_service(worker):
+    with pytest.raises(kvstash.NotSupported):
+        worker.client.query_fetch(make_keys(2), hint="127.0.0.1:7471").wait(timeout=10)
