@@ -201,6 +201,8 @@ static const struct key keys[] = {
 		 "tcp: the serving node sends locked blocks itself; ucx: RDMA READ over verbs (a fabric of the cluster's own)"),
 	KEY("cluster", "ucx_devices", T_STR, peer_ucx_devices, "", 0, 0,
 	    "with peer_transport = ucx: UCX_NET_DEVICES (empty: UCX's choice)"),
+	KEY("cluster", "ucx_allow_tcp", T_BOOL, peer_ucx_allow_tcp, "no", 0, 0,
+	    "with peer_transport = ucx: let UCX run over TCP (tests only: UCX over TCP lets any host that reaches it read and write this process)"),
 	KEY("cluster", "lock_ttl", T_MS, peer_lock_ttl_ms, "10s", 10, 600000,
 	    "longest a peer's lock pins blocks here (ends sooner at its release or disconnect)"),
 	KEY("cluster", "peer_io_timeout", T_MS, peer_io_timeout_ms, "5s", 10, 600000,

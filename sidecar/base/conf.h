@@ -129,6 +129,7 @@ struct kvs_config {
 	char *peer_secret_file;
 	enum peer_transport peer_transport;
 	char *peer_ucx_devices;
+	bool peer_ucx_allow_tcp;
 	uint32_t peer_lock_ttl_ms;
 	uint32_t peer_io_timeout_ms;
 	uint32_t peer_max_conns;

@@ -387,6 +387,8 @@ static int peer_params(const struct kvs_config *cfg, struct kvspeer_params *kp, 
 	kp->allow = cfg->peer_allow;
 	kp->ucx_devices =
 		cfg->peer_ucx_devices && cfg->peer_ucx_devices[0] ? cfg->peer_ucx_devices : NULL;
+	if (cfg->peer_ucx_allow_tcp)
+		kp->flags |= KVSPEER_F_UCX_ALLOW_TCP;
 	kp->lock_ttl_ms = cfg->peer_lock_ttl_ms;
 	kp->io_timeout_ms = cfg->peer_io_timeout_ms;
 	kp->max_conns = cfg->peer_max_conns;

@@ -1040,6 +1040,7 @@ START_TEST(test_print_round_trip)
 		"cluster.secret_file=/etc/kvstash/prod.key",
 		"cluster.peer_transport=ucx",
 		"cluster.ucx_devices=mlx5_0:1",
+		"cluster.ucx_allow_tcp=yes",
 		"cluster.lock_ttl=20s",
 		"cluster.peer_io_timeout=3s",
 		"cluster.peer_max_conns=128",
