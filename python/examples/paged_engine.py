@@ -17,6 +17,11 @@ a paged KV cache of 16-token blocks, and greedy generation.
                  digests and the tokens against its tokens; print cold vs
                  warm time to first token and the restore bandwidth.
                  Exit status 1 on any mismatch.
+  --fetch-from ADDR:PORT (warm)  decode on another node: the QUERY fetches
+                 what its kvstashd lacks from the prefill node's peer
+                 service (or, with 'registry', the holder the registry
+                 names); --allow-miss when that node is gone on purpose
+                 (the engine recomputes, the tokens must still match).
 
 Layouts (--layout): page-first, one fused tensor
 [num_blocks, layers, 2, kv_heads, block_size, head_dim] (a block holds all
@@ -386,7 +391,15 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
         sys.exit("paged_engine: the cold run's --json is for another model, layout or prompt")
     sync(model.device)
     t0 = time.perf_counter()
-    q = client.query(keys, req_id=1).wait(timeout=60)
+    if args.fetch_from:
+        # Decode on another node: what this kvstashd lacks comes from the
+        # prefill node (its peer address as the handoff names it, or the
+        # registry's holder), then answers like local hits.
+        hint = None if args.fetch_from == "registry" else args.fetch_from
+        q = client.query_fetch(keys, hint=hint, req_id=1).wait(timeout=60)
+    else:
+        q = client.query(keys, req_id=1).wait(timeout=60)
+    query_s = time.perf_counter() - t0
     # The block holding the last prompt token is always recomputed (its
     # logits make the first new token); load everything before it.
     usable = min(q.hits, (args.prompt_len - 1) // cfg.block_size)
@@ -410,7 +423,7 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
                          t0 + check_s)
 
     ok = True
-    if q.hits != ref["saved_blocks"]:
+    if q.hits != ref["saved_blocks"] and not args.allow_miss:
         print(f"warm [{args.layout}]: MISMATCH: {q.hits} of {ref['saved_blocks']} saved blocks hit "
               "(pool too small, or another kvstashd?)")
         ok = False
@@ -427,7 +440,8 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
     gbps = copied / load_s / 1e9 if load_s else 0.0
     print(f"warm [{args.layout}]: TTFT {ttft * 1e3:.1f} ms (cold {ref['ttft_s'] * 1e3:.1f} ms, "
           f"{ref['ttft_s'] / ttft:.1f}x); restored {usable} of {full} blocks, {copied / 2**20:.1f} MiB "
-          f"in {load_s * 1e3:.2f} ms = {gbps:.2f} GB/s")
+          f"in {load_s * 1e3:.2f} ms = {gbps:.2f} GB/s; "
+          f"{'QUERY with fetch' if args.fetch_from else 'QUERY'} {query_s * 1e3:.2f} ms")
     if ok:
         print(f"warm [{args.layout}]: {usable} loaded blocks bit-identical to the cold run's, "
               f"{len(out)} tokens identical")
@@ -454,6 +468,11 @@ def main(argv: list[str] | None = None) -> int:
     # different tokens in different processes from the same inputs.
     p.add_argument("--attention", choices=("exact", "sdpa"), default="exact",
                    help="plain fp32 matrix products (deterministic), or torch's fused attention")
+    p.add_argument("--fetch-from", default=None, metavar="ADDR:PORT",
+                   help="warm: QUERY with fetch from that kvstashd's peer service (or 'registry')")
+    p.add_argument("--allow-miss", action="store_true",
+                   help="warm: fewer hits than the cold run saved is no error (its node is gone: "
+                        "recompute); the tokens must still match")
     args = p.parse_args(argv)
     global ATTENTION
     ATTENTION = args.attention
