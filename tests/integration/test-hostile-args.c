@@ -88,7 +88,13 @@ int main(void)
 	BAD(c, kvs_prep_save(_c, s, fresh, src, N, 0), s->flags = 1, -EINVAL, "SAVE flags 1");
 	BAD(c, kvs_prep_load(_c, s, lease, dst, N, 0, 0, 0), s->flags = 1, -EINVAL,
 	    "LOAD flags 1");
-	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 8, -EINVAL, "QUERY flags 8");
+	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = 0x10, -EINVAL,
+	    "QUERY flags 0x10");
+	/* Fetching names a peer: not with the cluster answer, not without a peer service. */
+	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0),
+	    s->flags = KVS_QUERY_FETCH | KVS_QUERY_CLUSTER, -EINVAL, "QUERY fetch + cluster");
+	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = KVS_QUERY_FETCH, -EOPNOTSUPP,
+	    "QUERY fetch without [cluster] peer_listen");
 	/* The cluster flag on a session that did not ask for the answer area. */
 	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->flags = KVS_QUERY_CLUSTER, -EINVAL,
 	    "QUERY cluster flag without KVS_CONNECT_CLUSTER");
