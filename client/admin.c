@@ -53,6 +53,12 @@ static const struct field_desc ssd_fields[] = { KVS_STATS_SSD(FIELD_) };
 #define SMSG struct kvs_msg_stats_ssd_drive
 static const struct field_desc ssd_drive_fields[] = { KVS_STATS_SSD_DRIVE(FIELD_) };
 #undef SMSG
+#define SMSG struct kvs_msg_stats_peer
+static const struct field_desc peer_fields[] = { KVS_STATS_PEER(FIELD_) };
+#undef SMSG
+#define SMSG struct kvs_msg_stats_peer_info
+static const struct field_desc peer_info_fields[] = { KVS_STATS_PEER_INFO(FIELD_) };
+#undef SMSG
 
 static const struct group_desc {
 	const char *name;
@@ -78,6 +84,15 @@ static const struct group_desc {
 	{ "ssd_drives", KVS_MSG_STATS_SSD_DRIVE, sizeof(struct kvs_msg_stats_ssd_drive),
 	  KVS_STATS_GROUP_MANY, ssd_drive_fields,
 	  sizeof(ssd_drive_fields) / sizeof(ssd_drive_fields[0]) },
+	/*
+	 * Only from a kvstashd with a peer service, in STATS and STATUS
+	 * replies: the service, then its peers.
+	 */
+	{ "peer", KVS_MSG_STATS_PEER, sizeof(struct kvs_msg_stats_peer), 0, peer_fields,
+	  sizeof(peer_fields) / sizeof(peer_fields[0]) },
+	{ "peers", KVS_MSG_STATS_PEER_INFO, sizeof(struct kvs_msg_stats_peer_info),
+	  KVS_STATS_GROUP_MANY, peer_info_fields,
+	  sizeof(peer_info_fields) / sizeof(peer_info_fields[0]) },
 };
 
 #define NR_GROUPS (sizeof(groups) / sizeof(groups[0]))

@@ -42,8 +42,8 @@ static void usage(FILE *f)
 		"Show what kvstashd is doing.\n"
 		"\n"
 		"Commands:\n"
-		"  status    daemon facts, the cluster registry's state, the sessions connected\n"
-		"  stats     pool, block, operation, session and cluster registry counters\n"
+		"  status    daemon facts, the cluster registry's state, the peers, the sessions\n"
+		"  stats     pool, block, operation, session, registry, SSD tier and peer counters\n"
 		"  version   versions of this tool, libkvstash and kvstashd\n"
 		"\n"
 		"Options:\n"
@@ -116,6 +116,11 @@ struct reply {
 	struct kvs_msg_stats_ssd ssd;
 	struct kvs_msg_stats_ssd_drive *ssd_drives;
 	size_t nr_ssd_drives;
+	/* Only from a kvstashd with a peer service, in STATUS and STATS replies; then its peers. */
+	bool have_peer;
+	struct kvs_msg_stats_peer peer;
+	struct kvs_msg_stats_peer_info *peers;
+	size_t nr_peers;
 };
 
 static int push(void *arrp, size_t *n, size_t size, const void *item)
@@ -160,6 +165,12 @@ static int collect(void *arg, const struct kvs_msg_hdr *msg)
 		return 0;
 	case KVS_MSG_STATS_SSD_DRIVE:
 		return push(&r->ssd_drives, &r->nr_ssd_drives, sizeof(*r->ssd_drives), msg);
+	case KVS_MSG_STATS_PEER:
+		memcpy(&r->peer, msg, sizeof(r->peer));
+		r->have_peer = true;
+		return 0;
+	case KVS_MSG_STATS_PEER_INFO:
+		return push(&r->peers, &r->nr_peers, sizeof(*r->peers), msg);
 	default:
 		return 0; /* a newer daemon's addition: not ours to show */
 	}
@@ -171,6 +182,7 @@ static void reply_free(struct reply *r)
 	free(r->nodes);
 	free(r->sstats);
 	free(r->ssd_drives);
+	free(r->peers);
 }
 
 static int request(struct kvs_client *c, uint32_t type, struct reply *r)
@@ -585,9 +597,11 @@ static void jrate(struct jobj *j, const char *key, uint64_t bytes, uint64_t ns)
 
 /* ---- status ------------------------------------------------------------- */
 
-/* The registry's group, as `kvstash stats` shows it (below); nothing without it. */
+/* The registry's and the peers' groups, as `kvstash stats` shows them (below); nothing without. */
 static void registry_json(struct jobj *j, const struct reply *r);
 static void registry_text(const struct reply *r);
+static void peer_json(struct jobj *j, const struct reply *r);
+static void peer_text(const struct reply *r);
 
 static void status_json(const struct reply *r)
 {
@@ -606,6 +620,7 @@ static void status_json(const struct reply *r)
 	jbool(&j, "cuda_available", d->cuda_available);
 	jclose(&j, '}');
 	registry_json(&j, r);
+	peer_json(&j, r);
 	jopen(&j, "sessions", '[');
 	for (size_t i = 0; i < r->nr_sessions; i++) {
 		const struct kvs_msg_status_session *s = &r->sessions[i];
@@ -661,6 +676,7 @@ static void status_text(const struct reply *r)
 	printf("  sessions   %u\n", d->nr_sessions);
 	printf("  CUDA       %s\n", d->cuda_available ? "available" : "not available");
 	registry_text(r);
+	peer_text(r);
 	if (r->nr_sessions == 0) {
 		printf("\nNo engine sessions.\n");
 		return;
@@ -717,6 +733,8 @@ enum crow_group {
 	CG_REGISTRY,
 	CG_SSD,
 	CG_SSD_DRIVE,
+	CG_PEER,
+	CG_PEER_INFO,
 };
 
 struct crow {
@@ -781,6 +799,12 @@ static const struct crow ssd_rows[] = { KVS_STATS_SSD(CROW_) };
 #define CMSG struct kvs_msg_stats_ssd_drive
 static const struct crow ssd_drive_rows[] = { KVS_STATS_SSD_DRIVE(CROW_) };
 #undef CMSG
+#define CMSG struct kvs_msg_stats_peer
+static const struct crow peer_rows[] = { KVS_STATS_PEER(CROW_) };
+#undef CMSG
+#define CMSG struct kvs_msg_stats_peer_info
+static const struct crow peer_info_rows[] = { KVS_STATS_PEER_INFO(CROW_) };
+#undef CMSG
 
 #define NROWS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -813,6 +837,15 @@ static void ssd_drive_keys(const void *msg, const char **cells)
 	cells[1] = fmt("%s", printable(path));
 }
 
+static void peer_info_keys(const void *msg, const char **cells)
+{
+	const struct kvs_msg_stats_peer_info *p = msg;
+
+	cells[0] = fmt("%s", WSTR(p->addr));
+	/* Not authenticated (yet): no name to show. */
+	cells[1] = p->node[0] ? fmt("%s", WSTR(p->node)) : "-";
+}
+
 static void node_keys_json(struct jobj *j, const void *msg)
 {
 	const struct kvs_msg_stats_node *n = msg;
@@ -837,6 +870,14 @@ static void ssd_drive_keys_json(struct jobj *j, const void *msg)
 
 	ju64(j, "drive", s->drive);
 	jstr(j, "path", WSTR(s->path));
+}
+
+static void peer_info_keys_json(struct jobj *j, const void *msg)
+{
+	const struct kvs_msg_stats_peer_info *p = msg;
+
+	jstr(j, "addr", WSTR(p->addr));
+	jstr(j, "node", WSTR(p->node));
 }
 
 static const struct cgroup {
@@ -887,6 +928,24 @@ static const struct cgroup {
 			   "rl",
 			   ssd_drive_keys,
 			   ssd_drive_keys_json },
+	[CG_PEER] = { peer_rows,
+		      NROWS(peer_rows),
+		      true,
+		      "Peer service:",
+		      0,
+		      { NULL },
+		      "",
+		      NULL,
+		      NULL },
+	[CG_PEER_INFO] = { peer_info_rows,
+			   NROWS(peer_info_rows),
+			   false,
+			   "Per peer:",
+			   2,
+			   { "ADDR", "NODE" },
+			   "ll",
+			   peer_info_keys,
+			   peer_info_keys_json },
 };
 
 /* The messages of group @g in reply @r. */
@@ -911,6 +970,16 @@ static const void *group_msgs(const struct reply *r, unsigned g, size_t *ret_n, 
 		*ret_n = r->nr_ssd_drives;
 		*ret_size = sizeof(*r->ssd_drives);
 		return r->ssd_drives;
+	}
+	if (g == CG_PEER) {
+		*ret_n = r->have_peer;
+		*ret_size = sizeof(r->peer);
+		return &r->peer;
+	}
+	if (g == CG_PEER_INFO) {
+		*ret_n = r->nr_peers;
+		*ret_size = sizeof(*r->peers);
+		return r->peers;
 	}
 	*ret_n = r->nr_sstats;
 	*ret_size = sizeof(*r->sstats);
@@ -960,7 +1029,8 @@ static const char *text_value(char *buf, size_t len, const struct crow *rows, si
 	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_NAME) {
 		wstr(buf, (const char *)msg + c->off,
 		     len - 1 < KVS_NAME_MAX ? len - 1 : KVS_NAME_MAX);
-		return printable(buf);
+		/* An empty name (a peer's last error when there was none): "-", as other absent values. */
+		return buf[0] ? printable(buf) : "-";
 	}
 	if (c->shape == CR_FIELD && c->type == KVS_STATS_T_BOOL) {
 		snprintf(buf, len, "%s", msg_u32(msg, c->off) ? "yes" : "no");
@@ -1044,10 +1114,13 @@ static void group_text(const struct reply *r, unsigned g)
 		align[i] = cg->key_align[i];
 	}
 	for (size_t i = 0; i < cg->nrows && nc < MAX_COLS; i++) {
-		if (!cg->rows[i].text || cg->rows[i].shape == CR_GROUP)
+		const struct crow *c = &cg->rows[i];
+
+		if (!c->text || c->shape == CR_GROUP)
 			continue;
-		head[nc] = cg->rows[i].text;
-		align[nc++] = 'r';
+		head[nc] = c->text;
+		/* Numbers align right, names (a state, an error's text) left. */
+		align[nc++] = c->shape == CR_FIELD && c->type == KVS_STATS_T_NAME ? 'l' : 'r';
 	}
 	align[nc] = '\0';
 	table_init(&t, nc, head, align);
@@ -1247,6 +1320,16 @@ static void registry_json(struct jobj *j, const struct reply *r)
 static void registry_text(const struct reply *r)
 {
 	group_text(r, CG_REGISTRY);
+}
+
+static void peer_json(struct jobj *j, const struct reply *r)
+{
+	json_group(j, "peer", r, CG_PEER);
+}
+
+static void peer_text(const struct reply *r)
+{
+	group_text(r, CG_PEER);
 }
 
 /* ---- commands ------------------------------------------------------------ */

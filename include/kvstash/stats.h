@@ -5,8 +5,9 @@
  * A group is one kind of message in the reply to KVS_MSG_STATS (wire.h):
  * global (one message), node (one per pool region), session (one per engine
  * session), registry (one, only from a kvstashd with [cluster]), ssd (one,
- * only from a kvstashd with [ssd]) and ssd_drives (one per drive, with it).
- * A later module adds its own group (one per peer, ...): a table here, a
+ * only from a kvstashd with [ssd]), ssd_drives (one per drive, with it),
+ * peer (one, only from a kvstashd with a peer service) and peers (one per
+ * peer, with it).  A later module adds its own group: a table here, a
  * message type in wire.h, an entry in kvs_stats_group().  Each table
  * lists its message's fields in wire order, and from it come
  *
@@ -188,7 +189,8 @@
 	  "Operations that completed with an error, by kind.")                                     \
 	X(S, SESSION, "", "per_session", NULL)                                                     \
 	X(S, REGISTRY, "", "registry", NULL)                                                       \
-	X(S, SSD, "", "ssd", NULL)
+	X(S, SSD, "", "ssd", NULL)                                                                 \
+	X(S, PEER, "", "peer", NULL)
 
 #define KVS_STATS_NODE(X)                                                                          \
 	X(F, I32, node, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                    \
@@ -482,6 +484,159 @@
 	X(I, HIST, read_lat, "kvstash_ssd_io_duration_seconds{direction=\"read\"}",                \
 	  "Time from a block I/O's submission to its completion, per direction.")
 
+/*
+ * One failure kind of the peer service (enum kvspeer_fail, whose order the
+ * rows keep) on one side, fetching from peers or serving them: field,
+ * JSON member and Prometheus label come from the same two words.  The
+ * rows of both sides are consecutive: one family.
+ */
+#define KVS_STATS_PEER_FAIL(X, side, kind)                                                         \
+	X(F, U64, side##_fail_##kind, COUNTER, SMP, COUNT, #side "_failures", #kind, NULL, NULL,   \
+	  "kvstash_peer_failures_total{side=\"" #side "\",kind=\"" #kind "\"}",                    \
+	  "Failures of the peer service, by side (fetching from peers, serving them) and kind.")
+
+/*
+ * The peer service (libkvspeer, <kvstash/peer.h>; sidecar/control/peer.h):
+ * struct kvspeer_stats of peer_sample(), the fetch latency as quantiles
+ * (the upper bound of the log2 microsecond bucket where the quantile
+ * falls, 0 before any fetch) and, for Prometheus, as a histogram (the I
+ * row: the sampler's), the failures per side and kind, and the peers'
+ * number.  One message, sent only by a kvstashd with a peer service
+ * ([cluster] peer_listen), in the STATS reply and in the STATUS reply; its
+ * peers follow it, one KVS_STATS_PEER_INFO message each.
+ */
+#define KVS_STATS_PEER(X)                                                                          \
+	X(F, U32, nr_peers, GAUGE, SMP, COUNT, "", "peers", "peers", "%s",                         \
+	  "kvstash_peer_peers",                                                                    \
+	  "Peers of the service: servers fetched from, clients fetching (256 at most).")           \
+	X(F, U32, peers_failed, GAUGE, SMP, COUNT, "", "peers_failed", "peers", ", %s failed",     \
+	  "kvstash_peer_peers_failed", "Peers whose last attempt failed.")                         \
+	X(F, U64, fetches, COUNTER, SMP, COUNT, "fetches", "completed", "fetches", "%s completed:",\
+	  NULL, "Fetches completed (full, partial and empty together).")                           \
+	X(F, U64, fetches_full, COUNTER, SMP, COUNT, "fetches", "full", "fetches", " %s full",     \
+	  "kvstash_peer_fetches_total{result=\"full\"}",                                           \
+	  "Fetches completed, by result: every key fetched (full), some (partial), none (empty).") \
+	X(F, U64, fetches_partial, COUNTER, SMP, COUNT, "fetches", "partial", "fetches",           \
+	  ", %s partial", "kvstash_peer_fetches_total{result=\"partial\"}",                        \
+	  "Fetches completed, by result: every key fetched (full), some (partial), none (empty).") \
+	X(F, U64, fetches_empty, COUNTER, SMP, COUNT, "fetches", "empty", "fetches", ", %s empty", \
+	  "kvstash_peer_fetches_total{result=\"empty\"}",                                          \
+	  "Fetches completed, by result: every key fetched (full), some (partial), none (empty).") \
+	X(F, U64, fetch_blocks, COUNTER, SMP, COUNT, "fetches", "blocks", "fetched", "%s blocks",  \
+	  "kvstash_peer_fetched_blocks_total", "Blocks fetched from peers and verified.")          \
+	X(F, U64, fetch_bytes, COUNTER, SMP, BYTES, "fetches", "bytes", "fetched", ", %s",         \
+	  "kvstash_peer_fetched_bytes_total", "Bytes of the blocks fetched from peers, verified.") \
+	X(F, U64, fetch_p50_us, GAUGE, SMP, US, "fetches", "p50_us", "fetched",                    \
+	  ", latency p50 %s", NULL,                                                                \
+	  "Median fetch latency, submission to completion (a bucket's upper bound).")              \
+	X(F, U64, fetch_p99_us, GAUGE, SMP, US, "fetches", "p99_us", "fetched", ", p99 %s",        \
+	  NULL, "99th percentile fetch latency (a bucket's upper bound).")                         \
+	X(F, U64, fetch_latency_sum_us, COUNTER, SMP, US, "fetches", "latency_sum_us", NULL, NULL, \
+	  NULL, "Fetch latencies summed.")                                                         \
+	X(I, HIST, fetch_lat, "kvstash_peer_fetch_duration_seconds",                               \
+	  "Time from a fetch's submission to its completion.")                                     \
+	X(F, U64, fetch_failures, COUNTER, SMP, COUNT, "fetches", "failures", "fetches",           \
+	  ", %s failed", NULL, "Fetches that ended on a failure (every kind together).")           \
+	X(F, U64, serve_blocks, COUNTER, SMP, COUNT, "serves", "blocks", "served", "%s blocks",    \
+	  "kvstash_peer_served_blocks_total",                                                      \
+	  "Blocks served to peers: every shard sent (TCP) or verified (UCX).")                     \
+	X(F, U64, serve_bytes, COUNTER, SMP, BYTES, "serves", "bytes", "served", ", %s",           \
+	  "kvstash_peer_served_bytes_total", "Bytes of the blocks served to peers.")               \
+	X(F, U64, locks_held, GAUGE, SMP, COUNT, "locks", "held", "locks", "%s held",              \
+	  "kvstash_peer_locks_held", "Locks peers hold on blocks of this node now.")               \
+	X(F, U64, locks_granted, COUNTER, SMP, COUNT, "locks", "granted", "locks", ", %s granted", \
+	  "kvstash_peer_locks_granted_total", "Lock requests of peers that pinned blocks.")        \
+	X(F, U64, locks_released, COUNTER, SMP, COUNT, "locks", "released", "locks",               \
+	  ", %s released", "kvstash_peer_locks_total{end=\"released\"}",                           \
+	  "Locks ended, by how: released by the peer, expired at their TTL, dropped with their "   \
+	  "connection.")                                                                           \
+	X(F, U64, locks_expired, COUNTER, SMP, COUNT, "locks", "expired", "locks", ", %s expired", \
+	  "kvstash_peer_locks_total{end=\"expired\"}",                                             \
+	  "Locks ended, by how: released by the peer, expired at their TTL, dropped with their "   \
+	  "connection.")                                                                           \
+	X(F, U64, locks_dropped, COUNTER, SMP, COUNT, "locks", "dropped", "locks", ", %s dropped", \
+	  "kvstash_peer_locks_total{end=\"dropped\"}",                                             \
+	  "Locks ended, by how: released by the peer, expired at their TTL, dropped with their "   \
+	  "connection.")                                                                           \
+	X(F, U64, conns_open, GAUGE, SMP, COUNT, "conns", "open", "conns", "%s open",              \
+	  "kvstash_peer_connections", "Peer connections open now, both sides.")                    \
+	X(F, U64, conns_accepted, COUNTER, SMP, COUNT, "conns", "accepted", "conns",               \
+	  ", %s accepted", "kvstash_peer_connections_accepted_total",                              \
+	  "Connections accepted from peers.")                                                      \
+	X(F, U64, serve_failures, COUNTER, SMP, COUNT, "serves", "failures", "served",             \
+	  ", %s failures", NULL, "Failures serving peers (every kind together).")                  \
+	KVS_STATS_PEER_FAIL(X, fetch, connect)                                                     \
+	KVS_STATS_PEER_FAIL(X, fetch, timeout)                                                     \
+	KVS_STATS_PEER_FAIL(X, fetch, reset)                                                       \
+	KVS_STATS_PEER_FAIL(X, fetch, auth)                                                        \
+	KVS_STATS_PEER_FAIL(X, fetch, protocol)                                                    \
+	KVS_STATS_PEER_FAIL(X, fetch, stale)                                                       \
+	KVS_STATS_PEER_FAIL(X, fetch, alloc)                                                       \
+	KVS_STATS_PEER_FAIL(X, fetch, refused)                                                     \
+	KVS_STATS_PEER_FAIL(X, fetch, allowlist)                                                   \
+	KVS_STATS_PEER_FAIL(X, fetch, limit)                                                       \
+	KVS_STATS_PEER_FAIL(X, fetch, bad_lock)                                                    \
+	KVS_STATS_PEER_FAIL(X, fetch, range)                                                       \
+	KVS_STATS_PEER_FAIL(X, fetch, stall)                                                       \
+	KVS_STATS_PEER_FAIL(X, fetch, host)                                                        \
+	KVS_STATS_PEER_FAIL(X, fetch, transport)                                                   \
+	KVS_STATS_PEER_FAIL(X, serve, connect)                                                     \
+	KVS_STATS_PEER_FAIL(X, serve, timeout)                                                     \
+	KVS_STATS_PEER_FAIL(X, serve, reset)                                                       \
+	KVS_STATS_PEER_FAIL(X, serve, auth)                                                        \
+	KVS_STATS_PEER_FAIL(X, serve, protocol)                                                    \
+	KVS_STATS_PEER_FAIL(X, serve, stale)                                                       \
+	KVS_STATS_PEER_FAIL(X, serve, alloc)                                                       \
+	KVS_STATS_PEER_FAIL(X, serve, refused)                                                     \
+	KVS_STATS_PEER_FAIL(X, serve, allowlist)                                                   \
+	KVS_STATS_PEER_FAIL(X, serve, limit)                                                       \
+	KVS_STATS_PEER_FAIL(X, serve, bad_lock)                                                    \
+	KVS_STATS_PEER_FAIL(X, serve, range)                                                       \
+	KVS_STATS_PEER_FAIL(X, serve, stall)                                                       \
+	KVS_STATS_PEER_FAIL(X, serve, host)                                                        \
+	KVS_STATS_PEER_FAIL(X, serve, transport)                                                   \
+	X(S, PEER_INFO, "", "per_peer", NULL)
+
+/*
+ * One peer of the peer service: struct kvspeer_peer_info of peer_sample(),
+ * with the names of its role and state, so a CLI needs no table of them,
+ * and the text of its last error.  Not exported to Prometheus: its labels
+ * would be per peer.
+ */
+#define KVS_STATS_PEER_INFO(X)                                                                     \
+	X(F, NAME, addr, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                   \
+	  NULL, "Server: its listen address; client: the address it comes from (ADDR:PORT).")      \
+	X(F, NAME, node, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                   \
+	  NULL, "Its authenticated node name; empty until then.")                                  \
+	X(F, U32, role, GAUGE, SMP, NONE, "", "role_code", NULL, NULL,                             \
+	  NULL, "1: a server this node fetches from; 2: a client fetching from this node.")        \
+	X(F, NAME, role_name, GAUGE, SMP, NONE, "", "role", NULL, "ROLE",                          \
+	  NULL, "The role's name: server or client.")                                              \
+	X(F, U32, state, GAUGE, SMP, NONE, "", "state_code", NULL, NULL,                           \
+	  NULL, "Peer state: 1 idle, 2 busy, 3 connecting, 4 failed, 5 closed.")                   \
+	X(F, NAME, state_name, GAUGE, SMP, NONE, "", "state", NULL, "STATE",                       \
+	  NULL, "The state's name.")                                                               \
+	X(F, U32, conns, GAUGE, SMP, COUNT, "", "conns", NULL, "CONNS",                            \
+	  NULL, "Connections open with it.")                                                       \
+	X(F, U32, locks, GAUGE, SMP, COUNT, "", "locks", NULL, "LOCKS",                            \
+	  NULL, "Locks held: this node's on it (server), its on this node (client).")              \
+	X(F, U64, epoch, GAUGE, SMP, NONE, "", "epoch", NULL, NULL,                                \
+	  NULL, "Its registry epoch, as it told in its handshake.")                                \
+	X(F, U64, blocks, COUNTER, SMP, COUNT, "", "blocks", NULL, "BLOCKS",                       \
+	  NULL, "Blocks fetched from it (server) or served to it (client).")                       \
+	X(F, U64, bytes, COUNTER, SMP, BYTES, "", "bytes", NULL, "BYTES",                          \
+	  NULL, "Bytes of those blocks.")                                                          \
+	X(F, U64, failures, COUNTER, SMP, COUNT, "", "failures", NULL, "FAILURES",                 \
+	  NULL, "Failures with it.")                                                               \
+	X(F, U64, idle_ms, GAUGE, SMP, MS, "", "idle_ms", NULL, NULL,                              \
+	  NULL, "Time since its last activity.")                                                   \
+	X(F, I32, last_error, GAUGE, SMP, NONE, "", "last_error", NULL, NULL,                      \
+	  NULL, "-errno of its last failure; 0: none.")                                            \
+	X(F, BOOL, authenticated, GAUGE, SMP, NONE, "", "authenticated", NULL, NULL,               \
+	  NULL, "It proved the cluster secret: its node name is known.")                           \
+	X(F, NAME, last_error_text, GAUGE, SMP, NONE, "", "last_error_text", NULL, "LAST_ERROR",   \
+	  NULL, "The last error's text (strerror()); empty: none.")
+
 /* clang-format on */
 
 /*
@@ -494,6 +649,8 @@
 #define KVS_STATS_REGISTRY_SIZE 320u
 #define KVS_STATS_SSD_SIZE	 256u
 #define KVS_STATS_SSD_DRIVE_SIZE 448u
+#define KVS_STATS_PEER_SIZE	 512u
+#define KVS_STATS_PEER_INFO_SIZE 448u
 
 /* ---- the message structs (wire.h) ------------------------------------ */
 

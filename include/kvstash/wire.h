@@ -66,6 +66,8 @@
 #define KVS_MSG_STATS_REGISTRY 24u /* minor 1: the registry client, with [cluster] only */
 #define KVS_MSG_STATS_SSD	25u /* minor 2: the SSD tier, with [ssd] only */
 #define KVS_MSG_STATS_SSD_DRIVE 26u /* minor 2: one per drive of the SSD tier */
+#define KVS_MSG_STATS_PEER	27u /* minor 3: the peer service, with [cluster] peer_listen only */
+#define KVS_MSG_STATS_PEER_INFO 28u /* minor 3: one per peer of the peer service */
 
 struct kvs_msg_hdr {
 	uint32_t type;
@@ -248,6 +250,15 @@ KVS_STATS_STRUCT(kvs_msg_stats_registry, KVS_STATS_REGISTRY, KVS_STATS_REGISTRY_
  */
 KVS_STATS_STRUCT(kvs_msg_stats_ssd, KVS_STATS_SSD, KVS_STATS_SSD_SIZE);
 KVS_STATS_STRUCT(kvs_msg_stats_ssd_drive, KVS_STATS_SSD_DRIVE, KVS_STATS_SSD_DRIVE_SIZE);
+/*
+ * Minor 3: a kvstashd with a peer service ([cluster] peer_listen) adds one
+ * STATS_PEER after the SSD tier's messages of a STATS reply, and after
+ * the registry's in a STATUS reply, then one STATS_PEER_INFO per peer (256
+ * at most); without the service neither reply changes.  A libkvstash of an
+ * older minor skips both types.
+ */
+KVS_STATS_STRUCT(kvs_msg_stats_peer, KVS_STATS_PEER, KVS_STATS_PEER_SIZE);
+KVS_STATS_STRUCT(kvs_msg_stats_peer_info, KVS_STATS_PEER_INFO, KVS_STATS_PEER_INFO_SIZE);
 
 _Static_assert(sizeof(struct kvs_msg_hdr) == 16, "hdr");
 _Static_assert(offsetof(struct kvs_msg_hello, rev_major) == 16, "hello revision is frozen");
@@ -282,5 +293,12 @@ _Static_assert(sizeof(struct kvs_msg_stats_ssd_drive) == KVS_STATS_SSD_DRIVE_SIZ
 	       "stats ssd drive");
 _Static_assert(KVS_STATS_RESV(KVS_STATS_SSD_DRIVE_SIZE, KVS_STATS_SSD_DRIVE) > 0,
 	       "stats ssd drive: no reserved word left; grow KVS_STATS_SSD_DRIVE_SIZE (stats.h)");
+_Static_assert(sizeof(struct kvs_msg_stats_peer) == KVS_STATS_PEER_SIZE, "stats peer");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_PEER_SIZE, KVS_STATS_PEER) > 0,
+	       "stats peer: no reserved word left; grow KVS_STATS_PEER_SIZE (stats.h)");
+_Static_assert(sizeof(struct kvs_msg_stats_peer_info) == KVS_STATS_PEER_INFO_SIZE,
+	       "stats peer info");
+_Static_assert(KVS_STATS_RESV(KVS_STATS_PEER_INFO_SIZE, KVS_STATS_PEER_INFO) > 0,
+	       "stats peer info: no reserved word left; grow KVS_STATS_PEER_INFO_SIZE (stats.h)");
 
 #endif /* KVSTASH_WIRE_H */

@@ -162,20 +162,27 @@ def _request(socket_path: str | os.PathLike[str] | None, msg_type: int, op: str,
 
 
 def status(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int = 5000) -> dict[str, Any]:
-    """{"daemon": {...}, "sessions": [{...}, ...]} (struct kvs_msg_status_*), and
-    "registry": {...} (struct kvs_msg_stats_registry) from a kvstashd with [cluster]."""
+    """{"daemon": {...}, "sessions": [{...}, ...]} (struct kvs_msg_status_*),
+    "registry": {...} (struct kvs_msg_stats_registry) from a kvstashd with [cluster],
+    and "peer": {...} with "peers": [{...}, ...] (struct kvs_msg_stats_peer, _peer_info)
+    from a kvstashd with a peer service ([cluster] peer_listen)."""
     out: dict[str, Any] = {"daemon": {}, "sessions": []}
     layouts = _stats_layouts()
     structs = {t: (cls, _BOOLS) for t, cls in _lib.ADMIN_STRUCTS.items()}
-    # A stats group of one message may come with the status (the registry's).
-    structs.update({t: (g.cls, g.bools) for t, g in layouts.items() if not g.many})
+    # Stats groups may come with the status (the registry's, the peer service's and its peers).
+    structs.update({t: (g.cls, g.bools) for t, g in layouts.items()})
     for t, d in _request(socket_path, _lib.MSG_STATUS, "status", timeout_ms, structs):
         if t == _lib.MSG_STATUS_DAEMON:
             out["daemon"] = d
         elif t == _lib.MSG_STATUS_SESSION:
             out["sessions"].append(d)
+        elif t in layouts and layouts[t].many:
+            out.setdefault(layouts[t].key, []).append(d)
         elif t in layouts:
             out[layouts[t].key] = d
+    # The service's peers: a list, empty when it has none.
+    if "peer" in out:
+        out.setdefault("peers", [])
     return out
 
 
@@ -184,7 +191,9 @@ def stats(socket_path: str | os.PathLike[str] | None = None, *, timeout_ms: int 
     (struct kvs_msg_stats_*), a list for a group of many messages, a dict for a
     group of one, present when kvstashd sent it: "global" always, "registry" from
     a kvstashd with [cluster], "ssd" from a kvstashd with [ssd] (its drives in
-    "ssd_drives", a list that is empty without [ssd])."""
+    "ssd_drives", a list that is empty without [ssd]), "peer" from a kvstashd with
+    a peer service ([cluster] peer_listen; its peers in "peers", a list that is
+    empty without)."""
     layouts = _stats_layouts()
     out: dict[str, Any] = {g.key: [] if g.many else None for g in layouts.values()}
     structs = {t: (g.cls, g.bools) for t, g in layouts.items()}

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <kvstash/peer.h>
 
 #include "store/store.h"
 #include "io/mover.h"
@@ -17,6 +20,7 @@
 #include "obs/metrics.h"
 #include "cluster/registry.h"
 #include "ssd/ssd.h"
+#include "control/peer.h"
 #include "base/util.h"
 
 #define HDR(m, t, sq) \
@@ -121,25 +125,25 @@ _Static_assert(METRICS_SSD_BUCKETS == SSD_HIST_BUCKETS, "metrics.h mirrors the S
 _Static_assert(METRICS_SSD_DRIVES >= SSD_MAX_DRIVES, "a scrape holds every drive");
 
 /*
- * The upper bound, in microseconds, of the bucket of @h where quantile
- * @permille falls (bucket i: below 2^i us; the last is open, its lower
- * bound stands in); 0 when @h is empty.
+ * The upper bound, in microseconds, of the bucket of @h (@n buckets) where
+ * quantile @permille falls (bucket i: below 2^i us; the last is open, its
+ * lower bound stands in); 0 when @h is empty.
  */
-static uint64_t quantile_us(const uint64_t *h, unsigned permille)
+static uint64_t quantile_us(const uint64_t *h, unsigned n, unsigned permille)
 {
 	uint64_t total = 0, want, cum = 0;
 
-	for (unsigned i = 0; i < SSD_HIST_BUCKETS; i++)
+	for (unsigned i = 0; i < n; i++)
 		total += h[i];
 	if (!total)
 		return 0;
 	want = (total * permille + 999) / 1000;
-	for (unsigned i = 0; i < SSD_HIST_BUCKETS - 1; i++) {
+	for (unsigned i = 0; i < n - 1; i++) {
 		cum += h[i];
 		if (cum >= want)
 			return 1ull << i;
 	}
-	return 1ull << (SSD_HIST_BUCKETS - 2);
+	return 1ull << (n - 2);
 }
 
 /* @path's last bytes that fit a wire name: the file's name matters most. */
@@ -241,10 +245,10 @@ static bool sample_ssd(struct daemon *d, struct kvs_msg_stats_ssd *m,
 		o->queued_writes = s->queued_writes;
 		o->inflight = s->inflight;
 		o->reads_pending = s->reads_pending;
-		o->write_p50_us = quantile_us(s->write_lat, 500);
-		o->write_p99_us = quantile_us(s->write_lat, 990);
-		o->read_p50_us = quantile_us(s->read_lat, 500);
-		o->read_p99_us = quantile_us(s->read_lat, 990);
+		o->write_p50_us = quantile_us(s->write_lat, SSD_HIST_BUCKETS, 500);
+		o->write_p99_us = quantile_us(s->write_lat, SSD_HIST_BUCKETS, 990);
+		o->read_p50_us = quantile_us(s->read_lat, SSD_HIST_BUCKETS, 500);
+		o->read_p99_us = quantile_us(s->read_lat, SSD_HIST_BUCKETS, 990);
 		o->regions_opened = s->regions_opened;
 		o->erase_syncs = s->erase_syncs;
 		if (hists) {
@@ -269,6 +273,163 @@ static void put_ssd(struct daemon *d, struct train *t, uint32_t seq)
 		HDR(drv[i], KVS_MSG_STATS_SSD_DRIVE, seq);
 		put(t, &drv[i], sizeof(drv[i]));
 	}
+}
+
+_Static_assert(METRICS_SSD_BUCKETS == KVSPEER_HIST_BUCKETS, "metrics.h mirrors the peer histogram");
+_Static_assert(KVSPEER_FAIL__MAX == 15,
+	       "a new peer failure kind needs its rows (stats.h: KVS_STATS_PEER) and a FAIL_ line");
+_Static_assert(KVSPEER_ADDR_MAX <= KVS_NAME_MAX && KVSPEER_NAME_MAX <= KVS_NAME_MAX,
+	       "a peer's address and node name fit a wire name");
+
+/*
+ * The peers a reply lists, and a scrape counts, at most: the sampler's
+ * array is fixed (kvspeer_peers() leaves the others out), and a node
+ * talks to its cluster's few dozen peers, far fewer.
+ */
+#define PEERS_MAX 256u
+
+static const char *peer_role_name(uint32_t role)
+{
+	switch (role) {
+	case KVSPEER_PEER_SERVER:
+		return "server";
+	case KVSPEER_PEER_CLIENT:
+		return "client";
+	default:
+		return "unknown";
+	}
+}
+
+static const char *peer_state_name(uint32_t state)
+{
+	static const char *const names[] = {
+		[KVSPEER_PEER_IDLE] = "idle",
+		[KVSPEER_PEER_BUSY] = "busy",
+		[KVSPEER_PEER_CONNECTING] = "connecting",
+		[KVSPEER_PEER_FAILED] = "failed",
+		[KVSPEER_PEER_CLOSED] = "closed",
+	};
+
+	return state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
+}
+
+/*
+ * The peer service's message into @m and its fetch latency histogram into
+ * @hist unless NULL, when kvstashd has the service ([cluster]
+ * peer_listen); false without, and the replies and the scrape carry none.
+ * With @peers (PEERS_MAX of them), its peers too, counted in @m.
+ * peer_sample() is safe on the control and the metrics thread.
+ */
+static bool sample_peer(struct daemon *d, struct kvs_msg_stats_peer *m,
+			struct kvspeer_peer_info *peers, struct metrics_ssd_hist *hist)
+{
+	struct kvspeer_stats st;
+	unsigned nr = 0;
+
+	if (!peer_sample(d, &st, peers, peers ? PEERS_MAX : 0, &nr))
+		return false;
+	m->nr_peers = nr;
+	for (unsigned i = 0; i < nr; i++)
+		m->peers_failed += peers[i].state == KVSPEER_PEER_FAILED;
+	m->fetches = st.fetches;
+	m->fetches_full = st.fetches_full;
+	m->fetches_partial = st.fetches_partial;
+	m->fetches_empty = st.fetches_empty;
+	m->fetch_blocks = st.fetch_blocks;
+	m->fetch_bytes = st.fetch_bytes;
+	m->fetch_p50_us = quantile_us(st.fetch_latency_us, KVSPEER_HIST_BUCKETS, 500);
+	m->fetch_p99_us = quantile_us(st.fetch_latency_us, KVSPEER_HIST_BUCKETS, 990);
+	m->fetch_latency_sum_us = st.fetch_latency_sum_us;
+	m->serve_blocks = st.serve_blocks;
+	m->serve_bytes = st.serve_bytes;
+	m->locks_held = st.locks_held;
+	m->locks_granted = st.locks_granted;
+	m->locks_released = st.locks_released;
+	m->locks_expired = st.locks_expired;
+	m->locks_dropped = st.locks_dropped;
+	m->conns_open = st.conns_open;
+	m->conns_accepted = st.conns_accepted;
+	for (unsigned k = 0; k < KVSPEER_FAIL__MAX; k++) {
+		m->fetch_failures += st.fetch_fail[k];
+		m->serve_failures += st.serve_fail[k];
+	}
+	/* Both sides of a kind: its rows of KVS_STATS_PEER (stats.h). */
+#define FAIL_(KIND, kind)                                                  \
+	do {                                                               \
+		m->fetch_fail_##kind = st.fetch_fail[KVSPEER_FAIL_##KIND]; \
+		m->serve_fail_##kind = st.serve_fail[KVSPEER_FAIL_##KIND]; \
+	} while (0)
+	FAIL_(CONNECT, connect);
+	FAIL_(TIMEOUT, timeout);
+	FAIL_(RESET, reset);
+	FAIL_(AUTH, auth);
+	FAIL_(PROTOCOL, protocol);
+	FAIL_(STALE, stale);
+	FAIL_(ALLOC, alloc);
+	FAIL_(REFUSED, refused);
+	FAIL_(ALLOWLIST, allowlist);
+	FAIL_(LIMIT, limit);
+	FAIL_(BAD_LOCK, bad_lock);
+	FAIL_(RANGE, range);
+	FAIL_(STALL, stall);
+	FAIL_(HOST, host);
+	FAIL_(TRANSPORT, transport);
+#undef FAIL_
+	if (hist)
+		hist_copy(hist, st.fetch_latency_us, st.fetch_latency_sum_us * 1000);
+	return true;
+}
+
+/* One peer's message, from the service's snapshot @p. */
+static void peer_info_msg(struct kvs_msg_stats_peer_info *o, const struct kvspeer_peer_info *p)
+{
+	strscpy_trunc(o->addr, p->addr, sizeof(o->addr));
+	strscpy_trunc(o->node, p->node, sizeof(o->node));
+	o->role = p->role;
+	/* Literals of ours: GCC takes strscpy_trunc()'s bound for a read past them. */
+	snprintf(o->role_name, sizeof(o->role_name), "%s", peer_role_name(p->role));
+	o->state = p->state;
+	snprintf(o->state_name, sizeof(o->state_name), "%s", peer_state_name(p->state));
+	o->conns = p->conns;
+	o->locks = p->locks;
+	o->epoch = p->epoch;
+	o->blocks = p->blocks;
+	o->bytes = p->bytes;
+	o->failures = p->failures;
+	o->idle_ms = p->idle_ms;
+	o->last_error = p->last_error;
+	o->authenticated = o->node[0] != '\0';
+	if (p->last_error < 0)
+		strscpy_trunc(o->last_error_text, strerror(-p->last_error),
+			      sizeof(o->last_error_text));
+}
+
+/*
+ * Append the peer service's message and one per peer to @t, if kvstashd
+ * has the service.  The snapshot is on the heap: PEERS_MAX of them is
+ * too much for the control thread's stack.
+ */
+static void put_peer(struct daemon *d, struct train *t, uint32_t seq)
+{
+	struct kvs_msg_stats_peer m = { 0 };
+	struct kvspeer_peer_info *peers = calloc(PEERS_MAX, sizeof(*peers));
+
+	if (!peers) {
+		t->err = -ENOMEM;
+		return;
+	}
+	if (sample_peer(d, &m, peers, NULL)) {
+		HDR(m, KVS_MSG_STATS_PEER, seq);
+		put(t, &m, sizeof(m));
+		for (unsigned i = 0; i < m.nr_peers; i++) {
+			struct kvs_msg_stats_peer_info o = { 0 };
+
+			peer_info_msg(&o, &peers[i]);
+			HDR(o, KVS_MSG_STATS_PEER_INFO, seq);
+			put(t, &o, sizeof(o));
+		}
+	}
+	free(peers);
 }
 
 /* Append the registry's message to @t, if kvstashd has a registry. */
@@ -297,8 +458,9 @@ int admin_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	dm.nr_instances = instance_count(d->instances);
 	dm.cuda_available = movers_device_count(KVS_DEVICE_CUDA) > 0;
 	put(&t, &dm, sizeof(dm));
-	/* `kvstash status` shows the registry too: one request, one moment. */
+	/* `kvstash status` shows the registry and the peers too: one request, one moment. */
 	put_registry(d, &t, seq);
+	put_peer(d, &t, seq);
 	cds_list_for_each_entry(s, &d->sessions, node) {
 		struct kvs_msg_status_session m = { 0 };
 		struct registration *reg = session_reg(s);
@@ -381,12 +543,17 @@ static unsigned sample(struct daemon *d, struct kvs_msg_stats_global *g,
 void admin_sample(void *arg, struct metrics_sample *smp)
 {
 	struct daemon *d = arg;
+	struct kvspeer_peer_info *peers;
 
 	smp->nr_nodes = sample(d, &smp->global, smp->nodes, smp->max_nodes);
 	smp->ctr = &d->ctr;
 	smp->nr_registry = sample_registry(d, &smp->registry);
 	smp->nr_ssd = sample_ssd(d, &smp->ssd, smp->ssd_drives, smp->ssd_hists);
 	smp->nr_ssd_drives = smp->nr_ssd ? MIN(smp->ssd.nr_drives, METRICS_SSD_DRIVES) : 0;
+	/* Its peers only to count them; without memory for them, no peer family this time. */
+	peers = calloc(PEERS_MAX, sizeof(*peers));
+	smp->nr_peer = peers && sample_peer(d, &smp->peer, peers, &smp->peer_hists.fetch_lat);
+	free(peers);
 }
 
 int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
@@ -422,5 +589,6 @@ int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 	}
 	put_registry(d, &t, seq);
 	put_ssd(d, &t, seq);
+	put_peer(d, &t, seq);
 	return send_train(admin, &t, seq);
 }

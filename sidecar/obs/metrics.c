@@ -44,6 +44,8 @@ enum prow_group {
 	PG_REGISTRY,
 	PG_SSD,
 	PG_SSD_DRIVE, /* within PG_SSD's: rendered with it */
+	PG_PEER,
+	PG_PEER_INFO, /* within PG_PEER's: not exported (per peer) */
 };
 
 struct prow {
@@ -115,6 +117,12 @@ static const struct prow ssd_rows[] = { KVS_STATS_SSD(PROW_) };
 #define PMSG struct kvs_msg_stats_ssd_drive
 #define PCTR struct metrics_ssd_hists
 static const struct prow ssd_drive_rows[] = { KVS_STATS_SSD_DRIVE(PROW_) };
+#undef PMSG
+#undef PCTR
+/* Its I row is the histogram of the sampler's struct metrics_peer_hists. */
+#define PMSG struct kvs_msg_stats_peer
+#define PCTR struct metrics_peer_hists
+static const struct prow peer_rows[] = { KVS_STATS_PEER(PROW_) };
 #undef PMSG
 #undef PCTR
 
@@ -270,8 +278,9 @@ static const char *key_labels(char *lab, size_t len, const struct prow *rows, si
 }
 
 /*
- * A drive's latency histogram (metrics.h: bucket i below 2^i us) as a
- * Prometheus histogram in seconds, with the drive's labels @lab.
+ * A drive's or the peer service's latency histogram (metrics.h: bucket i
+ * below 2^i us) as a Prometheus histogram in seconds, with the drive's
+ * labels @lab ("" for the peer service's).
  */
 static void ssd_histogram(struct buf *b, const struct prow *r, const char *lab,
 			  const struct metrics_ssd_hist *h)
@@ -371,6 +380,12 @@ static void render(struct buf *b, const struct metrics_sample *smp)
 				group(b, ssd_drive_rows, ARRAY_SIZE(ssd_drive_rows),
 				      smp->ssd_drives, smp->nr_ssd_drives, sizeof(*smp->ssd_drives),
 				      smp->ssd_hists, sizeof(*smp->ssd_hists));
+			} else if (r->group == PG_PEER) {
+				/* No peer service: not even the HELP lines.  Its peers: never. */
+				if (smp->nr_peer)
+					group(b, peer_rows, ARRAY_SIZE(peer_rows), &smp->peer, 1,
+					      sizeof(smp->peer), &smp->peer_hists,
+					      sizeof(smp->peer_hists));
 			} else {
 				group(b, session_rows, ARRAY_SIZE(session_rows), NULL, 0,
 				      sizeof(struct kvs_msg_stats_session), NULL, 0);

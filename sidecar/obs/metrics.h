@@ -6,8 +6,8 @@
  * rows of <kvstash/stats.h> that name one, in table order; their figures
  * are those of `kvstash stats`, taken by the daemon's sampler on this
  * thread.  Labels are bounded (node, direction, error kind, drop reason),
- * never per key or per session.  A group the sample lacks (the registry's
- * without [cluster]) shows no family at all.
+ * never per key, per session or per peer.  A group the sample lacks (the
+ * registry's without [cluster]) shows no family at all.
  *
  * Built without libmicrohttpd, metrics_start() refuses a non-empty listen
  * address with a clear error.
@@ -26,7 +26,8 @@
 /*
  * A drive's latency histogram as the SSD tier keeps it (ssd/ssd.h,
  * SSD_HIST_BUCKETS): bucket i counts the I/Os below 2^i microseconds
- * (and at least 2^(i-1)); the last one counts the rest.
+ * (and at least 2^(i-1)); the last one counts the rest.  The peer
+ * service's fetch latency has the same buckets (KVSPEER_HIST_BUCKETS).
  */
 #define METRICS_SSD_DRIVES  16u
 #define METRICS_SSD_BUCKETS 24u
@@ -39,6 +40,11 @@ struct metrics_ssd_hist {
 /* The I rows of KVS_STATS_SSD_DRIVE (<kvstash/stats.h>): one per direction. */
 struct metrics_ssd_hists {
 	struct metrics_ssd_hist write_lat, read_lat;
+};
+
+/* The I row of KVS_STATS_PEER: the fetches'. */
+struct metrics_peer_hists {
+	struct metrics_ssd_hist fetch_lat;
 };
 
 /*
@@ -64,6 +70,15 @@ struct metrics_sample {
 	unsigned nr_ssd, nr_ssd_drives;
 	struct kvs_msg_stats_ssd_drive ssd_drives[METRICS_SSD_DRIVES];
 	struct metrics_ssd_hists ssd_hists[METRICS_SSD_DRIVES];
+	/*
+	 * The peer service's, when nr_peer is 1 (kvstashd with [cluster]
+	 * peer_listen), with its fetch latency histogram.  Its peers are
+	 * only counted (nr_peers, peers_failed): their labels would be per
+	 * peer.
+	 */
+	struct kvs_msg_stats_peer peer;
+	unsigned nr_peer;
+	struct metrics_peer_hists peer_hists;
 };
 
 typedef void metrics_sample_fn(void *arg, struct metrics_sample *smp);

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,12 @@ static const struct row ssd_rows[] = { KVS_STATS_SSD(ROW_) };
 #define M struct kvs_msg_stats_ssd_drive
 static const struct row ssd_drive_rows[] = { KVS_STATS_SSD_DRIVE(ROW_) };
 #undef M
+#define M struct kvs_msg_stats_peer
+static const struct row peer_rows[] = { KVS_STATS_PEER(ROW_) };
+#undef M
+#define M struct kvs_msg_stats_peer_info
+static const struct row peer_info_rows[] = { KVS_STATS_PEER_INFO(ROW_) };
+#undef M
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -77,6 +84,11 @@ static const struct {
 	{ KVS_MSG_STATS_SSD_DRIVE, "ssd_drives", sizeof(struct kvs_msg_stats_ssd_drive),
 	  KVS_STATS_GROUP_MANY, ssd_drive_rows, N(ssd_drive_rows),
 	  offsetof(struct kvs_msg_stats_ssd_drive, resv) },
+	{ KVS_MSG_STATS_PEER, "peer", sizeof(struct kvs_msg_stats_peer), 0, peer_rows, N(peer_rows),
+	  offsetof(struct kvs_msg_stats_peer, resv) },
+	{ KVS_MSG_STATS_PEER_INFO, "peers", sizeof(struct kvs_msg_stats_peer_info),
+	  KVS_STATS_GROUP_MANY, peer_info_rows, N(peer_info_rows),
+	  offsetof(struct kvs_msg_stats_peer_info, resv) },
 };
 
 START_TEST(test_descriptors)
@@ -342,6 +354,108 @@ START_TEST(test_ssd)
 }
 END_TEST
 
+/*
+ * Wire revision 1.3: the peer service's message and its peers' (one
+ * each), with struct kvspeer_stats in it, its failures per side and kind
+ * (enum kvspeer_fail's order), exported to Prometheus under
+ * kvstash_peer_*; its peers are not exported (labels per peer).
+ */
+START_TEST(test_peer)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		const char *prom;
+	} svc[] = {
+		{ "nr_peers", 16, "kvstash_peer_peers" },
+		{ "peers_failed", 20, "kvstash_peer_peers_failed" },
+		{ "fetches", 24, NULL },
+		{ "fetches_full", 32, "kvstash_peer_fetches_total{result=\"full\"}" },
+		{ "fetches_partial", 40, "kvstash_peer_fetches_total{result=\"partial\"}" },
+		{ "fetches_empty", 48, "kvstash_peer_fetches_total{result=\"empty\"}" },
+		{ "fetch_blocks", 56, "kvstash_peer_fetched_blocks_total" },
+		{ "fetch_bytes", 64, "kvstash_peer_fetched_bytes_total" },
+		{ "fetch_p50_us", 72, NULL },
+		{ "fetch_p99_us", 80, NULL },
+		{ "fetch_latency_sum_us", 88, NULL },
+		{ "fetch_failures", 96, NULL },
+		{ "serve_blocks", 104, "kvstash_peer_served_blocks_total" },
+		{ "serve_bytes", 112, "kvstash_peer_served_bytes_total" },
+		{ "locks_held", 120, "kvstash_peer_locks_held" },
+		{ "locks_granted", 128, "kvstash_peer_locks_granted_total" },
+		{ "locks_released", 136, "kvstash_peer_locks_total{end=\"released\"}" },
+		{ "locks_expired", 144, "kvstash_peer_locks_total{end=\"expired\"}" },
+		{ "locks_dropped", 152, "kvstash_peer_locks_total{end=\"dropped\"}" },
+		{ "conns_open", 160, "kvstash_peer_connections" },
+		{ "conns_accepted", 168, "kvstash_peer_connections_accepted_total" },
+		{ "serve_failures", 176, NULL },
+	}, info[] = {
+		{ "addr", 16, NULL },
+		{ "node", 80, NULL },
+		{ "role", 144, NULL },
+		{ "role_name", 148, NULL },
+		{ "state", 212, NULL },
+		{ "state_name", 216, NULL },
+		{ "conns", 280, NULL },
+		{ "locks", 284, NULL },
+		{ "epoch", 288, NULL },
+		{ "blocks", 296, NULL },
+		{ "bytes", 304, NULL },
+		{ "failures", 312, NULL },
+		{ "idle_ms", 320, NULL },
+		{ "last_error", 328, NULL },
+		{ "authenticated", 332, NULL },
+		{ "last_error_text", 336, NULL },
+	};
+	/* kvspeer_fail_name() of each kind, in order (peer/peer.c). */
+	static const char *const kinds[] = {
+		"connect",  "timeout", "reset",	  "auth",      "protocol",
+		"stale",    "alloc",   "refused", "allowlist", "limit",
+		"bad_lock", "range",   "stall",	  "host",      "transport",
+	};
+	static const char *const sides[] = { "fetch", "serve" };
+	size_t i = N(svc);
+
+	ck_assert_uint_eq(KVS_MSG_STATS_PEER, 27);
+	ck_assert_uint_eq(KVS_MSG_STATS_PEER_INFO, 28);
+	ck_assert_uint_ge(N(peer_rows), N(svc) + 2 * N(kinds));
+	for (size_t k = 0; k < N(svc); k++) {
+		ck_assert_str_eq(peer_rows[k].name, svc[k].name);
+		ck_assert_uint_eq(peer_rows[k].off, svc[k].off);
+		if (svc[k].prom)
+			ck_assert_str_eq(peer_rows[k].prom, svc[k].prom);
+		else
+			ck_assert_ptr_null(peer_rows[k].prom);
+	}
+	/* Then one counter per side and kind: one family, the kind as JSON member and label. */
+	for (size_t sd = 0; sd < N(sides); sd++) {
+		for (size_t k = 0; k < N(kinds); k++, i++) {
+			char name[64], prom[128];
+
+			snprintf(name, sizeof(name), "%s_fail_%s", sides[sd], kinds[k]);
+			snprintf(prom, sizeof(prom),
+				 "kvstash_peer_failures_total{side=\"%s\",kind=\"%s\"}", sides[sd],
+				 kinds[k]);
+			ck_assert_str_eq(peer_rows[i].name, name);
+			ck_assert_uint_eq(peer_rows[i].off, 184 + 8 * (i - N(svc)));
+			ck_assert_uint_eq(peer_rows[i].kind, KVS_STATS_K_COUNTER);
+			ck_assert_str_eq(peer_rows[i].key, kinds[k]);
+			ck_assert_str_eq(peer_rows[i].prom, prom);
+		}
+	}
+	ck_assert_uint_eq(N(peer_info_rows), N(info));
+	for (size_t k = 0; k < N(info); k++) {
+		ck_assert_str_eq(peer_info_rows[k].name, info[k].name);
+		ck_assert_uint_eq(peer_info_rows[k].off, info[k].off);
+		ck_assert_ptr_null(peer_info_rows[k].prom);
+	}
+	ck_assert_uint_eq(peer_info_rows[0].kind, KVS_STATS_K_KEY);
+	ck_assert_uint_eq(peer_info_rows[1].kind, KVS_STATS_K_KEY);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_peer), 512);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_peer_info), 448);
+}
+END_TEST
+
 /* Every row a Prometheus family, with all its rows (D and I ones too). */
 struct prom {
 	const char *prom;
@@ -361,8 +475,9 @@ struct prom {
 
 static const struct prom proms[] = { KVS_STATS_GLOBAL(PROM_) KVS_STATS_NODE(PROM_)
 					     KVS_STATS_SESSION(PROM_) KVS_STATS_REGISTRY(PROM_)
-						     KVS_STATS_SSD(PROM_)
-							     KVS_STATS_SSD_DRIVE(PROM_) };
+						     KVS_STATS_SSD(PROM_) KVS_STATS_SSD_DRIVE(PROM_)
+							     KVS_STATS_PEER(PROM_)
+								     KVS_STATS_PEER_INFO(PROM_) };
 
 static size_t family_len(const char *p)
 {
@@ -410,9 +525,12 @@ struct text {
 
 static const struct text global_text[] = { KVS_STATS_GLOBAL(TEXT_) };
 /* A group of one message is lines too (kvstash(1)'s "Registry:"). */
-static const struct text lines_text[] = { KVS_STATS_REGISTRY(TEXT_) KVS_STATS_SSD(TEXT_) };
-static const struct text table_text[] = { KVS_STATS_NODE(TEXT_) KVS_STATS_SESSION(TEXT_)
-						  KVS_STATS_SSD_DRIVE(TEXT_) };
+static const struct text lines_text[] = { KVS_STATS_REGISTRY(TEXT_) KVS_STATS_SSD(TEXT_)
+						  KVS_STATS_PEER(TEXT_) };
+static const struct text table_text[] = {
+	KVS_STATS_NODE(TEXT_) KVS_STATS_SESSION(TEXT_)	      /* per node, per session */
+	KVS_STATS_SSD_DRIVE(TEXT_) KVS_STATS_PEER_INFO(TEXT_) /* per drive, per peer */
+};
 
 START_TEST(test_text)
 {
@@ -436,8 +554,8 @@ START_TEST(test_text)
 }
 END_TEST
 
-UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_registry, test_ssd, test_prom_names,
-	   test_text)
+UNIT_TESTS(test_descriptors, test_packed, test_frozen, test_registry, test_ssd, test_peer,
+	   test_prom_names, test_text)
 
 const struct unit_suite unit_suite = {
 	.name = "stats",
