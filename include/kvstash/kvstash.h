@@ -397,7 +397,7 @@ int kvs_admin_request(struct kvs_client *client, uint32_t type, kvs_admin_fn cb,
  * (kvs_admin_request() skips them).  No client needed; thread-safe.
  */
 struct kvs_stats_group {
-	const char *name;  /* "global", "nodes", "sessions" */
+	const char *name;  /* "global", "nodes", "sessions", "registry", "ssd", ... */
 	uint32_t msg_type; /* KVS_MSG_STATS_* */
 	uint32_t size;	   /* bytes of one message: header, fields, reserved words */
 	uint32_t nr_fields;
