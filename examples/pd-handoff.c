@@ -11,7 +11,10 @@
  *     keys, through the application's own channel (a pipe here);
  *   decode (another process): its scheduler QUERYs with KVS_QUERY_FETCH
  *     and the hint (no hint: the registry finds the holder), and every
- *     rank LOADs the lease into other block ids, poisoned first.
+ *     rank LOADs the lease into other block ids, poisoned first, and
+ *     tells prefill it is done (the next request waits for it: the
+ *     example times one handoff at a time, and a prefill that ran ahead
+ *     could push the blocks decode is about to fetch out of its pool).
  *
  *   kvstash-example-pd --prefill-socket PATH --decode-socket PATH
  *                      [--hint ADDR:PORT] [--ns NAME] [--tp N] [--layers N]
@@ -157,7 +160,7 @@ static int rank_open(const struct args *a, const char *sock, const char *inst, u
 
 /* ---- prefill ------------------------------------------------------------- */
 
-static int prefill(const struct args *a, int out)
+static int prefill(const struct args *a, int out, int done)
 {
 	struct rank rk[MAX_TP] = { 0 };
 	uint8_t *keys = malloc(16 * (size_t)a->blocks);
@@ -165,6 +168,7 @@ static int prefill(const struct args *a, int out)
 	uint64_t bb = a->layers * a->seg, reg = 0, drop = 0;
 	char inst[64];
 	int r = 0, ret = 1;
+	char c;
 
 	snprintf(inst, sizeof(inst), "prefill-%d", (int)getpid());
 	for (unsigned t = 0; t < a->tp; t++)
@@ -221,6 +225,9 @@ static int prefill(const struct args *a, int out)
 			fail("prefill", "telling decode", -errno);
 			goto out;
 		}
+		/* Decode's word that it loaded the request (EOF: it stopped; its status says why). */
+		if (read(done, &c, 1) != 1)
+			break;
 	}
 	ret = 0;
 out:
@@ -233,7 +240,7 @@ out:
 
 /* ---- decode -------------------------------------------------------------- */
 
-static int decode(const struct args *a, int in)
+static int decode(const struct args *a, int in, int done)
 {
 	struct rank rk[MAX_TP] = { 0 };
 	struct kvs_connect_opts o;
@@ -311,8 +318,10 @@ static int decode(const struct args *a, int in)
 					goto out;
 				}
 			}
-		if (lease)
-			kvs_release_sync(sched, lease, TIMEOUT_MS);
+		/*
+		 * Every rank LOADed the lease, which ends it; a lease no rank
+		 * loads (a LOAD failed) ends with kvs_close() below.
+		 */
 		printf("%-4u %8d %8.1f %10.3f %9.3f %8.2f %10.3f %8.3f\n", run, hits,
 		       (double)hits * bb * a->tp / (1 << 20), h.flush_ns / 1e6, (t1 - t0) / 1e6,
 		       t1 > t0 ? (double)hits * bb * a->tp / (double)(t1 - t0) : 0.0,
@@ -320,6 +329,10 @@ static int decode(const struct args *a, int in)
 		if ((unsigned)hits != a->blocks && !a->partial) {
 			fprintf(stderr, "pd-handoff decode: %d of %u blocks fetched\n", hits,
 				a->blocks);
+			goto out;
+		}
+		if (write(done, "", 1) != 1) {
+			fail("decode", "telling prefill", -errno);
 			goto out;
 		}
 	}
@@ -354,7 +367,7 @@ int main(int argc, char **argv)
 	/* The seed's gate: 33 blocks of a Qwen3-8B-like page-first layout, 74.2 MiB. */
 	struct args a = { .ns = "qwen3-8b/bf16/pd", .tp = 1, .layers = 36, .seg = 64 * 1024,
 			  .blocks = 33, .runs = 3 };
-	int pfd[2], c, st, rp, rd;
+	int pfd[2], dfd[2], c, st, rp, rd;
 	pid_t pid;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -383,7 +396,7 @@ int main(int argc, char **argv)
 	       a.tp, (double)a.blocks * a.layers * a.seg * a.tp / (1 << 20), a.psock, a.dsock,
 	       a.hint ? a.hint : "none (the registry)");
 	fflush(stdout);
-	if (pipe(pfd) < 0)
+	if (pipe(pfd) < 0 || pipe(dfd) < 0)
 		return fail("main", "pipe", -errno);
 	pid = fork();
 	if (pid < 0)
@@ -392,12 +405,14 @@ int main(int argc, char **argv)
 		int rc;
 
 		close(pfd[1]);
-		rc = decode(&a, pfd[0]);
+		close(dfd[0]);
+		rc = decode(&a, pfd[0], dfd[1]);
 		fflush(stdout);
 		_exit(rc);
 	}
 	close(pfd[0]);
-	rp = prefill(&a, pfd[1]);
+	close(dfd[1]);
+	rp = prefill(&a, pfd[1], dfd[0]);
 	close(pfd[1]); /* decode sees EOF if prefill stopped early */
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
