@@ -403,10 +403,18 @@ struct kvs_client *ct_worker_rank(const struct cnode *n, const char *ns, const c
 				  uint32_t rank, uint32_t tp, struct test_kv *kv, unsigned layers,
 				  unsigned blocks, uint64_t seg)
 {
+	return ct_worker_kind(n, ns, instance, rank, tp, LAYOUT_PAGE_FIRST, kv, layers, blocks,
+			      seg);
+}
+
+struct kvs_client *ct_worker_kind(const struct cnode *n, const char *ns, const char *instance,
+				  uint32_t rank, uint32_t tp, enum test_layout_kind kind,
+				  struct test_kv *kv, unsigned layers, unsigned blocks, uint64_t seg)
+{
 	struct kvs_client *c = ct_connect(n, KVS_ROLE_WORKER, ns, instance, rank, tp);
 	int r;
 
-	r = test_kv_alloc(kv, LAYOUT_PAGE_FIRST, layers, blocks, seg);
+	r = test_kv_alloc(kv, kind, layers, blocks, seg);
 	CHECK(r == 0, "engine memory: %s", strerror(-r));
 	r = test_kv_register(c, kv);
 	CHECK(r == 0, "register on %s (ns %s, rank %u/%u): %s", n->name, ns, rank, tp,
@@ -524,3 +532,74 @@ int ct_reap(pid_t pid, int timeout_ms)
 			kids[i] = 0;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* ---- the peer service's counters ------------------------------------ */
+
+struct stat_req {
+	uint32_t type;
+	const struct kvs_stats_field *f;
+	bool found;
+	uint64_t value;
+};
+
+static int stat_cb(void *arg, const struct kvs_msg_hdr *m)
+{
+	struct stat_req *q = arg;
+	const uint8_t *p = (const uint8_t *)m + q->f->offset;
+
+	if (m->type != q->type || q->found || m->size < q->f->offset + q->f->size)
+		return 0;
+	q->found = true;
+	if (q->f->size == 8) {
+		memcpy(&q->value, p, 8);
+	} else {
+		uint32_t v;
+
+		memcpy(&v, p, 4);
+		q->value = v;
+	}
+	return 0;
+}
+
+int64_t ct_peer_stat(const struct cnode *n, const char *field)
+{
+	struct kvs_stats_group g;
+	struct kvs_stats_field f;
+	struct stat_req q = { 0 };
+	struct kvs_client *admin;
+	int r = -ENOENT;
+
+	/* By the names the library exports: the test reads what `kvstash stats` shows. */
+	for (uint32_t i = 0; kvs_stats_group(i, &g) == 0; i++)
+		if (!strcmp(g.name, "peer")) {
+			for (uint32_t j = 0; kvs_stats_field(g.msg_type, j, &f) == 0; j++)
+				if (!strcmp(f.name, field)) {
+					r = 0;
+					break;
+				}
+			break;
+		}
+	CHECK(r == 0, "no field %s in the peer stats group", field);
+	q.type = g.msg_type;
+	q.f = &f;
+	r = test_admin(&n->d, &admin);
+	CHECK(r == 0, "admin session on %s: %s", n->name, kvs_strerror(r));
+	r = kvs_admin_request(admin, KVS_MSG_STATS, stat_cb, &q);
+	kvs_close(admin);
+	CHECK(r >= 0, "STATS of %s: %s", n->name, kvs_strerror(r));
+	CHECK(q.found, "%s sent no peer stats", n->name);
+	return (int64_t)q.value;
+}
+
+void ct_wait_peer_stat(const struct cnode *n, const char *field, int64_t want)
+{
+	uint64_t end = now_ms() + CT_POLL_MS;
+	int64_t v;
+
+	while ((v = ct_peer_stat(n, field)) != want) {
+		CHECK(now_ms() < end, "%s: peer %s is %lld, want %lld", n->name, field,
+		      (long long)v, (long long)want);
+		usleep(20000);
+	}
+}
+

@@ -118,6 +118,10 @@ struct kvs_client *ct_worker(const struct cnode *n, const char *ns, struct test_
 struct kvs_client *ct_worker_rank(const struct cnode *n, const char *ns, const char *instance,
 				  uint32_t rank, uint32_t tp, struct test_kv *kv, unsigned layers,
 				  unsigned blocks, uint64_t seg);
+/* The same with a layout of @kind (LAYOUT_MLA registers replicated). */
+struct kvs_client *ct_worker_kind(const struct cnode *n, const char *ns, const char *instance,
+				  uint32_t rank, uint32_t tp, enum test_layout_kind kind,
+				  struct test_kv *kv, unsigned layers, unsigned blocks, uint64_t seg);
 /* A session of @role (no memory) that connected with KVS_CONNECT_CLUSTER. */
 struct kvs_client *ct_connect(const struct cnode *n, uint32_t role, const char *ns,
 			      const char *instance, uint32_t rank, uint32_t tp);
@@ -144,5 +148,13 @@ const char *ct_answer_str(int res, const struct kvs_cluster_answer *a);
  */
 pid_t ct_spawn(int (*fn)(void *arg), void *arg);
 int ct_reap(pid_t pid, int timeout_ms);
+
+/*
+ * Field @field of @n's peer stats group (as `kvstash stats` names it, read
+ * through libkvstash's descriptors); fails the test without one.
+ */
+int64_t ct_peer_stat(const struct cnode *n, const char *field);
+/* Poll until it reads @want (CT_POLL_MS). */
+void ct_wait_peer_stat(const struct cnode *n, const char *field, int64_t want);
 
 #endif /* KVS_CTEST_H */

@@ -8,6 +8,8 @@
  *   peer-hostile --peer ADDR --secret FILE --case NAME   (client cases)
  *   peer-hostile --listen ADDR --secret FILE --case NAME (server cases)
  *
+ * --bind HOST:0 dials from HOST, for a node whose peer_allow names the
+ * test's own addresses.
  * Each case checks what the other side must do (refuse with the right
  * status, close the connection, keep other locks) and prints
  * "case NAME: ok ..." or "case NAME: FAIL ..."; exit 0 only when it is ok.
@@ -34,6 +36,7 @@
 static struct peer_secret secret;
 static const char *cluster = "test";
 static const char *peer_addr;
+static const char *bind_addr; /* dial from here (--bind), else the kernel's choice */
 static int io_ms = 10000; /* how long to wait for the other side to act */
 static struct geo g;
 static uint32_t nblocks = 64;
@@ -67,6 +70,16 @@ static int dial(void)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (bind_addr) {
+		struct sockaddr_storage ba;
+		socklen_t blen;
+
+		if (peer_addr_parse(bind_addr, &ba, &blen) < 0 ||
+		    bind(fd, (struct sockaddr *)&ba, blen) < 0) {
+			close(fd);
+			return -EADDRNOTAVAIL;
+		}
+	}
 	if (connect(fd, (struct sockaddr *)&sa, len) < 0) {
 		int e = -errno;
 
@@ -842,7 +855,7 @@ int main(int argc, char **argv)
 		{ "peer", 1, NULL, 'p' },   { "listen", 1, NULL, 'l' },	 { "secret", 1, NULL, 's' },
 		{ "case", 1, NULL, 'c' },   { "cluster", 1, NULL, 'C' }, { "io-ms", 1, NULL, 'i' },
 		{ "blocks", 1, NULL, 'b' }, { "tp", 1, NULL, 't' },	 { "layers", 1, NULL, 'L' },
-		{ NULL, 0, NULL, 0 },
+		{ "bind", 1, NULL, 'B' },   { NULL, 0, NULL, 0 },
 	};
 	static const struct {
 		const char *name;
@@ -890,6 +903,9 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			layers = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'B':
+			bind_addr = optarg;
 			break;
 		default:
 			return 2;
