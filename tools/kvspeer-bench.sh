@@ -7,8 +7,10 @@
 # 2 MiB and 16 MiB blocks (TCP transport, and the UCX transport over UCX's
 # TCP with the shipped tuning), the handoff of 33 blocks of 2.25 MiB (the
 # seed's 74.25 MiB) cold and warm, iperf3 for reference when installed,
-# and UCX's own ucx_perftest with UCX's defaults and with the shipped
-# tuning.  docs/PERFORMANCE.md ("Peer transfer") has a run of it.
+# UCX's own ucx_perftest with UCX's defaults and with the shipped tuning,
+# and the handoff through two kvstashd (the prefill/decode example: FLUSH,
+# QUERY with fetch, LOAD).  docs/PERFORMANCE.md ("Peer transfer") has a
+# run of it.
 #   RUNS (default 3): repetitions per cell; the median is printed.
 set -euo pipefail
 build=${1:-build}
@@ -115,4 +117,48 @@ if command -v ucx_perftest >/dev/null 2>&1; then
 	}
 	echo "ucx_perftest ucp_get 2 MiB over UCX TCP (MB/s, 2^20): UCX defaults, 1 in flight: $(pt X=1);" \
 		"defaults, 8 in flight: $(O=8 pt X=1); shipped segments (256k), 8 in flight: $(O=8 pt UCX_TCP_TX_SEG_SIZE=256k UCX_TCP_RX_SEG_SIZE=256k)"
+fi
+
+# The handoff through kvstashd: two nodes (host backend) in the two
+# namespaces, the prefill/decode example as the engine (it reaches both by
+# their Unix sockets), 33 blocks of 2.25 MiB, FLUSH (instance + cluster) +
+# QUERY with fetch + LOAD, median of 11 requests, by node hint and (with
+# redis-server) through the registry.
+daemon=$build/sidecar/kvstashd
+example=$build/examples/kvstash-example-pd
+if [ -x "$daemon" ] && [ -x "$example" ]; then
+	redis_line=""
+	if command -v redis-server >/dev/null 2>&1; then
+		ip netns exec $A redis-server --port 7399 --bind $IPA --save '' --appendonly no \
+			--protected-mode no --dir "$tmp" --logfile "$tmp/redis.log" >/dev/null 2>&1 &
+		pids="$pids $!"
+		for _ in $(seq 200); do grep -q 'Ready to accept' "$tmp/redis.log" 2>/dev/null && break; sleep 0.05; done
+		redis_line="redis = $IPA:7399"
+	fi
+	node() { # node NAME NS ADDR
+		mkdir -p "$tmp/$1/run"
+		printf '[server]\nsocket = %s\n[pool]\nsize = 1G\n[cluster]\n%s\nname = bench-%s\nnode = %s\npeer_listen = %s:7471\npeer_allow = 10.214.0.0/30\nsecret_file = %s\nfetch_timeout = 10s\n[log]\nlevel = notice\n' \
+			"$tmp/$1/run/kvstash.sock" "$redis_line" "$$" "$1" "$3" "$tmp/key" >"$tmp/$1/kvstash.conf"
+		ip netns exec "$2" "$daemon" --config "$tmp/$1/kvstash.conf" >"$tmp/$1.log" 2>&1 &
+		pids="$pids $!"
+		for _ in $(seq 1200); do grep -q 'ready:' "$tmp/$1.log" && return 0; sleep 0.05; done
+		echo "kvstashd $1 did not start: $(cat "$tmp/$1.log")" >&2
+		exit 1
+	}
+	node a $A $IPA
+	node b $B $IPB
+	sleep 1 # the registry lease (only the registry case needs it)
+	pd() { # pd ARGS...: median total_ms and fetch_ms of 11 handoffs
+		"$example" --prefill-socket "$tmp/a/run/kvstash.sock" --decode-socket "$tmp/b/run/kvstash.sock" \
+			--runs 11 "$@" >"$tmp/pd.out" 2>&1 || { cat "$tmp/pd.out" >&2; exit 1; }
+		awk '$1 ~ /^[0-9]+$/ && $2 == 33 { print $8 }' "$tmp/pd.out" | median
+		awk '$1 ~ /^[0-9]+$/ && $2 == 33 { print $5 }' "$tmp/pd.out" | median
+	}
+	set -- $(pd --hint $IPA:7471 --ns bench/hint)
+	printf 'handoff through kvstashd, 33 blocks x 2.25 MiB, node hint: %s ms (fetch %s ms); raw TCP moves it in %.1f ms\n' \
+		"$1" "$2" "$(echo "$bytes / $rawm / 1000" | bc -l)"
+	if [ -n "$redis_line" ]; then
+		set -- $(pd --ns bench/registry)
+		printf 'handoff through kvstashd, 33 blocks x 2.25 MiB, registry: %s ms (fetch %s ms)\n' "$1" "$2"
+	fi
 fi
