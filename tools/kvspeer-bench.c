@@ -7,7 +7,7 @@
  *
  *   kvspeer-bench serve     --listen A:P --allow CIDR --secret F --block-bytes B --blocks N [UCX]
  *   kvspeer-bench fetch     --peer A:P --secret F --block-bytes B --blocks N --repeat R [--cold] [UCX]
- *   kvspeer-bench raw-serve --listen A:P
+ *   kvspeer-bench raw-serve --listen A:P [--block-bytes B]
  *   kvspeer-bench raw-fetch --peer A:P --bytes B --repeat R
  *     UCX: --transport ucx --ucx-allow-tcp --ucx-devices DEV
  *
@@ -15,7 +15,9 @@
  * --cold makes a new service (so a new connection and handshake) for
  * every fetch, as a decode node's first fetch from a prefill node.
  * raw-fetch prints "raw MBps=X": one connection, R transfers of B bytes,
- * each asked for with an 8-byte request, the same shape as a fetch.
+ * each asked for with an 8-byte request, the same shape as a fetch;
+ * raw-serve sends them in writes of B bytes (default 16 MiB), the size of
+ * the writes a block server makes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -141,7 +143,7 @@ static int tcp_socket(const char *addr, struct sockaddr_in *sa)
 }
 
 /* The baseline: a plain TCP stream, the bytes sent straight from a buffer. */
-static int raw_serve(const char *addr)
+static int raw_serve(const char *addr, uint64_t chunk)
 {
 	struct sockaddr_in sa;
 	int fd = tcp_socket(addr, &sa), c;
@@ -158,7 +160,7 @@ static int raw_serve(const char *addr)
 	while ((c = accept(fd, NULL, NULL)) >= 0) {
 		while (recv(c, &want, sizeof(want), MSG_WAITALL) == sizeof(want)) {
 			while (want) {
-				size_t n = want < sizeof(buf) ? (size_t)want : sizeof(buf);
+				size_t n = want < chunk ? (size_t)want : (size_t)chunk;
 				ssize_t w = send(c, buf, n, MSG_NOSIGNAL);
 
 				if (w <= 0)
@@ -223,7 +225,7 @@ int main(int argc, char **argv)
 	struct kvspeer_params p;
 	struct bench b = { .block_bytes = 2 << 20, .blocks = 64 };
 	const char *mode, *listen_addr = NULL, *peer = NULL;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, chunk = 16u << 20; /* raw-serve's writes */
 	int repeat = 5, cold = 0, opt, r;
 	struct kvspeer *kp = NULL;
 
@@ -252,6 +254,7 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			b.block_bytes = strtoull(optarg, NULL, 0);
+			chunk = b.block_bytes < (16u << 20) ? b.block_bytes : 16u << 20;
 			break;
 		case 'n':
 			b.blocks = (uint32_t)strtoul(optarg, NULL, 0);
@@ -281,7 +284,7 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if (!strcmp(mode, "raw-serve"))
-		return listen_addr ? raw_serve(listen_addr) : 2;
+		return listen_addr && chunk ? raw_serve(listen_addr, chunk) : 2;
 	if (!strcmp(mode, "raw-fetch"))
 		return peer && bytes ? raw_fetch(peer, bytes, repeat) : 2;
 	if (!b.blocks || b.blocks > KVSPEER_MAX_KEYS || !b.block_bytes)

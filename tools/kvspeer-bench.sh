@@ -73,7 +73,7 @@ for size in 65536 2097152 16777216; do
 	bytes=$((blocks * size))
 	rp=$port tp=$((port + 1)) up=$((port + 2))
 	port=$((port + 3))
-	start raw$size raw-serve --listen $IPA:$rp
+	start raw$size raw-serve --listen $IPA:$rp --block-bytes $size
 	start tcp$size serve --listen $IPA:$tp --allow $IPB/32 --secret "$tmp/key" --block-bytes $size --blocks $blocks
 	start ucx$size serve --listen $IPA:$up --allow $IPB/32 --secret "$tmp/key" --block-bytes $size --blocks $blocks $ucx_srv
 	raw="" tcp="" ucx=""
@@ -94,7 +94,7 @@ size=2359296 blocks=33 bytes=$((33 * 2359296))
 hp=$port
 port=$((port + 2))
 start hand serve --listen $IPA:$hp --allow $IPB/32 --secret "$tmp/key" --block-bytes $size --blocks $blocks
-start handraw raw-serve --listen $IPA:$((hp + 1))
+start handraw raw-serve --listen $IPA:$((hp + 1)) --block-bytes $size
 warm=$(ip netns exec $B "$bench" fetch --peer $IPA:$hp --secret "$tmp/key" --block-bytes $size --blocks $blocks --repeat 11 | val median_ms)
 cold=$(ip netns exec $B "$bench" fetch --peer $IPA:$hp --secret "$tmp/key" --block-bytes $size --blocks $blocks --repeat 11 --cold | val median_ms)
 rawm=$(ip netns exec $B "$bench" raw-fetch --peer $IPA:$((hp + 1)) --bytes $bytes --repeat 11 | val MBps)
