@@ -9,12 +9,15 @@
  * plus one when registered); the rest is the argument area, of exactly
  * its length, so ASan sees any read outside it.  The copy goes to a
  * buffer the size of the worker's scratch (sqe_arg_bytes(SAVE, max_keys)
- * + 8), its slack poisoned.
+ * + KVS_FETCH_HINT_MAX), its slack poisoned.
  *
  * An accepted SQE must have every field its opcode does not use zero, a
  * count within max_keys, its arguments inside the area and copied
- * unchanged, every block id below num_blocks and a layer range inside the
- * layout; a refused one an -errno that abi.h lists.
+ * unchanged, every block id below num_blocks, a layer range inside the
+ * layout, and a fetching QUERY's node hint (only with KVS_QUERY_FETCH,
+ * never with KVS_QUERY_CLUSTER) a non-empty string in the copy right after
+ * the keys, zero-padded to its 8-byte length; a refused one an -errno that
+ * abi.h lists.
  */
 #include <errno.h>
 
@@ -38,7 +41,7 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 			   const struct sqe_args *a)
 {
 	uint8_t op = sqe->opcode;
-	uint64_t bytes = sqe_arg_bytes(op, sqe->count);
+	uint64_t bytes = sqe_arg_bytes(op, sqe->count), hint = 0;
 
 	FUZZ_CHECK(op <= KVS_OP_LAST, "opcode %u", op);
 	FUZZ_CHECK(!sqe->resv0 && !sqe->resv1 && !sqe->resv2, "reserved fields");
@@ -49,7 +52,10 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 	FUZZ_CHECK(op == KVS_OP_QUERY || sqe->req_id == 0, "req_id");
 	FUZZ_CHECK(
 		(op == KVS_OP_QUERY &&
-		 !(sqe->flags & ~(KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM))) ||
+		 !(sqe->flags &
+		   ~(KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM | KVS_QUERY_FETCH)) &&
+		 (sqe->flags & (KVS_QUERY_CLUSTER | KVS_QUERY_FETCH)) !=
+			 (KVS_QUERY_CLUSTER | KVS_QUERY_FETCH)) ||
 			(op == KVS_OP_FLUSH &&
 			 !(sqe->flags & ~(KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER))) ||
 			sqe->flags == 0,
@@ -59,6 +65,21 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 		return;
 	}
 	FUZZ_CHECK(a->n == sqe->count && a->n >= 1 && a->n <= lim->max_keys, "count %u", a->n);
+	if (a->hint) {
+		size_t len;
+
+		FUZZ_CHECK(op == KVS_OP_QUERY && (sqe->flags & KVS_QUERY_FETCH), "a hint on op %u", op);
+		FUZZ_CHECK((const uint8_t *)a->hint == copy + bytes, "the hint is not after the keys");
+		hint = sqe->arg_len - bytes;
+		FUZZ_CHECK(sqe->arg_len > bytes && hint % 8 == 0 && hint <= KVS_FETCH_HINT_MAX,
+			   "a hint of %llu bytes", (unsigned long long)hint);
+		len = strnlen(a->hint, hint);
+		FUZZ_CHECK(len >= 1 && len < hint, "hint length %zu of %llu", len,
+			   (unsigned long long)hint);
+		for (size_t i = len; i < hint; i++)
+			FUZZ_CHECK(a->hint[i] == 0, "bytes after the hint's NUL");
+	}
+	bytes += hint;
 	FUZZ_CHECK(sqe->arg_len == bytes && (uint64_t)sqe->arg_off + bytes <= area_size,
 		   "arguments [%u, +%llu) outside an area of %llu", sqe->arg_off,
 		   (unsigned long long)bytes, (unsigned long long)area_size);
@@ -103,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	area = fuzz_dup(data + PREFIX, area_size);
 
 	/* worker_start(): the scratch a worker copies arguments into. */
-	scratch_size = sqe_arg_bytes(KVS_OP_SAVE, lim.max_keys) + 8;
+	scratch_size = sqe_arg_bytes(KVS_OP_SAVE, lim.max_keys) + KVS_FETCH_HINT_MAX;
 	FUZZ_POISON(scratch + scratch_size, sizeof(scratch) - scratch_size);
 	r = sqe_decode(&sqe, area, area_size, &lim, scratch, &a);
 	if (r == 0) {

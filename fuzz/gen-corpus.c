@@ -310,6 +310,14 @@ static void sqe_seeds(void)
 	s.req_id = 77;
 	s.flags = KVS_QUERY_NOLEASE;
 	sqe_put("query", &s, KVS_ROLE_SCHEDULER, 64, 0, 1, area, sizeof(area));
+	/* Wire 1.3: a fetching QUERY with a node hint after its keys (one key: max_keys 1). */
+	memcpy(area + 2048, area, 16);
+	memcpy(area + 2064, "10.0.0.7:7471", 14);
+	s.count = 1;
+	s.arg_off = 2048;
+	s.arg_len = 16 + 16;
+	s.flags = KVS_QUERY_FETCH;
+	sqe_put("query-fetch-hint", &s, KVS_ROLE_SCHEDULER, 1, 0, 1, area, sizeof(area));
 	memset(&s, 0, sizeof(s));
 	s.opcode = KVS_OP_LOAD;
 	s.count = 4;
