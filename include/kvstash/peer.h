@@ -458,6 +458,43 @@ struct kvspeer_peer_info {
  */
 int kvspeer_peers(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned max);
 
+/*
+ * Serving kvstashd nodes from an engine's own memory.  A kvstashd fetches
+ * a namespace's blocks by the registry's digest of its name and geometry
+ * and takes each shard as one pool slot: the block's layers in
+ * registration order, each layer's segments in order, zero-padded to a
+ * multiple of 512 bytes.  An engine that serves its own KV cache to
+ * kvstashd nodes (it runs the service itself, not kvstashd) describes its
+ * namespace as its engines register it with kvstashd (kvs_register(3):
+ * the namespace of kvs_connect_opts, the tensor-parallel size, each
+ * layer's segments and segment bytes), and lays its served shards out so:
+ * kvspeer_kvstash_ns() gives the digest to answer lock requests for
+ * (struct kvspeer_lock_req's digest) and the length every shard must have.
+ */
+struct kvspeer_kvstash_layer {
+	uint32_t segments;	/* 1, or 2 for split K and V */
+	uint32_t resv;		/* 0 */
+	uint64_t segment_bytes; /* one segment of one block of one rank */
+};
+
+struct kvspeer_kvstash_ns {
+	const char *name;    /* the namespace, at most 4095 bytes */
+	uint32_t tp_size;    /* the engines' tensor-parallel size, >= 1 */
+	uint32_t replicated; /* 1: every rank holds the whole block (MLA): one shard; else 0 */
+	uint32_t nr_layers;  /* >= 1 */
+	const struct kvspeer_kvstash_layer *layers;
+};
+
+/*
+ * The digest kvstashd gives @ns (KVSPEER_DIGEST_SIZE bytes) and the bytes
+ * of one shard of one of its blocks (shards per block: 1 when replicated,
+ * else tp_size).  0, or -EINVAL for no name, no layers, a zero count or
+ * size, segments other than 1 or 2, a reserved word set, a shard over 2^48
+ * bytes or an empty or overlong name; -ENOMEM.
+ */
+int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[KVSPEER_DIGEST_SIZE],
+		       uint64_t *ret_shard_bytes);
+
 /* The library's version, "MAJOR.MINOR.PATCH". */
 const char *kvspeer_version(void);
 

@@ -18,6 +18,8 @@
 #include "wire/proto.h"
 
 #define SLOT_ALIGN 512u /* O_DIRECT-ready */
+/* Public: kvspeer_kvstash_ns() (peer/kvstash.c) tells embedders a shard's size. */
+_Static_assert(SLOT_ALIGN == 512u, "peer/kvstash.c and peer.h say 512: change them together");
 
 struct mem_import;
 

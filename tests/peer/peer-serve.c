@@ -15,6 +15,12 @@
  * "go"; --recycle B bumps block B's generation and rewrites it the first
  * time generation() is read for it (a slot reused while locked);
  * --have N keeps only the first N blocks resident (a stale registry).
+ *
+ * --kvstash-ns NAME serves kvstashd nodes instead (an engine embedding the
+ * service): the namespace NAME of --layers layers of --segments segments
+ * (1 or 2) of --segment-bytes bytes, --tp ranks (--mla: replicated), its
+ * digest and shard size from kvspeer_kvstash_ns(), each shard the block's
+ * layers and segments in order as kvstashd's slots hold them.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -125,44 +131,35 @@ static void usage(void)
 		"  [--epoch E] [--blocks N] [--have N] [--layers L] [--tp T] [--mla] [--shard-bytes B]\n"
 		"  [--seed S] [--ns NAME] [--transport tcp|ucx] [--ucx-allow-tcp] [--ucx-devices D]\n"
 		"  [--ttl MS] [--io-timeout MS] [--hello-timeout MS] [--max-locks N] [--max-conns N]\n"
-		"  [--hold-after K] [--recycle B]\n");
+		"  [--hold-after K] [--recycle B]\n"
+		"  [--kvstash-ns NAME --layers L --segments 1|2 --segment-bytes B [--tp T] [--mla]]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "listen", 1, NULL, 'l' },
-		{ "allow", 1, NULL, 'a' },
-		{ "secret", 1, NULL, 's' },
-		{ "node", 1, NULL, 'n' },
-		{ "cluster", 1, NULL, 'c' },
-		{ "epoch", 1, NULL, 'e' },
-		{ "blocks", 1, NULL, 'b' },
-		{ "have", 1, NULL, 'H' },
-		{ "layers", 1, NULL, 'L' },
-		{ "tp", 1, NULL, 't' },
-		{ "mla", 0, NULL, 'm' },
-		{ "shard-bytes", 1, NULL, 'B' },
-		{ "seed", 1, NULL, 'S' },
-		{ "ns", 1, NULL, 'N' },
-		{ "transport", 1, NULL, 'T' },
-		{ "ucx-allow-tcp", 0, NULL, 'U' },
-		{ "ucx-devices", 1, NULL, 'D' },
-		{ "ttl", 1, NULL, 'x' },
-		{ "io-timeout", 1, NULL, 'i' },
-		{ "hello-timeout", 1, NULL, 'h' },
-		{ "max-locks", 1, NULL, 'k' },
-		{ "max-conns", 1, NULL, 'C' },
-		{ "hold-after", 1, NULL, 'o' },
-		{ "recycle", 1, NULL, 'r' },
-		{ NULL, 0, NULL, 0 },
+		{ "listen", 1, NULL, 'l' },	   { "allow", 1, NULL, 'a' },
+		{ "secret", 1, NULL, 's' },	   { "node", 1, NULL, 'n' },
+		{ "cluster", 1, NULL, 'c' },	   { "epoch", 1, NULL, 'e' },
+		{ "blocks", 1, NULL, 'b' },	   { "have", 1, NULL, 'H' },
+		{ "layers", 1, NULL, 'L' },	   { "tp", 1, NULL, 't' },
+		{ "mla", 0, NULL, 'm' },	   { "shard-bytes", 1, NULL, 'B' },
+		{ "seed", 1, NULL, 'S' },	   { "ns", 1, NULL, 'N' },
+		{ "transport", 1, NULL, 'T' },	   { "ucx-allow-tcp", 0, NULL, 'U' },
+		{ "ucx-devices", 1, NULL, 'D' },   { "ttl", 1, NULL, 'x' },
+		{ "io-timeout", 1, NULL, 'i' },	   { "hello-timeout", 1, NULL, 'h' },
+		{ "max-locks", 1, NULL, 'k' },	   { "max-conns", 1, NULL, 'C' },
+		{ "hold-after", 1, NULL, 'o' },	   { "recycle", 1, NULL, 'r' },
+		{ "kvstash-ns", 1, NULL, 'K' },	   { "segments", 1, NULL, 'G' },
+		{ "segment-bytes", 1, NULL, 'Y' }, { NULL, 0, NULL, 0 },
 	};
 	struct kvspeer_host_ops ops = { h_lock, h_unlock, h_generation };
 	struct kvspeer_params p;
 	struct host h = { .hold_after = 0, .recycle = -1 };
-	const char *ns = "qwen3-8b/bf16/pf16";
-	uint32_t layers = 0, tp = 1, blocks = 64;
+	const char *ns = "qwen3-8b/bf16/pf16", *kvstash_ns = NULL;
+	uint32_t layers = 0, tp = 1, blocks = 64, segments = 1;
+	uint64_t segment_bytes = 0;
 	long have = -1;
 	uint64_t seed = 1, shard_bytes = 0;
 	int mla = 0, opt, r;
@@ -248,6 +245,15 @@ int main(int argc, char **argv)
 		case 'r':
 			h.recycle = strtol(optarg, NULL, 0);
 			break;
+		case 'K':
+			kvstash_ns = optarg;
+			break;
+		case 'G':
+			segments = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'Y':
+			segment_bytes = strtoull(optarg, NULL, 0);
+			break;
 		default:
 			usage();
 		}
@@ -255,10 +261,32 @@ int main(int argc, char **argv)
 	if (!p.listen || !p.allow || !p.secret_file || !blocks)
 		usage();
 	signal(SIGPIPE, SIG_IGN);
+	if (kvstash_ns) {
+		/* What a kvstashd asks for: the public description, nothing of ours. */
+		struct kvspeer_kvstash_layer *kl = calloc(layers ? layers : 1, sizeof(*kl));
+		struct kvspeer_kvstash_ns kn = {
+			.name = kvstash_ns,
+			.tp_size = tp,
+			.replicated = (uint32_t)mla,
+			.nr_layers = layers,
+			.layers = kl,
+		};
+
+		for (uint32_t i = 0; kl && i < layers; i++)
+			kl[i] = (struct kvspeer_kvstash_layer){ .segments = segments,
+								.segment_bytes = segment_bytes };
+		r = kl ? kvspeer_kvstash_ns(&kn, h.digest, &shard_bytes) : -ENOMEM;
+		free(kl);
+		if (r < 0) {
+			printf("error kvspeer_kvstash_ns: %s\n", errname(r));
+			return 2;
+		}
+	}
 	geo_init(&h.g, layers, tp, mla, shard_bytes);
 	h.nblocks = blocks;
 	h.have = have >= 0 && (uint32_t)have < blocks ? (uint32_t)have : blocks;
-	make_digest(ns, &h.g, h.digest);
+	if (!kvstash_ns)
+		make_digest(ns, &h.g, h.digest);
 	total = (uint64_t)blocks * h.g.tp * h.g.shard_bytes;
 	h.mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	h.keys = calloc(blocks, KVSPEER_KEY_SIZE);

@@ -525,6 +525,80 @@ START_TEST(test_health_peers_refused)
 }
 END_TEST
 
+/*
+ * kvspeer_kvstash_ns(): a slot-sized shard (rounded to 512), a digest that
+ * changes with every part of the geometry and not without, -EINVAL on
+ * bad input with the outputs untouched.  That the digest is kvstashd's is
+ * tests/cluster/test-cluster-embedded's (a kvstashd fetches by it).
+ */
+START_TEST(test_kvstash_ns)
+{
+	struct kvspeer_kvstash_layer l[3] = { { 2, 0, 100 }, { 2, 0, 100 }, { 1, 0, 56 } };
+	struct kvspeer_kvstash_ns ns = { "model/a", 2, 0, 3, l }, o;
+	uint8_t d0[KVSPEER_DIGEST_SIZE], d[KVSPEER_DIGEST_SIZE], zero[16] = { 0 };
+	uint64_t shard = 0, untouched = 7;
+
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d0, &shard), 0);
+	ck_assert_uint_eq(shard, 512);	     /* 456 bytes of layers, one slot of 512 */
+	ck_assert_mem_eq(d0 + 16, zero, 16); /* the registry's 16 bytes, zero-padded */
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d, NULL), 0);
+	ck_assert_mem_eq(d, d0, sizeof(d));
+	/* Every part of the geometry changes the digest. */
+	o = ns;
+	o.name = "model/b";
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, NULL), 0);
+	ck_assert_int_ne(memcmp(d, d0, sizeof(d)), 0);
+	o = ns;
+	o.tp_size = 4;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, NULL), 0);
+	ck_assert_int_ne(memcmp(d, d0, sizeof(d)), 0);
+	o = ns;
+	o.replicated = 1;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, NULL), 0);
+	ck_assert_int_ne(memcmp(d, d0, sizeof(d)), 0);
+	o = ns;
+	o.nr_layers = 2;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, &shard), 0);
+	ck_assert_uint_eq(shard, 512);
+	ck_assert_int_ne(memcmp(d, d0, sizeof(d)), 0);
+	l[2].segment_bytes = 64;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d, &shard), 0);
+	ck_assert_int_ne(memcmp(d, d0, sizeof(d)), 0);
+	l[2].segment_bytes = 56;
+	/* Bad input: -EINVAL, outputs untouched. */
+	memset(d, 0xee, sizeof(d));
+	o = ns;
+	o.name = "";
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, &untouched), -EINVAL);
+	o = ns;
+	o.name = NULL;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, &untouched), -EINVAL);
+	o = ns;
+	o.tp_size = 0;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, &untouched), -EINVAL);
+	o = ns;
+	o.nr_layers = 0;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, &untouched), -EINVAL);
+	o = ns;
+	o.replicated = 2;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&o, d, &untouched), -EINVAL);
+	l[1].segments = 3;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d, &untouched), -EINVAL);
+	l[1].segments = 2;
+	l[1].resv = 1;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d, &untouched), -EINVAL);
+	l[1].resv = 0;
+	l[1].segment_bytes = 0;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d, &untouched), -EINVAL);
+	l[1].segment_bytes = 1ull << 50;
+	ck_assert_int_eq(kvspeer_kvstash_ns(&ns, d, &untouched), -EINVAL);
+	ck_assert_int_eq(kvspeer_kvstash_ns(NULL, d, &untouched), -EINVAL);
+	ck_assert_uint_eq(untouched, 7);
+	for (unsigned i = 0; i < sizeof(d); i++)
+		ck_assert_uint_eq(d[i], 0xee);
+}
+END_TEST
+
 /* Each test gets a cluster secret file of its own. */
 static void setup(void)
 {
@@ -544,7 +618,8 @@ static void teardown(void)
 }
 
 UNIT_TESTS(test_params, test_fetch_and_stats, test_join, test_no_waiting_in_callbacks,
-	   test_registered_memory, test_free_completes_fetches, test_health_peers_refused)
+	   test_registered_memory, test_free_completes_fetches, test_health_peers_refused,
+	   test_kvstash_ns)
 
 const struct unit_suite unit_suite = {
 	.name = "peer-api",

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvspeer_kvstash_ns(): what a kvstashd expects of a peer serving it, so
+ * an engine can serve its own memory to kvstashd nodes.  The digest is
+ * the registry's (sidecar/cluster/digest.c, compiled into this library
+ * too: one encoding for every node and every embedder), zero-padded to
+ * KVSPEER_DIGEST_SIZE as kvstashd pads it (sidecar/control/peer.c); the
+ * shard is a pool slot's size (sidecar/wire/layout.c, SLOT_ALIGN).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvstash/peer.h>
+
+#include "cluster/registry.h"
+
+/* A slot's alignment in kvstashd's pool (sidecar/wire/layout.h asserts it is 512). */
+#define KVSTASH_SLOT_ALIGN 512u
+/* Far beyond any block; keeps the sum and the rounding clear of overflow. */
+#define SHARD_MAX (1ull << 48)
+
+_Static_assert(REG_DIGEST_SIZE <= KVSPEER_DIGEST_SIZE, "the registry's digest fits a peer digest");
+
+int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[KVSPEER_DIGEST_SIZE],
+		       uint64_t *ret_shard_bytes)
+{
+	struct registry_layer_geom *geom;
+	struct registry_geometry g;
+	uint8_t d[REG_DIGEST_SIZE];
+	uint64_t shard = 0;
+	int r;
+
+	if (!ns || !ns->name || !ns->layers || !ns->nr_layers || !ns->tp_size ||
+	    ns->replicated > 1 || ns->nr_layers > 65536)
+		return -EINVAL;
+	for (uint32_t i = 0; i < ns->nr_layers; i++) {
+		const struct kvspeer_kvstash_layer *l = &ns->layers[i];
+
+		if (!l->segments || !l->segment_bytes || l->resv || l->segments > 2 ||
+		    l->segment_bytes > SHARD_MAX)
+			return -EINVAL;
+		shard += l->segments * l->segment_bytes;
+		if (shard > SHARD_MAX)
+			return -EINVAL;
+	}
+	geom = calloc(ns->nr_layers, sizeof(*geom));
+	if (!geom)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ns->nr_layers; i++)
+		geom[i] = (struct registry_layer_geom){ ns->layers[i].segments,
+							ns->layers[i].segment_bytes };
+	g = (struct registry_geometry){
+		.ns = ns->name,
+		.shards = ns->replicated ? 1 : ns->tp_size,
+		.tp_size = ns->tp_size,
+		.replicated = ns->replicated,
+		.nr_layers = ns->nr_layers,
+		.layers = geom,
+	};
+	r = registry_digest(&g, d);
+	free(geom);
+	if (r < 0)
+		return r;
+	memset(ret_digest, 0, KVSPEER_DIGEST_SIZE);
+	memcpy(ret_digest, d, sizeof(d));
+	if (ret_shard_bytes)
+		*ret_shard_bytes =
+			(shard + KVSTASH_SLOT_ALIGN - 1) / KVSTASH_SLOT_ALIGN * KVSTASH_SLOT_ALIGN;
+	return 0;
+}
