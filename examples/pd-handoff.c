@@ -19,7 +19,11 @@
  *   kvstash-example-pd --prefill-socket PATH --decode-socket PATH
  *                      [--hint ADDR:PORT] [--ns NAME] [--tp N] [--layers N]
  *                      [--segment-bytes N] [--blocks N] [--runs N]
- *                      [--allow-partial]
+ *                      [--replicated] [--allow-partial]
+ *
+ * --replicated: an MLA-like layout every rank holds whole
+ * (KVS_REGISTER_REPLICATED): prefill's rank 0 alone SAVEs, each block is
+ * one shard, fetched once, and every decode rank LOADs the same bytes.
  *
  * Prints each phase's time per run (the handoff: FLUSH to the last LOAD).
  * Exit status 0 when every fetched block is byte-exact and, unless
@@ -46,7 +50,7 @@ struct args {
 	const char *psock, *dsock, *hint, *ns;
 	unsigned tp, layers, blocks, runs;
 	uint64_t seg;
-	bool partial;
+	bool partial, replicated;
 };
 
 struct rank {
@@ -155,7 +159,8 @@ static int rank_open(const struct args *a, const char *sock, const char *inst, u
 					     .block_stride = bb };
 	}
 	mem = (struct kvs_mem){ .kind = KVS_MEM_HOST_FD, .fd = rk->fd, .size = rk->size };
-	return kvs_register(rk->c, &mem, 1, lay, a->layers, 0);
+	return kvs_register(rk->c, &mem, 1, lay, a->layers,
+			    a->replicated ? KVS_REGISTER_REPLICATED : 0);
 }
 
 /* ---- prefill ------------------------------------------------------------- */
@@ -191,7 +196,7 @@ static int prefill(const struct args *a, int out, int done)
 		for (unsigned i = 0; i < a->blocks; i++) {
 			ids[i] = i;
 			for (unsigned t = 0; t < a->tp; t++)
-				fill(rk[t].kv + i * bb, bb, h.prompt, t, i);
+				fill(rk[t].kv + i * bb, bb, h.prompt, a->replicated ? 0 : t, i);
 		}
 		/*
 		 * The ranks save side by side, a chunk each in turn, as an
@@ -202,7 +207,8 @@ static int prefill(const struct args *a, int out, int done)
 		for (unsigned i = 0; i < a->blocks; i += SAVE_CHUNK) {
 			uint32_t n = a->blocks - i < SAVE_CHUNK ? a->blocks - i : SAVE_CHUNK;
 
-			for (unsigned t = 0; t < a->tp; t++) {
+			/* Replicated: rank 0's copy is the block (the others' SAVEs would be skipped). */
+			for (unsigned t = 0; t < (a->replicated ? 1 : a->tp); t++) {
 				r = kvs_save_sync(rk[t].c, keys + 16 * (size_t)i, ids + i, n,
 						  TIMEOUT_MS, NULL, NULL);
 				if (r != (int)n) {
@@ -309,7 +315,7 @@ static int decode(const struct args *a, int in, int done)
 		t2 = now_ns();
 		for (unsigned t = 0; t < a->tp; t++)
 			for (unsigned i = 0; i < (unsigned)hits; i++) {
-				fill(want, bb, h.prompt, t, i);
+				fill(want, bb, h.prompt, a->replicated ? 0 : t, i);
 				if (memcmp(rk[t].kv + ids[i] * bb, want, bb)) {
 					fprintf(stderr,
 						"pd-handoff decode: rank %u block %u differs from "
@@ -323,8 +329,8 @@ static int decode(const struct args *a, int in, int done)
 		 * loads (a LOAD failed) ends with kvs_close() below.
 		 */
 		printf("%-4u %8d %8.1f %10.3f %9.3f %8.2f %10.3f %8.3f\n", run, hits,
-		       (double)hits * bb * a->tp / (1 << 20), h.flush_ns / 1e6, (t1 - t0) / 1e6,
-		       t1 > t0 ? (double)hits * bb * a->tp / (double)(t1 - t0) : 0.0,
+		       (double)hits * bb * (a->replicated ? 1 : a->tp) / (1 << 20), h.flush_ns / 1e6, (t1 - t0) / 1e6,
+		       t1 > t0 ? (double)hits * bb * (a->replicated ? 1 : a->tp) / (double)(t1 - t0) : 0.0,
 		       (t2 - t1) / 1e6, (h.flush_ns + t2 - t0) / 1e6);
 		if ((unsigned)hits != a->blocks && !a->partial) {
 			fprintf(stderr, "pd-handoff decode: %d of %u blocks fetched\n", hits,
@@ -351,7 +357,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: kvstash-example-pd --prefill-socket PATH --decode-socket PATH\n"
 		   "       [--hint ADDR:PORT] [--ns NAME] [--tp N] [--layers N]\n"
-		   "       [--segment-bytes N] [--blocks N] [--runs N] [--allow-partial]\n");
+		   "       [--segment-bytes N] [--blocks N] [--runs N] [--replicated]\n"
+		   "       [--allow-partial]\n");
 }
 
 int main(int argc, char **argv)
@@ -362,6 +369,7 @@ int main(int argc, char **argv)
 		{ "tp", 1, NULL, 't' },		    { "layers", 1, NULL, 'l' },
 		{ "segment-bytes", 1, NULL, 's' },  { "blocks", 1, NULL, 'b' },
 		{ "runs", 1, NULL, 'r' },	    { "allow-partial", 0, NULL, 'P' },
+		{ "replicated", 0, NULL, 'R' },
 		{ "help", 0, NULL, 'h' },	    { 0 },
 	};
 	/* The seed's gate: 33 blocks of a Qwen3-8B-like page-first layout, 74.2 MiB. */
@@ -382,6 +390,7 @@ int main(int argc, char **argv)
 		case 'b': a.blocks = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'r': a.runs = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'P': a.partial = true; break;
+		case 'R': a.replicated = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -392,9 +401,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	printf("handoff of %u blocks x %u ranks (%.1f MiB) from %s to %s, hint %s\n", a.blocks,
-	       a.tp, (double)a.blocks * a.layers * a.seg * a.tp / (1 << 20), a.psock, a.dsock,
-	       a.hint ? a.hint : "none (the registry)");
+	printf("handoff of %u blocks x %u %s (%.1f MiB) from %s to %s, hint %s\n", a.blocks,
+	       a.replicated ? 1 : a.tp, a.replicated ? "replicated shard" : "ranks",
+	       (double)a.blocks * a.layers * a.seg * (a.replicated ? 1 : a.tp) / (1 << 20), a.psock,
+	       a.dsock, a.hint ? a.hint : "none (the registry)");
 	fflush(stdout);
 	if (pipe(pfd) < 0 || pipe(dfd) < 0)
 		return fail("main", "pipe", -errno);

@@ -9,7 +9,8 @@
 #   - node A saves 64 blocks of a Qwen3-like page-first layout, FLUSHes
 #     with the cluster flag; node B fetches and LOADs them into other block
 #     ids, every byte compared: with the node hint, and through the registry
-#     (no hint), at tp 1 and tp 2;
+#     (no hint), at tp 1 and tp 2, and an MLA-like replicated layout at
+#     tp 2 (one shard a block, fetched once, both decode ranks LOAD it);
 #   - the link set down: B's fetching QUERY answers 0 hits within its
 #     deadline (the engine recomputes); the link up: whole again;
 #   - both nodes again with peer_transport = ucx over UCX's TCP transport
@@ -93,7 +94,11 @@ handoff hint --tp 1 --runs 2 --hint "$ADDR_A:7471" --ns netns/tp1 ||
 cat "$tmp/hint.out"
 handoff registry --tp 2 --runs 2 --ns netns/tp2 || fail "handoff through the registry: $(cat "$tmp/registry.out")"
 cat "$tmp/registry.out"
-echo "ok - 64 blocks A -> B across namespaces, by hint and through the registry, tp 1 and 2"
+handoff mla --tp 2 --replicated --runs 2 --hint "$ADDR_A:7471" --ns netns/mla ||
+	fail "replicated handoff: $(cat "$tmp/mla.out")"
+cat "$tmp/mla.out"
+grep -q 'x 1 replicated shard' "$tmp/mla.out" || fail "the replicated handoff moved more than one shard"
+echo "ok - 64 blocks A -> B across namespaces, by hint and through the registry, tp 1 and 2, MLA"
 
 # A partition: B's link down, the fetch answers the local prefix (0) in time.
 ip -n "$NS_B" link set "$VETH_B" down
