@@ -145,6 +145,13 @@ void ct_redis_start(struct redis *rd)
 		}
 }
 
+void ct_peer_net(const char *tail, char *buf, size_t len)
+{
+	unsigned a = 1 + (unsigned)getpid() % 250, b = 1 + (unsigned)getpid() / 250 % 250;
+
+	snprintf(buf, len, "127.%u.%u.%s", b, a, tail);
+}
+
 /* The cluster secret of this run's peer services: a file of ours, 0600 (ct_secret()). */
 static char secret_path[64];
 
@@ -187,12 +194,13 @@ static void start(struct cnode *n, const struct redis *rd, const char *name, boo
 		 * loopback), so parallel runs never meet: peers allowed from
 		 * that /24 only.
 		 */
-		unsigned a = 1 + (unsigned)getpid() % 250, b = 1 + (unsigned)getpid() / 250 % 250;
+		char net[32];
 
-		snprintf(n->peer, sizeof(n->peer), "127.%u.%u.%u:7471", b, a, started);
+		ct_peer_net("", net, sizeof(net));
+		snprintf(n->peer, sizeof(n->peer), "%s%u:7471", net, started);
 		snprintf(pini, sizeof(pini),
-			 "peer_listen = %s\npeer_allow = 127.%u.%u.0/24\nsecret_file = %s\n", n->peer,
-			 b, a, ct_secret());
+			 "peer_listen = %s\npeer_allow = %s0/24\nsecret_file = %s\n", n->peer, net,
+			 ct_secret());
 	} else {
 		snprintf(n->peer, sizeof(n->peer), "10.0.0.%u:7000", started);
 	}

@@ -74,6 +74,11 @@ void cnode_start(struct cnode *n, const struct redis *rd, const char *name, cons
  */
 void cnode_start_peer(struct cnode *n, const struct redis *rd, const char *name,
 		      const char *cluster_ini, const char *extra_ini);
+/*
+ * "127.B.A.@tail" into @buf: an address of this run's peer network (the
+ * /24 every node's peer_allow admits), e.g. @tail "250:0" to dial from.
+ */
+void ct_peer_net(const char *tail, char *buf, size_t len);
 /* This run's cluster secret file (made on first use, removed at exit). */
 const char *ct_secret(void);
 /* SIGTERM; fails the test unless it exits 0 within CT_POLL_MS. */

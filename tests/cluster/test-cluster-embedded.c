@@ -58,17 +58,13 @@ static int exec_server(void *arg)
 }
 
 /* Start peer-serve on @addr in kvstash mode with @args; wait for "listening". */
-static void server_start(struct server *sv, const struct cnode *n, const char *addr, uint64_t seed,
-			 const char *args)
+static void server_start(struct server *sv, const char *addr, uint64_t seed, const char *args)
 {
 	const char *top = getenv("top_builddir");
-	char cmd[1024], allow[64], line[256], *dot;
+	char cmd[1024], allow[64], line[256];
 	struct exec_arg e = { .cmd = cmd };
 
-	snprintf(allow, sizeof(allow), "%s", n->peer);
-	dot = strrchr(allow, '.');
-	CHECK(dot, "peer address %s", n->peer);
-	snprintf(dot, sizeof(allow) - (size_t)(dot - allow), ".0/24");
+	ct_peer_net("0/24", allow, sizeof(allow));
 	snprintf(cmd, sizeof(cmd),
 		 "exec %s/tests/peer/peer-serve --listen %s --allow %s --secret %s --cluster %s "
 		 "--node engine --blocks %u --seed %llu %s",
@@ -148,20 +144,18 @@ int main(void)
 	struct kvs_client *c, *sched, *rk[2];
 	uint32_t ids[N];
 	uint64_t lease, t0, ms;
-	char addr[64], *dot;
+	char addr[64];
 	int r;
 
 	ct_init(240);
 	ct_redis_start(&rd);
 	cnode_start_peer(&b, &rd, "b", NULL, "[pool]\nsize = 64M\nextent_size = 1M\n");
 	/* The program on an address of b's /24 (peer_allow), a port of its own. */
-	snprintf(addr, sizeof(addr), "%s", b.peer);
-	dot = strrchr(addr, '.');
-	snprintf(dot, sizeof(addr) - (size_t)(dot - addr), ".240:0");
+	ct_peer_net("240:0", addr, sizeof(addr));
 
 	/* ---- page-first, tp 1 ---- */
 	c = ct_worker(&b, NS_PF, &kv, 4, BLOCKS, 64 * 1024);
-	server_start(&sv, &b, addr, 11,
+	server_start(&sv, addr, 11,
 		     "--kvstash-ns " NS_PF " --layers 4 --segments 1 --segment-bytes 65536");
 	keys_of(sv.seed, keys);
 	r = kvs_query_fetch_sync(c, keys, N, 0, 0, sv.addr, CT_OP_MS, &lease);
@@ -182,7 +176,7 @@ int main(void)
 	printf("ok - page-first: 64 blocks from the embedded service, byte-exact, no pin left\n");
 
 	/* ---- a geometry mismatch: the same name, another segment size ---- */
-	server_start(&sv, &b, addr, 12,
+	server_start(&sv, addr, 12,
 		     "--kvstash-ns " NS_PF " --layers 4 --segments 1 --segment-bytes 32768");
 	keys_of(sv.seed, keys);
 	t0 = now_ms();
@@ -200,7 +194,7 @@ int main(void)
 		rk[i] = ct_worker_kind(&b, NS_KV, "decode-kv", i, 2, LAYOUT_SPLIT_KV, &kv2[i], 3,
 				       BLOCKS, 8192);
 	sched = ct_connect(&b, KVS_ROLE_SCHEDULER, NS_KV, "decode-kv", 0, 2);
-	server_start(&sv, &b, addr, 13,
+	server_start(&sv, addr, 13,
 		     "--kvstash-ns " NS_KV " --layers 3 --segments 2 --segment-bytes 8192 --tp 2");
 	keys_of(sv.seed, keys);
 	r = kvs_query_fetch_sync(sched, keys, N, 0, 0, sv.addr, CT_OP_MS, &lease);

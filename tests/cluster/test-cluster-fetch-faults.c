@@ -106,14 +106,10 @@ static void hostile(const struct cnode *n, const char *name)
 {
 	const char *b = getenv("top_builddir");
 	char cmd[1024], line[512] = "", from[64];
-	char *dot;
 	FILE *p;
 
 	/* From an address peer_allow admits (the run's /24), as a peer on the cluster network would. */
-	snprintf(from, sizeof(from), "%s", n->peer);
-	dot = strrchr(from, '.');
-	CHECK(dot, "peer address %s", n->peer);
-	snprintf(dot, sizeof(from) - (size_t)(dot - from), ".250:0");
+	ct_peer_net("250:0", from, sizeof(from));
 	snprintf(cmd, sizeof(cmd),
 		 "%s/tests/peer/peer-hostile --peer %s --bind %s --secret %s --cluster %s "
 		 "--case %s --io-ms 10000 2>&1",
