@@ -540,6 +540,12 @@ int serve_stream_next(struct conn *c)
 	 * socket), so a generation unchanged since lock() proves they were the
 	 * locked contents.  The host's callback does the acquire load.
 	 */
+	/*
+	 * The seqlock reader's fence: the reads of the shard's bytes (by
+	 * the send above) stay before the generation's re-read.  Pairs with
+	 * the host's release fence after bumping it (struct kvspeer_host_ops).
+	 */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	e = (struct pw_shard_end){
 		.lock_id = lk->id,
 		.block = c->st_block,
@@ -654,6 +660,7 @@ static int on_release(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 				      "out of memory");
 		}
 		/* After the peer's reads: the seqlock check of serve_stream_next(), for UCX. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		for (uint32_t b = 0; b < lk->nr_blocks; b++) {
 			uint64_t bytes = 0;
 

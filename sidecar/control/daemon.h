@@ -80,9 +80,11 @@ struct daemon {
 	struct ev_source reg_ev;
 	/*
 	 * The peer service (control/peer.c, libkvspeer); NULL without
-	 * [cluster] peer_listen and from the drain on.  Control thread.
+	 * [cluster] peer_listen.  Set at start, freed by peer_fini(); from
+	 * the drain on its closing flag refuses new fetches.  Control thread;
+	 * peer_sample() from the metrics thread too.
 	 */
-	struct peer *peer; /* registry_fd(): its socket, timers and wake-ups */
+	struct peer *peer;
 	/*
 	 * The SSD tier (control/tier.c); NULL without [ssd].  Its functions
 	 * are safe from any thread (ssd/ssd.h); opened and closed here.
