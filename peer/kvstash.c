@@ -13,6 +13,7 @@
 
 #include <kvstash/peer.h>
 
+#include "base/util.h"
 #include "cluster/registry.h"
 
 /* A slot's alignment in kvstashd's pool (sidecar/wire/layout.h asserts it is 512). */
@@ -29,27 +30,25 @@ int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[K
 	struct registry_geometry g;
 	uint8_t d[REG_DIGEST_SIZE];
 	uint64_t shard = 0;
-	int r;
+	int r = 0;
 
 	if (!ns || !ns->name || !ns->layers || !ns->nr_layers || !ns->tp_size ||
 	    ns->replicated > 1 || ns->nr_layers > 65536)
 		return -EINVAL;
-	for (uint32_t i = 0; i < ns->nr_layers; i++) {
+	geom = calloc(ns->nr_layers, sizeof(*geom));
+	if (!geom)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ns->nr_layers && !r; i++) {
 		const struct kvspeer_kvstash_layer *l = &ns->layers[i];
 
 		if (!l->segments || !l->segment_bytes || l->resv || l->segments > 2 ||
 		    l->segment_bytes > SHARD_MAX)
-			return -EINVAL;
+			r = -EINVAL;
 		shard += l->segments * l->segment_bytes;
 		if (shard > SHARD_MAX)
-			return -EINVAL;
+			r = -EINVAL;
+		geom[i] = (struct registry_layer_geom){ l->segments, l->segment_bytes };
 	}
-	geom = calloc(ns->nr_layers, sizeof(*geom));
-	if (!geom)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < ns->nr_layers; i++)
-		geom[i] = (struct registry_layer_geom){ ns->layers[i].segments,
-							ns->layers[i].segment_bytes };
 	g = (struct registry_geometry){
 		.ns = ns->name,
 		.shards = ns->replicated ? 1 : ns->tp_size,
@@ -58,14 +57,14 @@ int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[K
 		.nr_layers = ns->nr_layers,
 		.layers = geom,
 	};
-	r = registry_digest(&g, d);
+	if (!r)
+		r = registry_digest(&g, d);
 	free(geom);
 	if (r < 0)
 		return r;
 	memset(ret_digest, 0, KVSPEER_DIGEST_SIZE);
 	memcpy(ret_digest, d, sizeof(d));
 	if (ret_shard_bytes)
-		*ret_shard_bytes =
-			(shard + KVSTASH_SLOT_ALIGN - 1) / KVSTASH_SLOT_ALIGN * KVSTASH_SLOT_ALIGN;
+		*ret_shard_bytes = round_up_u64(shard, KVSTASH_SLOT_ALIGN);
 	return 0;
 }

@@ -538,12 +538,9 @@ int serve_stream_next(struct conn *c)
 	/*
 	 * The seqlock read: the bytes are out of our hands (copied into the
 	 * socket), so a generation unchanged since lock() proves they were the
-	 * locked contents.  The host's callback does the acquire load.
-	 */
-	/*
-	 * The seqlock reader's fence: the reads of the shard's bytes (by
-	 * the send above) stay before the generation's re-read.  Pairs with
-	 * the host's release fence after bumping it (struct kvspeer_host_ops).
+	 * locked contents.  The reader's fence keeps the send's reads of the
+	 * bytes before the re-read; it pairs with the host's release fence
+	 * after bumping a generation (struct kvspeer_host_ops).
 	 */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	e = (struct pw_shard_end){

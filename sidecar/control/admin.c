@@ -412,8 +412,11 @@ static void peer_info_msg(struct kvs_msg_stats_peer_info *o, const struct kvspee
 static void put_peer(struct daemon *d, struct train *t, uint32_t seq)
 {
 	struct kvs_msg_stats_peer m = { 0 };
-	struct kvspeer_peer_info *peers = calloc(PEERS_MAX, sizeof(*peers));
+	struct kvspeer_peer_info *peers;
 
+	if (!d->peer)
+		return; /* no service: nothing to sample, nothing to allocate */
+	peers = calloc(PEERS_MAX, sizeof(*peers));
 	if (!peers) {
 		t->err = -ENOMEM;
 		return;
@@ -551,6 +554,8 @@ void admin_sample(void *arg, struct metrics_sample *smp)
 	smp->nr_ssd = sample_ssd(d, &smp->ssd, smp->ssd_drives, smp->ssd_hists);
 	smp->nr_ssd_drives = smp->nr_ssd ? MIN(smp->ssd.nr_drives, METRICS_SSD_DRIVES) : 0;
 	/* Its peers only to count them; without memory for them, no peer family this time. */
+	if (!d->peer)
+		return;
 	peers = calloc(PEERS_MAX, sizeof(*peers));
 	smp->nr_peer = peers && sample_peer(d, &smp->peer, peers, &smp->peer_hists.fetch_lat);
 	free(peers);
