@@ -53,6 +53,18 @@ struct args {
 	bool partial, replicated;
 };
 
+/* Shards a block has: one per rank, or one for all (--replicated). */
+static unsigned nr_shards(const struct args *a)
+{
+	return a->replicated ? 1 : a->tp;
+}
+
+/* The shard rank @t holds: its own, or the one they all share. */
+static unsigned shard_of(const struct args *a, unsigned t)
+{
+	return a->replicated ? 0 : t;
+}
+
 struct rank {
 	struct kvs_client *c;
 	uint8_t *kv;
@@ -196,7 +208,7 @@ static int prefill(const struct args *a, int out, int done)
 		for (unsigned i = 0; i < a->blocks; i++) {
 			ids[i] = i;
 			for (unsigned t = 0; t < a->tp; t++)
-				fill(rk[t].kv + i * bb, bb, h.prompt, a->replicated ? 0 : t, i);
+				fill(rk[t].kv + i * bb, bb, h.prompt, shard_of(a, t), i);
 		}
 		/*
 		 * The ranks save side by side, a chunk each in turn, as an
@@ -208,7 +220,7 @@ static int prefill(const struct args *a, int out, int done)
 			uint32_t n = a->blocks - i < SAVE_CHUNK ? a->blocks - i : SAVE_CHUNK;
 
 			/* Replicated: rank 0's copy is the block (the others' SAVEs would be skipped). */
-			for (unsigned t = 0; t < (a->replicated ? 1 : a->tp); t++) {
+			for (unsigned t = 0; t < nr_shards(a); t++) {
 				r = kvs_save_sync(rk[t].c, keys + 16 * (size_t)i, ids + i, n,
 						  TIMEOUT_MS, NULL, NULL);
 				if (r != (int)n) {
@@ -315,7 +327,7 @@ static int decode(const struct args *a, int in, int done)
 		t2 = now_ns();
 		for (unsigned t = 0; t < a->tp; t++)
 			for (unsigned i = 0; i < (unsigned)hits; i++) {
-				fill(want, bb, h.prompt, a->replicated ? 0 : t, i);
+				fill(want, bb, h.prompt, shard_of(a, t), i);
 				if (memcmp(rk[t].kv + ids[i] * bb, want, bb)) {
 					fprintf(stderr,
 						"pd-handoff decode: rank %u block %u differs from "
@@ -329,8 +341,8 @@ static int decode(const struct args *a, int in, int done)
 		 * loads (a LOAD failed) ends with kvs_close() below.
 		 */
 		printf("%-4u %8d %8.1f %10.3f %9.3f %8.2f %10.3f %8.3f\n", run, hits,
-		       (double)hits * bb * (a->replicated ? 1 : a->tp) / (1 << 20), h.flush_ns / 1e6, (t1 - t0) / 1e6,
-		       t1 > t0 ? (double)hits * bb * (a->replicated ? 1 : a->tp) / (double)(t1 - t0) : 0.0,
+		       (double)hits * bb * nr_shards(a) / (1 << 20), h.flush_ns / 1e6, (t1 - t0) / 1e6,
+		       t1 > t0 ? (double)hits * bb * nr_shards(a) / (double)(t1 - t0) : 0.0,
 		       (t2 - t1) / 1e6, (h.flush_ns + t2 - t0) / 1e6);
 		if ((unsigned)hits != a->blocks && !a->partial) {
 			fprintf(stderr, "pd-handoff decode: %d of %u blocks fetched\n", hits,
@@ -402,9 +414,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	printf("handoff of %u blocks x %u %s (%.1f MiB) from %s to %s, hint %s\n", a.blocks,
-	       a.replicated ? 1 : a.tp, a.replicated ? "replicated shard" : "ranks",
-	       (double)a.blocks * a.layers * a.seg * (a.replicated ? 1 : a.tp) / (1 << 20), a.psock,
-	       a.dsock, a.hint ? a.hint : "none (the registry)");
+	       nr_shards(&a), a.replicated ? "replicated shard" : "ranks",
+	       (double)a.blocks * a.layers * a.seg * nr_shards(&a) / (1 << 20), a.psock, a.dsock,
+	       a.hint ? a.hint : "none (the registry)");
 	fflush(stdout);
 	if (pipe(pfd) < 0 || pipe(dfd) < 0)
 		return fail("main", "pipe", -errno);

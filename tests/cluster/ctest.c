@@ -610,4 +610,3 @@ void ct_wait_peer_stat(const struct cnode *n, const char *field, int64_t want)
 		usleep(20000);
 	}
 }
-
