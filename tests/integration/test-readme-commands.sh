@@ -84,6 +84,7 @@ echo "ok - scripts/run-demo: a failing engine's status 2, and the same cleanup"
 fake=$dir/tree
 mkdir -p "$fake/scripts" || exit 1
 cp "$top_srcdir/scripts/run-tests" "$fake/scripts/run-tests" || exit 1
+cp "$top_srcdir/scripts/show-failures" "$fake/scripts/show-failures" || exit 1
 printf '#!/bin/sh\nexit 0\n' >"$fake/scripts/install-deps"
 printf '#!/bin/sh\necho "bootstrap must not run: configure is newer" >&2\nexit 1\n' \
 	>"$fake/bootstrap"
@@ -94,7 +95,7 @@ printf '#!/bin/sh\necho "bootstrap must not run: configure is newer" >&2\nexit 1
 	echo 'echo "$*" >configure.args'
 	echo 'printf "all:\n\t@:\ncheck:\n\t@mkdir -p tests; echo \"output of the fake test\" >tests/fake.log; echo \":test-result: \$\$FAKE_CHECK\" >tests/fake.trs; echo \"\$\$FAKE_CHECK: tests/fake\"; test \"\$\$FAKE_CHECK\" = PASS\n" >Makefile'
 } >"$fake/configure"
-chmod +x "$fake/scripts/run-tests" "$fake/scripts/install-deps" "$fake/bootstrap" \
+chmod +x "$fake/scripts/run-tests" "$fake/scripts/show-failures" "$fake/scripts/install-deps" "$fake/bootstrap" \
 	"$fake/configure"
 : >"$fake/configure.ac"
 touch -t 200001010000 "$fake/configure.ac"
