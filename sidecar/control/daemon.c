@@ -178,6 +178,9 @@ static void on_sweep(struct ev_timer *t, uint64_t now)
 
 static void handle_signals(struct ev_source *src, uint32_t events);
 
+/* The movers pin the pool's chunks as its start-up threads fault them. */
+static const struct pool_pin pool_pin = { movers_pin, movers_unpin };
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
 	const struct lease_params lp = {
@@ -246,18 +249,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = server_listen(d);
 	if (r < 0)
 		return r;
-	r = pool_create(cfg, nodes, (unsigned)n, &pool);
+	r = pool_create(cfg, nodes, (unsigned)n, movers_pin_memory() ? &pool_pin : NULL, &pool);
 	if (r < 0)
 		return r;
-	for (unsigned i = 0; i < pool->nr_regions; i++) {
-		r = movers_pin(pool->regions[i].base, pool->regions[i].size);
-		if (r < 0) {
-			for (unsigned j = 0; j < i; j++)
-				movers_unpin(pool->regions[j].base);
-			pool_destroy(pool);
-			return r;
-		}
-	}
 	/* Ours from here: daemon_fini() unpins and destroys it. */
 	d->pool = pool;
 	sp.pool = pool;
@@ -382,10 +376,7 @@ void daemon_fini(struct daemon *d)
 	d->store = NULL;
 	/* After the store: clearing it reported its blocks gone to the registry. */
 	cluster_fini(d);
-	if (d->pool)
-		for (unsigned i = 0; i < d->pool->nr_regions; i++)
-			movers_unpin(d->pool->regions[i].base);
-	pool_destroy(d->pool);
+	pool_destroy(d->pool); /* unpins it for the movers */
 	d->pool = NULL;
 	movers_fini(); /* after the last session: the host's drains what they left mapped */
 	nspace_table_free(d->nspaces);

@@ -173,7 +173,13 @@ unsigned movers_device_count(uint32_t device_kind);
 int movers_init(const struct kvs_config *cfg);
 /* Every initialised mover's fini, in reverse order.  Safe after a failed movers_init(). */
 void movers_fini(void);
-/* Pin a pool region for every mover that pins; on failure nothing stays pinned. */
+/* Does a mover with devices pin host memory (so the pool need not lock it)? */
+bool movers_pin_memory(void);
+/*
+ * Pin a chunk of the pool for every mover that pins; on failure nothing
+ * stays pinned.  Thread-safe: the pool's start-up threads pin their
+ * chunks at once (struct pool_pin).
+ */
 int movers_pin(void *base, uint64_t size);
 void movers_unpin(void *base);
 /*

@@ -118,6 +118,14 @@ void movers_fini(void)
 	}
 }
 
+bool movers_pin_memory(void)
+{
+	for (unsigned i = 0; i < NR_MOVERS; i++)
+		if (state[i].inited && state[i].devices && movers[i]->pin)
+			return true;
+	return false;
+}
+
 int movers_pin(void *base, uint64_t size)
 {
 	for (unsigned i = 0; i < NR_MOVERS; i++) {

@@ -20,19 +20,28 @@
 #define EXTENT_MAX (64ull << 20)
 #define DEMAND_DECAY_EVERY 4096u
 
+/*
+ * One thread's share of a region's start-up: touch every page of its
+ * chunk, then pin the chunk for the movers (pool_pin), so the faults of
+ * one chunk overlap the registration of another.  A chunk is a whole
+ * number of extents: no slot spans two registrations.
+ */
 struct prefault_job {
 	uint8_t *base;
 	uint64_t len;
 	uint64_t step;
 	int node;
+	const struct pool_pin *pin;
 	uint64_t *progress; /* bytes touched, all threads (relaxed atomic) */
+	uint64_t fault_ns, pin_ns;
+	int pin_err; /* pin's result; the chunk is pinned when 0 and pin is set */
 };
 
 static void *prefault_thread(void *arg)
 {
 	struct prefault_job *j = arg;
 	const uint64_t report = 64ull << 20;
-	uint64_t since = 0;
+	uint64_t since = 0, t0 = now_ns();
 
 	/* Fault on the region's node so first-touch and the CPU agree. */
 	if (j->node >= 0)
@@ -47,6 +56,12 @@ static void *prefault_thread(void *arg)
 		}
 	}
 	__atomic_fetch_add(j->progress, since, __ATOMIC_RELAXED);
+	j->fault_ns = now_ns() - t0;
+	if (j->pin) {
+		t0 = now_ns();
+		j->pin_err = j->pin->pin(j->base, j->len);
+		j->pin_ns = now_ns() - t0;
+	}
 	return NULL;
 }
 
@@ -64,26 +79,43 @@ static unsigned node_cpus(int node)
 	return n ? n : 1;
 }
 
-static int prefault(struct pool_region *r, unsigned nthreads)
+/* The chunks of @r (r->chunk bytes each, the last one shorter) unpinned: the first @n of them. */
+static void region_unpin(const struct pool *pool, const struct pool_region *r, unsigned n)
 {
-	pthread_t tid[64];
-	struct prefault_job jobs[64];
-	uint64_t progress = 0, chunk, step = r->huge ? HUGE_2M : (uint64_t)sysconf(_SC_PAGESIZE);
-	unsigned started = 0, last_tenth = 0;
-	nthreads = MAX(1u, MIN(nthreads, 64u));
-	chunk = round_up_u64(r->size / nthreads, HUGE_2M);
-	for (unsigned i = 0; i < nthreads; i++) {
-		uint64_t off = (uint64_t)i * chunk;
+	for (unsigned i = 0; i < n; i++)
+		pool->pin->unpin(r->base + (uint64_t)i * r->chunk);
+}
+
+static int prefault(struct pool *pool, struct pool_region *r, unsigned nthreads)
+{
+	pthread_t tid[POOL_MAX_THREADS];
+	struct prefault_job jobs[POOL_MAX_THREADS];
+	uint64_t progress = 0, step = r->huge ? HUGE_2M : (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t fault_ns = 0, pin_ns = 0;
+	unsigned started = 0, njobs = 0, last_tenth = 0;
+	int err = 0;
+
+	nthreads = MAX(1u, MIN(nthreads, POOL_MAX_THREADS));
+	r->chunk = round_up_u64((r->size + nthreads - 1) / nthreads, pool->extent_size);
+	for (; njobs < nthreads; njobs++) {
+		uint64_t off = (uint64_t)njobs * r->chunk;
+		struct prefault_job *j = &jobs[njobs];
 
 		if (off >= r->size)
 			break;
-		jobs[i] = (struct prefault_job){ r->base + off, MIN(chunk, r->size - off), step,
-						 r->node, &progress };
-		if (pthread_create(&tid[started], NULL, prefault_thread, &jobs[i]) == 0)
+		*j = (struct prefault_job){ .base = r->base + off,
+					    .len = MIN(r->chunk, r->size - off),
+					    .step = step,
+					    .node = r->node,
+					    .pin = pool->pin,
+					    .progress = &progress };
+		/* Threads in job order, so the joins below cover a prefix of the jobs. */
+		if (started == njobs && pthread_create(&tid[njobs], NULL, prefault_thread, j) == 0)
 			started++;
-		else
-			prefault_thread(&jobs[i]); /* slower, but complete */
 	}
+	/* Jobs no thread took: here, slower but complete. */
+	for (unsigned i = started; i < njobs; i++)
+		prefault_thread(&jobs[i]);
 	/* Progress lines for pools large enough to take a while. */
 	if (r->size >= (1ull << 30)) {
 		for (;;) {
@@ -102,6 +134,24 @@ static int prefault(struct pool_region *r, unsigned nthreads)
 	}
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
+	for (unsigned i = 0; i < njobs; i++) {
+		fault_ns = MAX(fault_ns, jobs[i].fault_ns);
+		pin_ns = MAX(pin_ns, jobs[i].pin_ns);
+		if (jobs[i].pin_err && !err)
+			err = jobs[i].pin_err;
+	}
+	if (err) {
+		/* The movers logged why; every chunk that did pin is unpinned. */
+		for (unsigned i = 0; i < njobs; i++)
+			if (!jobs[i].pin_err)
+				pool->pin->unpin(jobs[i].base);
+		return err;
+	}
+	r->nr_chunks = njobs;
+	r->pinned = pool->pin != NULL;
+	r->threads = njobs;
+	r->fault_ns = fault_ns;
+	r->pin_ns = pin_ns;
 	return 0;
 }
 
@@ -178,28 +228,31 @@ static int region_map(struct pool_region *r)
 
 static int region_init(struct pool *pool, struct pool_region *r, const struct kvs_config *cfg)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), t1, lock_ns;
 	unsigned threads;
 	int err;
 
 	err = region_map(r);
 	if (err)
 		return err;
-	threads = cfg->prefault_threads ? cfg->prefault_threads : MIN(node_cpus(r->node), 8u);
-	if (r->huge) {
-		/*
-		 * MAP_NORESERVE hugetlb faults SIGBUS when the pages run out;
-		 * the count was checked in pool_create.
-		 */
-	}
-	err = prefault(r, threads);
+	/*
+	 * Every CPU of the node: faulting is the kernel zeroing pages, and
+	 * pinning walks them, both per page and parallel.  (MAP_NORESERVE
+	 * hugetlb faults SIGBUS when the pages run out: pool_create checked
+	 * the count.)
+	 */
+	threads = cfg->prefault_threads ? cfg->prefault_threads : node_cpus(r->node);
+	err = prefault(pool, r, threads);
 	if (err)
 		return err;
-	if (mlock(r->base, r->size) < 0)
+	/* Pinned pages cannot be swapped out; only an unpinned pool needs the lock. */
+	t1 = now_ns();
+	if (!r->pinned && mlock(r->base, r->size) < 0)
 		log_warning_errno(errno,
 				  "pool: node %d: cannot lock %" PRIu64
 				  " MiB in memory (raise LimitMEMLOCK / RLIMIT_MEMLOCK)",
 				  r->node, r->size >> 20);
+	lock_ns = now_ns() - t1;
 
 	r->nr_extents = (uint32_t)(r->size / pool->extent_size);
 	r->extents = calloc(r->nr_extents, sizeof(*r->extents));
@@ -217,16 +270,17 @@ static int region_init(struct pool *pool, struct pool_region *r, const struct kv
 	for (unsigned c = 0; c < POOL_MAX_CLASSES; c++)
 		CDS_INIT_LIST_HEAD(&r->cls[c].partial);
 	r->ready_ns = now_ns() - t0;
-	log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s (%s, %u pre-fault threads, "
-		 "%u extents of %" PRIu64 " KiB)",
-		 r->node, r->size >> 20, r->ready_ns / 1e9,
-		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", threads,
-		 r->nr_extents, pool->extent_size >> 10);
+	log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u threads, "
+		 "faulting for up to %.2f s, %s %.2f s; %u extents of %" PRIu64 " KiB)",
+		 r->node, r->size >> 20, r->ready_ns / 1e9, (double)r->size / (double)r->ready_ns,
+		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", r->threads,
+		 r->fault_ns / 1e9, r->pinned ? "then pinning for up to" : "then locked in",
+		 (r->pinned ? r->pin_ns : lock_ns) / 1e9, r->nr_extents, pool->extent_size >> 10);
 	return 0;
 }
 
 int pool_create(const struct kvs_config *cfg, const int *nodes, unsigned nr_nodes,
-		struct pool **ret_pool)
+		const struct pool_pin *pin, struct pool **ret_pool)
 {
 	struct pool *pool;
 	uint64_t per;
@@ -237,6 +291,7 @@ int pool_create(const struct kvs_config *cfg, const int *nodes, unsigned nr_node
 	pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
+	pool->pin = pin;
 	per = cfg->pool_size / nr_nodes;
 	if (cfg->hugepages)
 		per = per / HUGE_2M * HUGE_2M;
@@ -297,6 +352,8 @@ void pool_destroy(struct pool *pool)
 		}
 		free(r->extents);
 		free(r->free_extents);
+		if (r->pinned)
+			region_unpin(pool, r, r->nr_chunks);
 		if (r->base)
 			munmap(r->base, r->size);
 	}

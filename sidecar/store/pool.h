@@ -74,7 +74,14 @@ struct pool_region {
 	uint32_t nr_free_extents;
 	uint32_t steal_hand;
 	uint64_t used_bytes;	/* slot bytes handed out (relaxed atomic) */
-	uint64_t ready_ns;	/* time taken to map and pre-fault */
+	uint64_t ready_ns;	/* time taken to map, pre-fault and pin or lock */
+	/* Start-up (pool.c prefault()): chunks of whole extents, one per thread. */
+	uint64_t chunk;		/* bytes per chunk (the last one may be shorter) */
+	unsigned nr_chunks;
+	unsigned threads;
+	bool pinned;		/* every chunk pinned by pool->pin */
+	uint64_t fault_ns;	/* the slowest thread's faulting */
+	uint64_t pin_ns;	/* the slowest thread's pinning */
 	struct pool_region_class cls[POOL_MAX_CLASSES];
 };
 
@@ -85,7 +92,21 @@ struct pool_class {
 	uint64_t demand;   /* decayed allocation count: the fair share */
 };
 
+/*
+ * Pins pool memory for the movers (e.g. cudaHostRegister), called by the
+ * start-up threads at once, each on its own chunk (whole extents, so a
+ * slot never spans two pins); unpin() gets a chunk's base.  pin() returns
+ * 0 or -errno and leaves nothing pinned on failure.
+ */
+struct pool_pin {
+	int (*pin)(void *base, uint64_t size);
+	void (*unpin)(void *base);
+};
+
+#define POOL_MAX_THREADS 64u
+
 struct pool {
+	const struct pool_pin *pin; /* NULL: nothing pins the pool */
 	uint64_t extent_size;
 	uint32_t nr_regions;
 	struct pool_region regions[POOL_MAX_REGIONS];
@@ -97,12 +118,13 @@ struct pool {
 
 /*
  * Create the pool over @nodes (nr_nodes regions; node -1: unbound), each
- * of size/nr_nodes bytes, mapped, bound, pre-faulted and locked.  Logs
- * progress and the time taken.  -ENOMEM with a clear log line when
- * hugepages are short.
+ * of size/nr_nodes bytes, mapped, bound, pre-faulted and pinned by @pin
+ * (NULL: locked instead) by threads on the region's node.  Logs progress
+ * and the time taken.  -ENOMEM with a clear log line when hugepages are
+ * short; @pin's error with nothing left pinned.  pool_destroy() unpins.
  */
 int pool_create(const struct kvs_config *cfg, const int *nodes, unsigned nr_nodes,
-		struct pool **ret_pool);
+		const struct pool_pin *pin, struct pool **ret_pool);
 /* Free 2 MiB hugetlb pages on NUMA @node (-1: the whole host); 0 if unknown. */
 unsigned pool_free_hugepages(int node);
 void pool_destroy(struct pool *pool);

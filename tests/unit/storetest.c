@@ -36,7 +36,7 @@ struct pool *st_pool_new(void)
 		ck_assert_msg(config_set(&c, "pool", pool_keys[i][0], pool_keys[i][1], err,
 					 sizeof(err)) == 0,
 			      "[pool] %s: %s", pool_keys[i][0], err);
-	ck_assert_int_eq(pool_create(&c, &node, 1, &p), 0);
+	ck_assert_int_eq(pool_create(&c, &node, 1, NULL, &p), 0);
 	ck_assert_uint_eq(p->capacity_bytes, ST_POOL);
 	ck_assert_uint_eq(p->extent_size, ST_EXTENT);
 	config_free(&c);

@@ -8,8 +8,13 @@
  *
  * The regions are 8 MiB with 256 KiB extents (32 of them), NUMA off, no
  * hugepages: small enough for any test machine to map and pre-fault.
+ * The start-up's pins (struct pool_pin, the movers' cudaHostRegister in
+ * kvstashd) are recorded: chunks of whole extents that cover the region,
+ * each pinned once by its thread and unpinned once by pool_destroy(), and
+ * nothing left pinned when one chunk's pin fails.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +50,7 @@ static struct pool *small_pool(void)
 	const int node = -1;
 	struct pool *p = NULL;
 
-	ck_assert_int_eq(pool_create(&c, &node, 1, &p), 0);
+	ck_assert_int_eq(pool_create(&c, &node, 1, NULL, &p), 0);
 	ck_assert_ptr_nonnull(p);
 	config_free(&c);
 	return p;
@@ -107,7 +112,7 @@ START_TEST(test_create_sizes)
 
 	/* Two regions split the size; a remainder smaller than an extent is not used. */
 	c = cfg_with(8 * MiB + 200 * KiB, EXTENT);
-	ck_assert_int_eq(pool_create(&c, nodes, 2, &p), 0);
+	ck_assert_int_eq(pool_create(&c, nodes, 2, NULL, &p), 0);
 	ck_assert_uint_eq(p->nr_regions, 2);
 	ck_assert_uint_eq(p->regions[0].nr_extents, 16);
 	ck_assert_uint_eq(p->regions[1].nr_extents, 16);
@@ -119,7 +124,7 @@ START_TEST(test_create_sizes)
 
 	/* An automatic extent: 1/64 of the region, at least 64 KiB. */
 	c = cfg_with(8 * MiB, 0);
-	ck_assert_int_eq(pool_create(&c, nodes, 1, &p), 0);
+	ck_assert_int_eq(pool_create(&c, nodes, 1, NULL, &p), 0);
 	ck_assert_uint_eq(p->extent_size, 128 * KiB);
 	ck_assert_uint_eq(p->regions[0].nr_extents, 64);
 	pool_destroy(p);
@@ -127,17 +132,17 @@ START_TEST(test_create_sizes)
 
 	/* Refused: no region, too many, an extent not a multiple of 512, larger than the region. */
 	c = cfg_with(8 * MiB, EXTENT);
-	ck_assert_int_eq(pool_create(&c, nodes, 0, &p), -EINVAL);
-	ck_assert_int_eq(pool_create(&c, nodes, POOL_MAX_REGIONS + 1, &p), -EINVAL);
+	ck_assert_int_eq(pool_create(&c, nodes, 0, NULL, &p), -EINVAL);
+	ck_assert_int_eq(pool_create(&c, nodes, POOL_MAX_REGIONS + 1, NULL, &p), -EINVAL);
 	config_free(&c);
 	c = cfg_with(8 * MiB, EXTENT + 100);
-	ck_assert_int_eq(pool_create(&c, nodes, 1, &p), -EINVAL);
+	ck_assert_int_eq(pool_create(&c, nodes, 1, NULL, &p), -EINVAL);
 	config_free(&c);
 	c = cfg_with(8 * MiB, 16 * MiB);
-	ck_assert_int_eq(pool_create(&c, nodes, 1, &p), -EINVAL);
+	ck_assert_int_eq(pool_create(&c, nodes, 1, NULL, &p), -EINVAL);
 	config_free(&c);
 	c = cfg_with(8 * MiB, 8 * MiB); /* exactly one extent is fine */
-	ck_assert_int_eq(pool_create(&c, nodes, 1, &p), 0);
+	ck_assert_int_eq(pool_create(&c, nodes, 1, NULL, &p), 0);
 	ck_assert_uint_eq(p->regions[0].nr_extents, 1);
 	pool_destroy(p);
 	config_free(&c);
@@ -530,10 +535,154 @@ START_TEST(test_pick_respects_share)
 }
 END_TEST
 
+/* ---- pinning at start-up ------------------------------------------------------ */
+
+#define MAX_PINS 128
+
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		uint8_t *base;
+		uint64_t size;
+		int pins, unpins;
+	} c[MAX_PINS];
+	unsigned n, calls;
+	unsigned fail_call; /* the pin call of this number (from 1) fails; 0: none */
+} rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int rec_pin(void *base, uint64_t size)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&rec.lock);
+	if (++rec.calls == rec.fail_call) {
+		r = -ENOMEM;
+	} else {
+		ck_assert_uint_lt(rec.n, MAX_PINS);
+		rec.c[rec.n].base = base;
+		rec.c[rec.n].size = size;
+		rec.c[rec.n].pins = 1;
+		rec.c[rec.n].unpins = 0;
+		rec.n++;
+	}
+	pthread_mutex_unlock(&rec.lock);
+	return r;
+}
+
+static void rec_unpin(void *base)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&rec.lock);
+	for (i = 0; i < rec.n && rec.c[i].base != base; i++)
+		;
+	ck_assert_msg(i < rec.n, "unpinned %p, never pinned", base);
+	rec.c[i].unpins++;
+	pthread_mutex_unlock(&rec.lock);
+}
+
+static const struct pool_pin rec_ops = { rec_pin, rec_unpin };
+
+static int by_base(const void *a, const void *b)
+{
+	const uint8_t *x = *(uint8_t *const *)a, *y = *(uint8_t *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The pins recorded cover [base, base + size) in chunks of whole extents, no overlap. */
+static void check_cover(uint8_t *base, uint64_t size, uint64_t extent)
+{
+	uint8_t *bases[MAX_PINS];
+	uint64_t off = 0;
+
+	for (unsigned i = 0; i < rec.n; i++)
+		bases[i] = rec.c[i].base;
+	qsort(bases, rec.n, sizeof(bases[0]), by_base);
+	for (unsigned i = 0; i < rec.n; i++) {
+		unsigned j;
+
+		for (j = 0; rec.c[j].base != bases[i]; j++)
+			;
+		ck_assert_ptr_eq(bases[i], base + off);
+		ck_assert_uint_eq(off % extent, 0);
+		ck_assert_uint_gt(rec.c[j].size, 0);
+		ck_assert(i == rec.n - 1 || rec.c[j].size % extent == 0);
+		off += rec.c[j].size;
+	}
+	ck_assert_uint_eq(off, size);
+}
+
+START_TEST(test_pin_chunks)
+{
+	struct kvs_config c = cfg_with(8 * MiB, EXTENT);
+	char err[256];
+	const int node = -1;
+	struct pool *p = NULL;
+
+	/* Three threads: chunks of 11, 11 and 10 extents, pinned once each. */
+	ck_assert_int_eq(config_set(&c, "pool", "prefault_threads", "3", err, sizeof(err)), 0);
+	rec.n = 0;
+	rec.fail_call = 0;
+	ck_assert_int_eq(pool_create(&c, &node, 1, &rec_ops, &p), 0);
+	ck_assert_uint_eq(rec.n, 3);
+	ck_assert_uint_eq(p->regions[0].nr_chunks, 3);
+	ck_assert(p->regions[0].pinned);
+	check_cover(p->regions[0].base, p->regions[0].size, EXTENT);
+	for (unsigned i = 0; i < rec.n; i++)
+		ck_assert_int_eq(rec.c[i].unpins, 0);
+	pool_destroy(p);
+	for (unsigned i = 0; i < rec.n; i++)
+		ck_assert_int_eq(rec.c[i].unpins, 1);
+
+	/* More threads than extents: one extent each, never part of one. */
+	ck_assert_int_eq(config_set(&c, "pool", "prefault_threads", "1000", err, sizeof(err)), 0);
+	rec.n = 0;
+	ck_assert_int_eq(pool_create(&c, &node, 1, &rec_ops, &p), 0);
+	ck_assert_uint_eq(rec.n, NR_EXTENTS);
+	check_cover(p->regions[0].base, p->regions[0].size, EXTENT);
+	pool_destroy(p);
+	for (unsigned i = 0; i < rec.n; i++)
+		ck_assert_int_eq(rec.c[i].unpins, 1);
+
+	/* No pin: locked, nothing pinned, nothing unpinned. */
+	rec.n = 0;
+	ck_assert_int_eq(pool_create(&c, &node, 1, NULL, &p), 0);
+	ck_assert(!p->regions[0].pinned);
+	pool_destroy(p);
+	ck_assert_uint_eq(rec.n, 0);
+	config_free(&c);
+}
+END_TEST
+
+START_TEST(test_pin_fails)
+{
+	struct kvs_config c = cfg_with(8 * MiB, EXTENT);
+	char err[256];
+	const int node = -1;
+	struct pool *p = NULL;
+
+	/* Four chunks, the second pin (whichever thread's) fails. */
+	ck_assert_int_eq(config_set(&c, "pool", "prefault_threads", "4", err, sizeof(err)), 0);
+	rec.n = 0;
+	rec.calls = 0;
+	rec.fail_call = 2;
+	ck_assert_int_eq(pool_create(&c, &node, 1, &rec_ops, &p), -ENOMEM);
+	ck_assert_ptr_null(p);
+	ck_assert_uint_eq(rec.calls, 4);
+	/* The other three pinned, and each unpinned again. */
+	ck_assert_uint_eq(rec.n, 3);
+	for (unsigned i = 0; i < rec.n; i++)
+		ck_assert_int_eq(rec.c[i].unpins, 1);
+	rec.fail_call = 0;
+	config_free(&c);
+}
+END_TEST
+
 UNIT_TESTS(test_create, test_create_sizes, test_classes, test_class_limit, test_alloc_until_full,
 	   test_alloc_odd_size, test_slot_generation, test_free_returns_extents,
 	   test_class_outlives_users, test_mixed_sizes, test_under_share, test_pick_extent,
-	   test_pick_respects_share)
+	   test_pick_respects_share, test_pin_chunks, test_pin_fails)
 
 const struct unit_suite unit_suite = {
 	.name = "pool",

@@ -211,8 +211,9 @@ int cuda_pin(void *base, uint64_t size)
 		cudaHostUnregister(base);
 		return log_error_errno(ENOTSUP, "cuda: pinned pool is not identity-mapped (no UVA?)");
 	}
-	log_info("cuda: pinned %" PRIu64 " MiB of pool in %.2f s", size >> 20,
-		 (now_ns() - t0) / 1e9);
+	/* One chunk of many, pinned at once (pool.c): the pool logs the whole. */
+	log_debug("cuda: pinned %" PRIu64 " MiB of pool at %p in %.2f s", size >> 20, base,
+		  (now_ns() - t0) / 1e9);
 	return 0;
 }
 
