@@ -16,7 +16,8 @@
 #include "common/bits.h"
 #include "common/wireio.h"
 
-#define SPIN_NS 50000 /* busy-poll this long before sleeping on the CQ */
+/* Busy-poll the CQ this long before sleeping on it: kvs_connect_opts.wait_spin_us, or this. */
+#define SPIN_NS 50000
 
 static uint64_t mono_ns(void)
 {
@@ -490,7 +491,8 @@ int client_reap(struct kvs_client *c, struct local_cqe *ret)
 
 int client_wait(struct kvs_client *c, int64_t timeout_ns)
 {
-	struct shmq_spin spin = { SPIN_NS, (int64_t)KVS_DEATH_POLL_MS * 1000000 };
+	int64_t spin_ns = c->opts.wait_spin_us ? (int64_t)c->opts.wait_spin_us * 1000 : SPIN_NS;
+	struct shmq_spin spin = { spin_ns, (int64_t)KVS_DEATH_POLL_MS * 1000000 };
 	int64_t poll_ns = (int64_t)KVS_DEATH_POLL_MS * 1000000;
 	/* Return at least every KVS_DEATH_POLL_MS to look at the socket. */
 	int64_t slice = timeout_ns < poll_ns ? timeout_ns : poll_ns;

@@ -82,7 +82,7 @@ struct kvs_connect_opts {
 	kvs_log_fn log;		 /* optional */
 	void *log_arg;
 	uint32_t flags;		 /* KVS_CONNECT_*; default 0 */
-	uint32_t resv0;
+	uint32_t wait_spin_us;	 /* kvs_wait_cqe() polls this long, then sleeps; 0: 50 */
 	uint64_t resv[3];
 };
 

@@ -104,7 +104,7 @@ class ConnectOpts(Structure):
         ("log", LogFn),
         ("log_arg", c_void_p),
         ("flags", c_uint32),
-        ("resv0", c_uint32),
+        ("wait_spin_us", c_uint32),
         ("resv", c_uint64 * 3),
     ]
 

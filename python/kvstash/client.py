@@ -528,6 +528,7 @@ class Client:
         arg_bytes: int = 0,
         timeout_ms: int = 5000,
         cluster: bool = False,
+        wait_spin_us: int = 0,
     ) -> None:
         roles = {"worker": _lib.ROLE_WORKER, "scheduler": _lib.ROLE_SCHEDULER, "admin": _lib.ROLE_ADMIN}
         if role not in roles:
@@ -562,6 +563,8 @@ class Client:
         o.sq_entries = sq_entries
         o.arg_bytes = arg_bytes
         o.timeout_ms = timeout_ms
+        # How long libkvstash's waits poll the CQ before sleeping (0: its default, 50 us).
+        o.wait_spin_us = wait_spin_us
         # KVS_CONNECT_CLUSTER: the answer area, so that query_cluster() may be used.
         o.flags = _lib.CONNECT_CLUSTER if cluster else 0
         o.log = self._log_cb
