@@ -99,6 +99,8 @@ struct kvs_config {
 
 	/* [worker] */
 	uint32_t spin_us;
+	uint32_t doze_us;
+	uint32_t doze_ms;
 	uint32_t copy_threads;
 	uint64_t inline_copy_bytes;
 

@@ -1053,6 +1053,8 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	uint64_t spin_ns = (uint64_t)w->cfg->spin_us * 1000;
+	int64_t doze_ns = (int64_t)w->cfg->doze_us * 1000;
+	uint64_t doze_for = (uint64_t)w->cfg->doze_ms * NSEC_PER_MSEC;
 	uint64_t idle_since = now_ns();
 	int nrings = 0;
 
@@ -1107,13 +1109,24 @@ static void *worker_main(void *arg)
 			w->rings_stale = true;
 		}
 		unsigned bad = 0;
+		int64_t sleep_ns = needs_short_sleep(w) ? SLEEP_PENDING_NS : SLEEP_MAX_NS;
+		/*
+		 * Dozing: naps, for a while after the last work, instead of a
+		 * sleep only a submit's futex wake ends.  A thread that wakes
+		 * often keeps its CPU out of deep idle (and a VM's vCPU out of
+		 * the host's halt), which is most of what a wake-up costs.
+		 */
+		bool dozing = doze_ns && now_ns() - idle_since < doze_for;
 		int r = shmq_wait_many(w->rings, (unsigned)nrings, &w->word, seen,
-				       needs_short_sleep(w) ? SLEEP_PENDING_NS : SLEEP_MAX_NS, &bad);
+				       dozing ? MIN(doze_ns, sleep_ns) : sleep_ns, &bad);
 
 		if (r == -EPROTO && bad < (unsigned)nrings) {
 			w->ring_sessions[bad]->broken = true;
 			w->rings_stale = true;
 		}
+		/* A nap that ran out is not work: no spin after it, the dozing window runs on. */
+		if (dozing && r == -ETIMEDOUT)
+			continue;
 		idle_since = now_ns();
 	}
 	if (w->mover)
