@@ -47,7 +47,20 @@ rows() { grep -c "$1" "$dir/out"; }
 # cpu: a save and a load run per layout.
 [ "$(rows '^| \(save\|load\) \(page\|split\|mla\) S=16K x32')" = 6 ] || fail "cpu: not 6 runs"
 # nop: back to back, after idle, and the socketpair baseline.
-[ "$(rows '^| \(kvstashd NOP\|Unix socketpair\)')" = 3 ] || fail "nop: not 3 rows"
+[ "$(rows '^| \(kvstashd NOP\|Unix socketpair\)')" = 4 ] || fail "nop: not 4 rows"
+# Rows with a target (here the NOP after idle) say ok or SHORT, and the
+# run ends with as many SHORT rows listed as the tables marked.
+marked=$(grep '^|' "$dir/out" | grep -c '| *SHORT *|')
+ok=$(grep '^|' "$dir/out" | grep -c '| *ok *|')
+[ $((marked + ok)) -ge 1 ] || fail "no row says ok or SHORT"
+if [ "$marked" = 0 ]; then
+	grep -q "^every one of the $ok rows with a target met it" "$dir/out" ||
+		fail "no summary of $ok rows met"
+else
+	grep -q "^$marked of the $((marked + ok)) rows with a target fell short:" "$dir/out" ||
+		fail "no summary of $marked short rows"
+	[ "$(grep -c '^  .*target' "$dir/out")" = "$marked" ] || fail "not $marked short rows listed"
+fi
 # Every row of a table has the header's columns.
 python3 - "$dir/out" <<'EOF' || fail "a table's rows and header disagree"
 import sys
