@@ -1154,11 +1154,37 @@ static const char *__attribute__((format(printf, 2, 3))) verdict(bool ok, const 
  * ones are mostly fixed costs): 15 GB/s with transparent hugepages, 30
  * with hugetlb pages, faulted and pinned by the region's threads.
  */
+static bool log_has(const struct daemon *d, const char *needle)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(d->log, "r");
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, needle) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 static void pool_ready_rows(const struct daemon *d)
 {
 	char line[1024];
-	FILE *f = fopen(d->log, "r");
+	FILE *f;
 
+	/*
+	 * The socket listens before the pool is made (a second daemon on it
+	 * fails before pinning memory): the pool's lines are all there once
+	 * the daemon says it is ready, seconds later for a large pool.
+	 */
+	for (int i = 0; i < 60000 && !log_has(d, "notice: ready: "); i++) {
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			dump_log(d);
+			die("kvstashd (%s) exited during start-up", O.kvstashd);
+		}
+		usleep(10000);
+	}
+	f = fopen(d->log, "r");
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
