@@ -1065,35 +1065,6 @@ static bool hit(struct block *b, const struct store_query_req *q, struct store_q
 	return true;
 }
 
-/*
- * The next QUERY_GROUP keys of the DRAM prefix: false where it ends.  All
- * the group's lookups first, then its pins: pin()'s CAS is a full barrier
- * on x86, so a loop that pins each block as it finds it has one cache
- * miss in flight at a time; lookups alone let the CPU run ahead into the
- * next keys' misses (32768 keys: the walk was 83 % of a QUERY's time).
- * Past a miss the group's lookups were wasted, nothing more: nothing is
- * pinned before hit().  RCU read side.
- */
-#define QUERY_GROUP 16
-
-static bool prefix_group(struct store *st, const struct store_query_req *q,
-			 struct store_query_res *r)
-{
-	uint32_t m = MIN(q->n - r->hits, QUERY_GROUP);
-	const uint8_t *keys = q->keys + (size_t)r->hits * KVS_KEY_SIZE;
-	struct shard *sh[QUERY_GROUP];
-
-	/* Shard 0 exists in every sealed block, so one lookup per key. */
-	for (uint32_t i = 0; i < m; i++)
-		sh[i] = lookup(st, q->ns->id, 0, keys + (size_t)i * KVS_KEY_SIZE);
-	for (uint32_t i = 0; i < m; i++) {
-		if (!sh[i] || !hit(sh[i]->blk, q, r))
-			return false;
-		r->hits++;
-	}
-	return true;
-}
-
 /* Every shard of (@ns, @key) is on SSD: -ENOENT if one is not. */
 static int ssd_has(struct store *st, const struct store_ns *ns, const uint8_t *key)
 {
@@ -1247,8 +1218,14 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 	uint32_t cls;
 
 	urcu_memb_read_lock();
-	while (r.hits < q->n && prefix_group(st, q, &r))
-		;
+	for (; r.hits < q->n; r.hits++) {
+		/* Shard 0 exists in every sealed block, so one lookup per key. */
+		struct shard *sh =
+			lookup(st, q->ns->id, 0, q->keys + (size_t)r.hits * KVS_KEY_SIZE);
+
+		if (!sh || !hit(sh->blk, q, &r))
+			break;
+	}
 	read_unlock();
 	/* Pairs with the store-release in store_ns_tier(). */
 	if (r.hits == q->n || q->dram_only || !st->ssd ||
