@@ -149,9 +149,9 @@ static const struct key keys[] = {
 
 	KEY("worker", "spin_us", T_U32, spin_us, "50", 0, 1000000,
 	    "busy-poll this long after the last work before sleeping"),
-	KEY("worker", "doze_us", T_U32, doze_us, "0", 0, 1000000,
+	KEY("worker", "doze_us", T_U32, doze_us, "20", 0, 1000000,
 	    "after the spin, sleep in naps this long (0: until woken)"),
-	KEY("worker", "doze_ms", T_U32, doze_ms, "100", 1, 3600000,
+	KEY("worker", "doze_ms", T_U32, doze_ms, "20", 1, 3600000,
 	    "nap for this long after the last work, then sleep until woken"),
 	KEY("worker", "copy_threads", T_U32, copy_threads, "0", 0, 256,
 	    "host copy threads (0: automatic)"),

@@ -1015,7 +1015,7 @@ START_TEST(test_print_round_trip)
 		"lease.memory_per_uid=5M",
 		"lease.memory=7M",
 		"worker.spin_us=0",
-		"worker.doze_us=20",
+		"worker.doze_us=30",
 		"worker.doze_ms=250",
 		"worker.copy_threads=2",
 		"worker.inline_copy_bytes=0",
