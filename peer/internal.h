@@ -361,7 +361,10 @@ int kp_submit(struct kvspeer *kp, struct fetch *f);
 int kp_epoll_set(struct kvspeer *kp, struct conn *c, uint32_t events);
 uint64_t kp_epoch(struct kvspeer *kp);
 
-/* Relaxed: counters with no ordering partner; a snapshot is per field. */
+/*
+ * Relaxed: counters with no ordering partner; a snapshot is per field.
+ * (locks_held's drop in lock_end() is the one release: serve.c.)
+ */
 #define STAT_ADD(kp, field, n) __atomic_fetch_add(&(kp)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_SUB(kp, field, n) __atomic_fetch_sub(&(kp)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
 

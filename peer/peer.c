@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,9 +686,19 @@ int kvspeer_stats(struct kvspeer *kp, struct kvspeer_stats *ret)
 	_Static_assert(sizeof(struct kvspeer_stats) % sizeof(uint64_t) == 0, "stats are u64s");
 	src = (const uint64_t *)&kp->st;
 	dst = (uint64_t *)ret;
-	/* Relaxed, per field: counters pair with nothing (internal.h). */
+	/*
+	 * Per field, in order, each an acquire: locks_held pairs with its
+	 * release in lock_end(), so what was counted before a lock ended (its
+	 * reason, a serve failure: fields after it) is seen with it.  The
+	 * other counters pair with nothing.
+	 */
+	_Static_assert(offsetof(struct kvspeer_stats, locks_held) <
+			       offsetof(struct kvspeer_stats, locks_released) &&
+		       offsetof(struct kvspeer_stats, locks_held) <
+			       offsetof(struct kvspeer_stats, serve_fail),
+		       "locks_held is read before what a lock's end counts");
 	for (size_t i = 0; i < sizeof(*ret) / sizeof(uint64_t); i++)
-		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
 	return 0;
 }
 

@@ -139,7 +139,14 @@ void serve_accept(struct kvspeer *kp)
 
 /* ---- Locks ------------------------------------------------------------------ */
 
-static void lock_end(struct conn *c, struct plock *lk)
+/*
+ * @why: the counter of how the lock ended (locks_released, _expired,
+ * _dropped), or NULL for one never granted to the peer.  It is counted
+ * before locks_held drops, and the drop is a release: a kvspeer_stats()
+ * that sees the lock gone (its acquire load of locks_held, the first
+ * field) sees why too.
+ */
+static void lock_end(struct conn *c, struct plock *lk, uint64_t *why)
 {
 	struct kvspeer *kp = c->kp;
 
@@ -152,7 +159,10 @@ static void lock_end(struct conn *c, struct plock *lk)
 	c->nr_locks--;
 	if (c->acct)
 		c->acct->locks--;
-	STAT_SUB(kp, locks_held, 1);
+	if (why)
+		__atomic_fetch_add(why, 1, __ATOMIC_RELAXED);
+	/* Pairs with the acquire loads in kvspeer_stats(). */
+	__atomic_fetch_sub(&kp->st.locks_held, 1, __ATOMIC_RELEASE);
 	free(lk->cookies);
 	free(lk->shards);
 	free(lk);
@@ -169,9 +179,8 @@ void serve_drop_locks(struct conn *c, bool closing)
 	}
 	plist_for_each_safe(pos, tmp, &c->locks)
 	{
-		lock_end(c, plist_entry(pos, struct plock, link));
-		if (closing)
-			STAT_ADD(c->kp, locks_dropped, 1);
+		lock_end(c, plist_entry(pos, struct plock, link),
+			 closing ? &c->kp->st.locks_dropped : NULL);
 	}
 }
 
@@ -460,7 +469,7 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 
 	ents = calloc((size_t)keep * q.nr_shards, sizeof(*ents));
 	if (!ents) {
-		lock_end(c, lk);
+		lock_end(c, lk, NULL);
 		lk = NULL;
 		r = refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST, "out of memory");
 		goto out;
@@ -651,8 +660,7 @@ static int on_release(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		n = lk->nr_blocks * lk->nr_shards;
 		gens = calloc(n, sizeof(*gens));
 		if (!gens) {
-			lock_end(c, lk);
-			STAT_ADD(kp, locks_released, 1);
+			lock_end(c, lk, &kp->st.locks_released);
 			return refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST,
 				      "out of memory");
 		}
@@ -683,8 +691,7 @@ static int on_release(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	rep.nr = n;
 	rep.lock_id = lk->id;
-	lock_end(c, lk);
-	STAT_ADD(kp, locks_released, 1);
+	lock_end(c, lk, &kp->st.locks_released);
 	r = conn_send(c, PW_RELEASE_REPLY, h->seq, &rep, sizeof(rep), gens, n * sizeof(*gens));
 	free(gens);
 	return r;
@@ -782,8 +789,7 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 			if (!lk->streaming && now >= lk->expires_ns) {
 				kp_log_peer(kp, KVSPEER_LOG_INFO, "lock %llu of %s (%s) expired",
 					    (unsigned long long)lk->id, c->addr_str, c->node);
-				lock_end(c, lk);
-				STAT_ADD(kp, locks_expired, 1);
+				lock_end(c, lk, &kp->st.locks_expired);
 			}
 		}
 		if (c->state == CS_READY && !c->nr_locks && !c->tx_wait_ns && !c->rx_partial_ns) {
