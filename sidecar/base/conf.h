@@ -101,6 +101,7 @@ struct kvs_config {
 	uint32_t spin_us;
 	uint32_t doze_us;
 	uint32_t doze_ms;
+	uint32_t query_threads;
 	uint32_t copy_threads;
 	uint64_t inline_copy_bytes;
 

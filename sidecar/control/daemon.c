@@ -191,7 +191,13 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 		.max_bytes = cfg->lease_memory,
 		.ops = &instance_lease_ops,
 	};
-	struct store_params sp = { .unsealed_share = cfg->unsealed_share };
+	struct store_params sp = {
+		.unsealed_share = cfg->unsealed_share,
+		/* [worker] query_threads counts the worker; 0: the online CPUs, at most 8. */
+		.query_helpers = (cfg->query_threads ? cfg->query_threads
+						     : (unsigned)MIN(MAX(sysconf(_SC_NPROCESSORS_ONLN), 1), 8)) -
+				 1,
+	};
 	struct pool *pool;
 	int nodes[POOL_MAX_REGIONS];
 	sigset_t mask;

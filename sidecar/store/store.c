@@ -73,6 +73,30 @@ static inline void read_unlock(void)
  */
 #define HT_MIN_BUCKETS (1ul << 12)
 
+/*
+ * Long QUERYs look up their DRAM prefix on several threads: a lookup is a
+ * few dependent cache misses (55 ns a key on the H200 host), so 32768 keys
+ * took 2 ms on one core.  From QUERY_PAR_MIN keys the keys are cut into
+ * chunks (QUERY_CHUNK keys, or more so there are at most QUERY_MAX_CHUNKS)
+ * that the caller and the store's query helpers claim in turn; the prefix
+ * is the chunks in order up to the first miss.
+ */
+#define QUERY_PAR_MIN 4096u
+#define QUERY_CHUNK 1024u
+#define QUERY_MAX_CHUNKS 64u
+#define QUERY_MAX_HELPERS 15u
+
+struct query_job {
+	struct cds_list_head node; /* in qjobs until a helper finds it claimed (qlock) */
+	const struct store_query_req *q;
+	uint32_t chunk;		       /* keys per chunk */
+	uint32_t nchunks;
+	uint32_t next;		       /* the next chunk to claim (atomic) */
+	uint32_t done;		       /* chunks finished (atomic) */
+	unsigned users;		       /* helpers inside the job (qlock) */
+	struct store_query_res res[QUERY_MAX_CHUNKS]; /* hits: where the chunk's prefix ends */
+};
+
 struct store {
 	pthread_mutex_t lock; /* the store lock */
 	struct cds_lfht *ht;
@@ -84,6 +108,13 @@ struct store {
 	pthread_cond_t rcond;
 	unsigned long resize_to; /* rlock; 0: nothing asked */
 	bool resizer_stop;	 /* rlock */
+	/* The query helpers (QUERY_PAR_MIN), waiting for jobs under qlock. */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct cds_list_head qjobs;
+	bool qstop; /* qlock */
+	unsigned nhelpers;
+	pthread_t helpers[QUERY_MAX_HELPERS];
 
 	struct pool *pool; /* the caller's */
 	/* store_params.revoke and its table (may be NULL: nothing revoked). */
@@ -184,6 +215,8 @@ static void *resizer_main(void *arg)
 	return NULL;
 }
 
+static void *query_helper(void *arg);
+
 /* Store lock held: one node more (@delta 1) or less (-1); resize when the load leaves [1/8, 1]. */
 static void ht_account(struct store *st, long delta)
 {
@@ -238,6 +271,9 @@ int store_new(const struct store_params *p, struct store **ret)
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_mutex_init(&st->rlock, NULL);
 	pthread_cond_init(&st->rcond, NULL);
+	pthread_mutex_init(&st->qlock, NULL);
+	pthread_cond_init(&st->qcond, NULL);
+	CDS_INIT_LIST_HEAD(&st->qjobs);
 	if (getrandom(st->seed, sizeof(st->seed), 0) != sizeof(st->seed)) {
 		st->seed[0] = now_ns();
 		st->seed[1] = (uint64_t)(uintptr_t)st ^ 0x9e3779b97f4a7c15ull;
@@ -265,11 +301,19 @@ int store_new(const struct store_params *p, struct store **ret)
 		goto fail;
 	pthread_setname_np(st->resizer, "kvs-resize");
 	st->resizer_running = true;
+	/* Helpers are an accelerator: as many as start (none: one thread looks up). */
+	for (unsigned i = 0; i < MIN(p->query_helpers, QUERY_MAX_HELPERS); i++) {
+		if (pthread_create(&st->helpers[st->nhelpers], NULL, query_helper, st))
+			break;
+		pthread_setname_np(st->helpers[st->nhelpers++], "kvs-query");
+	}
 	*ret = st;
 	return 0;
 fail:
 	if (st->ht)
 		cds_lfht_destroy(st->ht, NULL);
+	pthread_cond_destroy(&st->qcond);
+	pthread_mutex_destroy(&st->qlock);
 	pthread_cond_destroy(&st->rcond);
 	pthread_mutex_destroy(&st->rlock);
 	pthread_mutex_destroy(&st->lock);
@@ -1210,16 +1254,15 @@ static struct block *read_back(struct store *st, const struct store_query_req *q
 	return b;
 }
 
-void store_query_tiers(struct store *st, const struct store_query_req *q,
-		       struct store_query_res *ret)
+/* One chunk of a job: its keys' lookups and hits, from its start to its first miss. */
+static void query_chunk(struct store *st, struct query_job *j, uint32_t k)
 {
-	struct store_query_res r = { 0 };
-	bool ended = false;
-	uint32_t cls;
+	const struct store_query_req *q = j->q;
+	uint32_t end = MIN(q->n, (k + 1) * j->chunk);
+	struct store_query_res r = { .hits = k * j->chunk };
 
 	urcu_memb_read_lock();
-	for (; r.hits < q->n; r.hits++) {
-		/* Shard 0 exists in every sealed block, so one lookup per key. */
+	for (; r.hits < end; r.hits++) {
 		struct shard *sh =
 			lookup(st, q->ns->id, 0, q->keys + (size_t)r.hits * KVS_KEY_SIZE);
 
@@ -1227,6 +1270,122 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 			break;
 	}
 	read_unlock();
+	j->res[k] = r;
+	/* Pairs with the acquire in query_par(): the chunk's pins and result are seen. */
+	__atomic_fetch_add(&j->done, 1, __ATOMIC_RELEASE);
+}
+
+/* Claim and look up chunks of @j until none is left. */
+static void query_claim(struct store *st, struct query_job *j)
+{
+	uint32_t k;
+
+	while ((k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nchunks)
+		query_chunk(st, j, k);
+}
+
+static void *query_helper(void *arg)
+{
+	struct store *st = arg;
+
+	/* A registered reader: query_chunk() takes the read lock. */
+	urcu_memb_register_thread();
+	pthread_mutex_lock(&st->qlock);
+	for (;;) {
+		struct query_job *j;
+
+		while (cds_list_empty(&st->qjobs) && !st->qstop)
+			pthread_cond_wait(&st->qcond, &st->qlock);
+		if (st->qstop)
+			break;
+		j = cds_list_first_entry(&st->qjobs, struct query_job, node);
+		/* Every chunk claimed: off the list (its caller waits for the last ones). */
+		if (__atomic_load_n(&j->next, __ATOMIC_RELAXED) >= j->nchunks) {
+			cds_list_del_init(&j->node);
+			continue;
+		}
+		j->users++;
+		pthread_mutex_unlock(&st->qlock);
+		query_claim(st, j);
+		pthread_mutex_lock(&st->qlock);
+		j->users--;
+	}
+	pthread_mutex_unlock(&st->qlock);
+	urcu_memb_unregister_thread();
+	return NULL;
+}
+
+/*
+ * The DRAM prefix of a long QUERY with the helpers: what the one-thread
+ * loop in store_query_tiers() finds.  Chunks past the first that ends
+ * early give their pins back; their hits were counted (a block's S3-FIFO
+ * mark and use count: hints, off by one QUERY at worst).  Outside any
+ * read-side section: each chunk takes its own.
+ */
+static void query_par(struct store *st, const struct store_query_req *q,
+		      struct store_query_res *ret)
+{
+	struct query_job j = { .q = q };
+	struct store_query_res r = { 0 };
+	bool ended = false;
+
+	j.chunk = MAX(QUERY_CHUNK, (q->n + QUERY_MAX_CHUNKS - 1) / QUERY_MAX_CHUNKS);
+	j.nchunks = (q->n + j.chunk - 1) / j.chunk;
+	pthread_mutex_lock(&st->qlock);
+	cds_list_add_tail(&j.node, &st->qjobs);
+	pthread_cond_broadcast(&st->qcond);
+	pthread_mutex_unlock(&st->qlock);
+	query_claim(st, &j);
+	/* Pairs with the release in query_chunk(). */
+	while (__atomic_load_n(&j.done, __ATOMIC_ACQUIRE) < j.nchunks)
+		cpu_relax();
+	/* The job is on this stack: no helper may still hold it. */
+	pthread_mutex_lock(&st->qlock);
+	if (!cds_list_empty(&j.node))
+		cds_list_del_init(&j.node);
+	while (j.users) {
+		pthread_mutex_unlock(&st->qlock);
+		cpu_relax();
+		pthread_mutex_lock(&st->qlock);
+	}
+	pthread_mutex_unlock(&st->qlock);
+	for (uint32_t k = 0; k < j.nchunks; k++) {
+		uint32_t start = k * j.chunk;
+
+		if (ended) {
+			for (uint32_t i = start; q->pin && i < j.res[k].hits; i++)
+				block_unpin(q->ret_blocks[i]);
+			continue;
+		}
+		r.hits = j.res[k].hits;
+		r.bytes += j.res[k].bytes;
+		r.pending += j.res[k].pending;
+		ended = j.res[k].hits < MIN(q->n, start + j.chunk);
+	}
+	*ret = r;
+}
+
+void store_query_tiers(struct store *st, const struct store_query_req *q,
+		       struct store_query_res *ret)
+{
+	struct store_query_res r = { 0 };
+	bool ended = false;
+	uint32_t cls;
+
+	if (st->nhelpers && q->n >= QUERY_PAR_MIN) {
+		query_par(st, q, &r);
+	} else {
+		urcu_memb_read_lock();
+		for (; r.hits < q->n; r.hits++) {
+			/* Shard 0 exists in every sealed block, so one lookup per key. */
+			struct shard *sh =
+				lookup(st, q->ns->id, 0, q->keys + (size_t)r.hits * KVS_KEY_SIZE);
+
+			if (!sh || !hit(sh->blk, q, &r))
+				break;
+		}
+		read_unlock();
+	}
 	/* Pairs with the store-release in store_ns_tier(). */
 	if (r.hits == q->n || q->dram_only || !st->ssd ||
 	    !__atomic_load_n(&q->ns->on_ssd, __ATOMIC_ACQUIRE)) {
@@ -1548,11 +1707,20 @@ void store_free(struct store *st)
 		pthread_join(st->resizer, NULL);
 		st->resizer_running = false;
 	}
+	pthread_mutex_lock(&st->qlock);
+	st->qstop = true;
+	pthread_cond_broadcast(&st->qcond);
+	pthread_mutex_unlock(&st->qlock);
+	for (unsigned i = 0; i < st->nhelpers; i++)
+		pthread_join(st->helpers[i], NULL);
+	st->nhelpers = 0;
 	store_clear(st);
 	for (unsigned i = 0; i < POOL_MAX_CLASSES; i++)
 		s3fifo_fini(&st->queues[i]);
 	urcu_memb_barrier(); /* run pending frees (they touch blocks only, not the store) */
 	cds_lfht_destroy(st->ht, NULL);
+	pthread_cond_destroy(&st->qcond);
+	pthread_mutex_destroy(&st->qlock);
 	pthread_cond_destroy(&st->rcond);
 	pthread_mutex_destroy(&st->rlock);
 	pthread_mutex_destroy(&st->lock);

@@ -248,6 +248,8 @@ struct store_params {
 	struct lease_table *leases;
 	/* Optional: the caller's, outliving the store (NULL: none). */
 	const struct store_hooks *hooks;
+	/* Threads that help long QUERYs look up their keys, besides their worker (at most 15). */
+	unsigned query_helpers;
 };
 
 /* A store over @p->pool, with its index and its resizer thread. */

@@ -1017,6 +1017,7 @@ START_TEST(test_print_round_trip)
 		"worker.spin_us=0",
 		"worker.doze_us=30",
 		"worker.doze_ms=250",
+		"worker.query_threads=3",
 		"worker.copy_threads=2",
 		"worker.inline_copy_bytes=0",
 		"cuda.enable=no",
