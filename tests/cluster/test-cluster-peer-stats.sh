@@ -40,50 +40,14 @@ grep -q '^#define HAVE_UCX 1' "$b/config.h" || { echo "built without libkvspeer:
 grep -q '^#define HAVE_MICROHTTPD 1' "$b/config.h" || { echo "built without libmicrohttpd: skipped"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "python3 not found: skipped"; exit 77; }
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/kvstash-pstats.XXXXXX") || exit 1
-pids=
-cleanup() {
-	for p in $pids; do
-		kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null
-	done
-	[ -n "${KVSTASH_TEST_KEEP:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-fail() {
-	echo "FAIL: $*"
-	for f in "$dir"/*.log "$dir/out"; do
-		[ -f "$f" ] && { echo "--- $f"; cat "$f"; }
-	done
-	exit 1
-}
-
-export KVSTASH_LIB="$b/client/.libs/libkvstash.so.0"
-export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
-level=info
-[ -n "${KVSTASH_TEST_DEBUG:-}" ] && level=debug
+tag=kvstash-pstats
+. "$src/tests/cluster/admin.sh"
 
 # A loopback /24 of this run's own (127.0.0.0/8 is all loopback), so that
 # parallel runs never meet: the nodes listen on .1 and .2 and allow it.
 net=127.$((1 + $$ / 250 % 250)).$((1 + $$ % 250))
 printf 'kvstash-peer-stats-test-secret-0123456789abcdef\n' >"$dir/secret"
 chmod 600 "$dir/secret"
-
-# json EXPR FILE: true when the Python expression EXPR holds for the object
-# "d" parsed from FILE.
-json() {
-	python3 -c 'import json, sys
-d = json.load(open(sys.argv[2], encoding="utf-8"))
-sys.exit(0 if eval("(" + sys.argv[1] + ")") else 1)' "$@"
-}
-
-# scrape PORT FILE: /metrics of the node on PORT into FILE.
-scrape() {
-	python3 -c 'import sys, urllib.request
-sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
-		"http://127.0.0.1:$1/metrics" >"$2"
-}
 
 # until_json SECS DESC SOCK CMD FILE EXPR: poll `kvstash CMD --json` of SOCK
 # into FILE every 50 ms until EXPR holds for it (as json), or fail naming
@@ -101,69 +65,10 @@ until_json() {
 	done
 }
 
-random_port() {
-	python3 -c 'import random; print(random.randint(20000, 59999))'
-}
-
-# start_daemon NAME [CONF LINES]: kvstashd on $dir/NAME.sock with [metrics]
-# on a free port (into $mport), answering `kvstash status`; its pid in $pid.
-start_daemon() {
-	name=$1
-	shift
-	for _ in 1 2 3 4 5; do
-		mport=$(random_port)
-		{
-			printf '[server]\nsocket = %s\n[pool]\nsize = 16M\n' "$dir/$name.sock"
-			printf '[log]\nlevel = %s\n[metrics]\nlisten = 127.0.0.1:%s\n' "$level" "$mport"
-			for l in "$@"; do
-				printf '%s\n' "$l"
-			done
-		} >"$dir/$name.conf"
-		rm -f "$dir/$name.sock"
-		"$kvstashd" --config "$dir/$name.conf" >"$dir/kvstashd-$name.log" 2>&1 &
-		pid=$!
-		n=200
-		while [ $n -gt 0 ] && kill -0 "$pid" 2>/dev/null; do
-			if "$kvstash" --socket "$dir/$name.sock" status >/dev/null 2>&1; then
-				pids="$pids $pid"
-				return 0
-			fi
-			n=$((n - 1))
-			sleep 0.05
-		done
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	done
-	fail "kvstashd $name did not start"
-}
-
-stop_daemon() {
-	kill -TERM "$1"
-	wait "$1" || fail "kvstashd exit status $?"
-	pids=$(echo "$pids" | sed "s/ $1\$//; s/ $1 / /")
-}
-
 # peer_node NAME HOST: a node with the peer service on $net.HOST:7471.
 peer_node() {
 	start_daemon "$1" "[cluster]" "name = pstats-$$" "node = node-$1" \
 		"peer_listen = $net.$2:7471" "peer_allow = $net.0/24" "secret_file = $dir/secret"
-}
-
-# A sanitized libkvstash cannot be loaded into python3 (as tests/python.sh
-# says): the binding's checks are left out then, the rest still runs.
-binding=1
-if command -v ldd >/dev/null 2>&1 && ldd "$KVSTASH_LIB" | grep -q 'lib[at]san'; then
-	echo "libkvstash is built with sanitizers: the binding's checks are skipped"
-	binding=
-fi
-
-# py SOCK EXPR: EXPR over the binding's st = kvstash.status(), sx = kvstash.stats().
-py() {
-	[ -n "$binding" ] || return 0
-	python3 -c 'import sys, kvstash
-st = kvstash.status(sys.argv[2])
-sx = kvstash.stats(sys.argv[2])
-sys.exit(0 if eval("(" + sys.argv[1] + ")") else 1)' "$2" "$1"
 }
 
 # ---- without a peer service: nothing of it anywhere -------------------------

@@ -42,45 +42,9 @@ grep -q '^#define HAVE_HIREDIS 1' "$b/config.h" || { echo "built without hiredis
 grep -q '^#define HAVE_MICROHTTPD 1' "$b/config.h" || { echo "built without libmicrohttpd: skipped"; exit 77; }
 command -v python3 >/dev/null 2>&1 || { echo "python3 not found: skipped"; exit 77; }
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/kvstash-cstatus.XXXXXX") || exit 1
-daemon=
-rpid=
-cleanup() {
-	[ -n "$daemon" ] && kill -KILL "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-	[ -n "$rpid" ] && kill -KILL "$rpid" 2>/dev/null && wait "$rpid" 2>/dev/null
-	[ -n "${KVSTASH_TEST_KEEP:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-fail() {
-	echo "FAIL: $*"
-	for f in "$dir"/kvstashd*.log "$dir/out"; do
-		[ -f "$f" ] && { echo "--- $f"; cat "$f"; }
-	done
-	exit 1
-}
-
-export KVSTASH_LIB="$b/client/.libs/libkvstash.so.0"
-export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
-sock=$dir/kvstash.sock
-level=info
-[ -n "${KVSTASH_TEST_DEBUG:-}" ] && level=debug
-
-# json EXPR FILE: true when the Python expression EXPR holds for the object
-# "d" parsed from FILE.
-json() {
-	python3 -c 'import json, sys
-d = json.load(open(sys.argv[2], encoding="utf-8"))
-sys.exit(0 if eval("(" + sys.argv[1] + ")") else 1)' "$@"
-}
-
-# scrape FILE: /metrics into FILE.
-scrape() {
-	python3 -c 'import sys, urllib.request
-sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
-		"http://127.0.0.1:$mport/metrics" >"$1"
-}
+tag=kvstash-cstatus
+. "$src/tests/cluster/admin.sh"
+daemon= sock=
 
 # until SECONDS DESC CMD...: poll CMD every 50 ms until it succeeds, or fail
 # naming DESC after SECONDS.  The deadline only bounds the wait.
@@ -96,70 +60,19 @@ until_ok() {
 	done
 }
 
-random_port() {
-	python3 -c 'import random; print(random.randint(20000, 59999))'
-}
-
-# start_daemon LOG [CONF LINES]: kvstashd on $sock with [metrics] on a free
-# port ($mport), answering `kvstash status`.
-start_daemon() {
-	log=$1
-	shift
-	for _ in 1 2 3 4 5; do
-		mport=$(random_port)
-		{
-			printf '[server]\nsocket = %s\n[pool]\nsize = 16M\n' "$sock"
-			printf '[log]\nlevel = %s\n[metrics]\nlisten = 127.0.0.1:%s\n' "$level" "$mport"
-			for l in "$@"; do
-				printf '%s\n' "$l"
-			done
-		} >"$dir/kvstash.conf"
-		rm -f "$sock"
-		"$kvstashd" --config "$dir/kvstash.conf" >"$dir/$log" 2>&1 &
-		daemon=$!
-		n=200
-		while [ $n -gt 0 ] && kill -0 "$daemon" 2>/dev/null; do
-			"$kvstash" --socket "$sock" status >/dev/null 2>&1 && return 0
-			n=$((n - 1))
-			sleep 0.05
-		done
-		kill -KILL "$daemon" 2>/dev/null
-		wait "$daemon" 2>/dev/null
-		daemon=
-	done
-	fail "kvstashd did not start"
-}
-
-stop_daemon() {
-	kill -TERM "$daemon"
-	wait "$daemon" || fail "kvstashd exit status $?"
-	daemon=
+# node NAME [CONF LINES]: start_daemon, and the node the checks below talk to.
+node() {
+	start_daemon "$@"
+	daemon=$pid sock=$dir/$1.sock
 }
 
 ks() {
 	"$kvstash" --socket "$sock" "$@"
 }
 
-# A sanitized libkvstash cannot be loaded into python3 (as tests/python.sh
-# says): the binding's checks are left out then, the rest still runs.
-binding=1
-if command -v ldd >/dev/null 2>&1 && ldd "$KVSTASH_LIB" | grep -q 'lib[at]san'; then
-	echo "libkvstash is built with sanitizers: the binding's checks are skipped"
-	binding=
-fi
-
-# py EXPR: EXPR over the binding's st = kvstash.status(), sx = kvstash.stats().
-py() {
-	[ -n "$binding" ] || return 0
-	python3 -c 'import sys, kvstash
-st = kvstash.status(sys.argv[2])
-sx = kvstash.stats(sys.argv[2])
-sys.exit(0 if eval("(" + sys.argv[1] + ")") else 1)' "$1" "$sock"
-}
-
 # ---- without [cluster]: nothing of the registry anywhere -------------------
 
-start_daemon kvstashd-plain.log
+node plain
 ks status >"$dir/out" || fail "status"
 ! grep -qi registry "$dir/out" || fail "status shows a registry without [cluster]"
 ks stats >"$dir/out" || fail "stats"
@@ -168,12 +81,13 @@ ks status --json >"$dir/status.json" || fail "status --json"
 json '"registry" not in d and "daemon" in d' "$dir/status.json" || fail "status JSON has a registry"
 ks stats --json >"$dir/stats.json" || fail "stats --json"
 json '"registry" not in d and "per_session" in d' "$dir/stats.json" || fail "stats JSON has a registry"
-scrape "$dir/m0" || fail "scrape"
+scrape "$mport" "$dir/m0" || fail "scrape"
 grep -q '^kvstash_blocks_resident ' "$dir/m0" || fail "no families at all"
 ! grep -q 'kvstash_registry_' "$dir/m0" || fail "registry families without [cluster]"
-py '"registry" not in st and "registry" not in sx and "global" in sx' ||
+py "$sock" '"registry" not in st and "registry" not in sx and "global" in sx' ||
 	fail "the binding shows a registry without [cluster]"
-stop_daemon
+stop_daemon "$daemon"
+daemon=
 
 # ---- a real redis-server ----------------------------------------------------
 
@@ -202,10 +116,11 @@ sys.exit(0 if s.recv(16).startswith(b"+PONG") else 1)' "$rport" 2>/dev/null; the
 	rpid=
 done
 [ -n "$rpid" ] || fail "redis-server did not start"
+track "$rpid"
 
 # ---- with [cluster] ----------------------------------------------------------
 
-start_daemon kvstashd-cluster.log "[cluster]" "redis = 127.0.0.1:$rport" "node = status-test" \
+node cluster "[cluster]" "redis = 127.0.0.1:$rport" "node = status-test" \
 	"queue_entries = 1024"
 until_ok 30 "registry not ready" sh -c \
 	"'$kvstash' --socket '$sock' status --json >'$dir/status.json' &&
@@ -247,7 +162,7 @@ grep -Eq '^  queue +0/1024 queued, [1-9][0-9]* enqueued, [1-9][0-9]* delivered, 
 # Prometheus: a family for every field of struct registry_stats, the same
 # figures as STATS (nothing moves once the queue is empty), bounded labels.
 ks stats --json >"$dir/stats.json" || fail "stats --json"
-scrape "$dir/m1" || fail "scrape"
+scrape "$mport" "$dir/m1" || fail "scrape"
 python3 - "$dir/m1" "$dir/stats.json" <<'PY' || fail "registry families"
 import json, re, sys
 
@@ -295,7 +210,7 @@ print("registry families ok:", len(mine), "samples")
 PY
 
 # The binding builds the group from libkvstash's descriptors.
-py 'st["registry"]["state_name"] == "ready" and st["registry"]["connected"] is True and
+py "$sock" 'st["registry"]["state_name"] == "ready" and st["registry"]["connected"] is True and
     st["registry"]["epoch"] >= 1 and sx["registry"]["delivered"] >= 1 and
     sx["registry"]["queue_capacity"] == 1024' || fail "the binding's registry group"
 
@@ -303,6 +218,7 @@ py 'st["registry"]["state_name"] == "ready" and st["registry"]["connected"] is T
 
 kill -KILL "$rpid"
 wait "$rpid" 2>/dev/null
+untrack "$rpid"
 rpid=
 until_ok 30 "status still ready after Redis died" sh -c \
 	"'$kvstash' --socket '$sock' status --json >'$dir/status.json' &&
@@ -311,12 +227,13 @@ sys.exit(not (r[\"state\"] != \"ready\" and r[\"connected\"] is False))' '$dir/s
 ks status >"$dir/out" || fail "status with Redis down"
 grep -Eq '^  state +[a-z]+, connected no, leased no, ' "$dir/out" || fail "status: state line with Redis down"
 ! grep -Eq '^  state +ready' "$dir/out" || fail "status text still ready"
-scrape "$dir/m2" || fail "scrape with Redis down"
+scrape "$mport" "$dir/m2" || fail "scrape with Redis down"
 grep -q '^kvstash_registry_connected 0$' "$dir/m2" || fail "metrics: still connected"
 ! grep -q '^kvstash_registry_state 3$' "$dir/m2" || fail "metrics: still ready"
 grep -Eq '^kvstash_registry_disconnects_total [1-9]' "$dir/m2" || fail "metrics: no disconnect"
 ks stats --json >"$dir/stats.json" || fail "stats with Redis down"
 json 'd["registry"]["state"] != "ready" and d["blocks"]["resident"] >= 1' "$dir/stats.json" ||
 	fail "stats JSON with Redis down"
-stop_daemon
+stop_daemon "$daemon"
+daemon=
 echo "ok"
