@@ -149,7 +149,6 @@ static int prefault(struct pool *pool, struct pool_region *r, unsigned nthreads)
 	}
 	r->nr_chunks = njobs;
 	r->pinned = pool->pin != NULL;
-	r->threads = njobs;
 	r->fault_ns = fault_ns;
 	r->pin_ns = pin_ns;
 	return 0;
@@ -273,7 +272,7 @@ static int region_init(struct pool *pool, struct pool_region *r, const struct kv
 	log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u threads, "
 		 "faulting for up to %.2f s, %s %.2f s; %u extents of %" PRIu64 " KiB)",
 		 r->node, r->size >> 20, r->ready_ns / 1e9, (double)r->size / (double)r->ready_ns,
-		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", r->threads,
+		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", r->nr_chunks,
 		 r->fault_ns / 1e9, r->pinned ? "then pinning for up to" : "then locked in",
 		 (r->pinned ? r->pin_ns : lock_ns) / 1e9, r->nr_extents, pool->extent_size >> 10);
 	return 0;

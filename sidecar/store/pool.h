@@ -77,8 +77,7 @@ struct pool_region {
 	uint64_t ready_ns;	/* time taken to map, pre-fault and pin or lock */
 	/* Start-up (pool.c prefault()): chunks of whole extents, one per thread. */
 	uint64_t chunk;		/* bytes per chunk (the last one may be shorter) */
-	unsigned nr_chunks;
-	unsigned threads;
+	unsigned nr_chunks;	/* = the threads that made it ready */
 	bool pinned;		/* every chunk pinned by pool->pin */
 	uint64_t fault_ns;	/* the slowest thread's faulting */
 	uint64_t pin_ns;	/* the slowest thread's pinning */

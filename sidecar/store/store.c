@@ -1254,22 +1254,31 @@ static struct block *read_back(struct store *st, const struct store_query_req *q
 	return b;
 }
 
-/* One chunk of a job: its keys' lookups and hits, from its start to its first miss. */
-static void query_chunk(struct store *st, struct query_job *j, uint32_t k)
+/*
+ * The DRAM prefix from key @r->hits up to @end: each key's lookup and hit,
+ * until the first miss.  Takes the read lock.
+ */
+static void dram_prefix(struct store *st, const struct store_query_req *q, uint32_t end,
+			struct store_query_res *r)
 {
-	const struct store_query_req *q = j->q;
-	uint32_t end = MIN(q->n, (k + 1) * j->chunk);
-	struct store_query_res r = { .hits = k * j->chunk };
-
 	urcu_memb_read_lock();
-	for (; r.hits < end; r.hits++) {
+	for (; r->hits < end; r->hits++) {
+		/* Shard 0 exists in every sealed block, so one lookup per key. */
 		struct shard *sh =
-			lookup(st, q->ns->id, 0, q->keys + (size_t)r.hits * KVS_KEY_SIZE);
+			lookup(st, q->ns->id, 0, q->keys + (size_t)r->hits * KVS_KEY_SIZE);
 
-		if (!sh || !hit(sh->blk, q, &r))
+		if (!sh || !hit(sh->blk, q, r))
 			break;
 	}
 	read_unlock();
+}
+
+/* One chunk of a job: its keys' lookups and hits, from its start to its first miss. */
+static void query_chunk(struct store *st, struct query_job *j, uint32_t k)
+{
+	struct store_query_res r = { .hits = k * j->chunk };
+
+	dram_prefix(st, j->q, MIN(j->q->n, (k + 1) * j->chunk), &r);
 	j->res[k] = r;
 	/* Pairs with the acquire in query_par(): the chunk's pins and result are seen. */
 	__atomic_fetch_add(&j->done, 1, __ATOMIC_RELEASE);
@@ -1316,8 +1325,8 @@ static void *query_helper(void *arg)
 }
 
 /*
- * The DRAM prefix of a long QUERY with the helpers: what the one-thread
- * loop in store_query_tiers() finds.  Chunks past the first that ends
+ * The DRAM prefix of a long QUERY with the helpers: what dram_prefix()
+ * over all its keys on one thread finds.  Chunks past the first that ends
  * early give their pins back; their hits were counted (a block's S3-FIFO
  * mark and use count: hints, off by one QUERY at worst).  Outside any
  * read-side section: each chunk takes its own.
@@ -1372,20 +1381,10 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 	bool ended = false;
 	uint32_t cls;
 
-	if (st->nhelpers && q->n >= QUERY_PAR_MIN) {
+	if (st->nhelpers && q->n >= QUERY_PAR_MIN)
 		query_par(st, q, &r);
-	} else {
-		urcu_memb_read_lock();
-		for (; r.hits < q->n; r.hits++) {
-			/* Shard 0 exists in every sealed block, so one lookup per key. */
-			struct shard *sh =
-				lookup(st, q->ns->id, 0, q->keys + (size_t)r.hits * KVS_KEY_SIZE);
-
-			if (!sh || !hit(sh->blk, q, &r))
-				break;
-		}
-		read_unlock();
-	}
+	else
+		dram_prefix(st, q, q->n, &r);
 	/* Pairs with the store-release in store_ns_tier(). */
 	if (r.hits == q->n || q->dram_only || !st->ssd ||
 	    !__atomic_load_n(&q->ns->on_ssd, __ATOMIC_ACQUIRE)) {
