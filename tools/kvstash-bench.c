@@ -639,6 +639,7 @@ static void dump_log(const struct daemon *d)
 }
 
 static void pool_ready_rows(const struct daemon *d);
+static struct kvs_client *admin_open(const struct daemon *d);
 
 /* The spawned daemon, for the exit handler: die() must not leave it running. */
 static struct daemon *live_daemon;
@@ -703,11 +704,16 @@ static void daemon_spawn(struct daemon *d, const char *label, const char *extra)
 	close(logfd);
 	d->spawned = true;
 	live_daemon = d;
-	/* A large pool is pre-faulted before the socket opens: allow for it. */
+	/*
+	 * The socket listens before the pool is made (a second daemon on it
+	 * fails before pinning memory): a connection is taken at once, its
+	 * HELLO answered once start-up is over, the pool's lines logged.
+	 */
 	for (int i = 0; i < 12000; i++) {
 		int st;
 
 		if (sock_answers(d->sock, NULL)) {
+			kvs_close(admin_open(d));
 			pool_ready_rows(d);
 			return;
 		}
@@ -1154,36 +1160,12 @@ static const char *__attribute__((format(printf, 2, 3))) verdict(bool ok, const 
  * ones are mostly fixed costs): 15 GB/s with transparent hugepages, 30
  * with hugetlb pages, faulted and pinned by the region's threads.
  */
-static bool log_has(const struct daemon *d, const char *needle)
-{
-	char line[1024];
-	bool found = false;
-	FILE *f = fopen(d->log, "r");
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, needle) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 static void pool_ready_rows(const struct daemon *d)
 {
 	char line[1024];
 	FILE *f;
 
-	/*
-	 * The socket listens before the pool is made (a second daemon on it
-	 * fails before pinning memory): the pool's lines are all there once
-	 * the daemon says it is ready, seconds later for a large pool.
-	 */
-	for (int i = 0; i < 60000 && !log_has(d, "notice: ready: "); i++) {
-		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-			dump_log(d);
-			die("kvstashd (%s) exited during start-up", O.kvstashd);
-		}
-		usleep(10000);
-	}
+	/* daemon_spawn() waited for a HELLO's answer: every pool line is there. */
 	f = fopen(d->log, "r");
 	if (!f)
 		return;
