@@ -6,12 +6,15 @@
  * Input: bytes 0-63 are the SQE; bytes 64-79 the limits: role (byte 64:
  * even a worker, odd a scheduler), max_keys (bytes 66-67, plus one),
  * num_blocks (68-71; 0: nothing registered), nr_layers (72-73, mod 512,
- * plus one when registered); the rest is the argument area, of exactly
+ * plus one when registered), fence slots (byte 65: odd KVS_FENCE_SLOTS,
+ * even none); the rest is the argument area, of exactly
  * its length, so ASan sees any read outside it.  The copy goes to a
  * buffer the size of the worker's scratch (sqe_arg_bytes(SAVE, max_keys)
  * + KVS_FETCH_HINT_MAX), its slack poisoned.
  *
- * An accepted SQE must have every field its opcode does not use zero, a
+ * An accepted SQE must have every field its opcode does not use zero (the
+ * fence fields but for SAVE AFTER and LOAD PROGRESS, whose slot must be
+ * one of the session's and whose LOAD names its layer count), a
  * count within max_keys, its arguments inside the area and copied
  * unchanged, every block id below num_blocks, a layer range inside the
  * layout, and a fetching QUERY's node hint (only with KVS_QUERY_FETCH,
@@ -44,7 +47,14 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 	uint64_t bytes = sqe_arg_bytes(op, sqe->count), hint = 0;
 
 	FUZZ_CHECK(op <= KVS_OP_LAST, "opcode %u", op);
-	FUZZ_CHECK(!sqe->resv0 && !sqe->resv1 && !sqe->resv2, "reserved fields");
+	FUZZ_CHECK(!sqe->resv0 && !sqe->resv2, "reserved fields");
+	FUZZ_CHECK(sqe_fenced(sqe) ? sqe->fence_slot < lim->nr_fences && a->fenced &&
+					     a->fence_slot == sqe->fence_slot &&
+					     a->fence_value == sqe->fence_value :
+				     !sqe->fence_slot && !sqe->fence_value && !a->fenced,
+		   "fence fields");
+	FUZZ_CHECK(!(op == KVS_OP_LOAD && (sqe->flags & KVS_LOAD_PROGRESS)) || sqe->layer_count,
+		   "LOAD PROGRESS of every layer by 0");
 	FUZZ_CHECK(lim->role != KVS_ROLE_SCHEDULER || (op != KVS_OP_SAVE && op != KVS_OP_LOAD),
 		   "scheduler op %u", op);
 	FUZZ_CHECK(op == KVS_OP_LOAD || op == KVS_OP_RELEASE ? sqe->lease != 0 : sqe->lease == 0,
@@ -58,7 +68,8 @@ static void check_accepted(const struct kvs_sqe *sqe, const uint8_t *area, uint6
 			 (KVS_QUERY_CLUSTER | KVS_QUERY_FETCH)) ||
 			(op == KVS_OP_FLUSH &&
 			 !(sqe->flags & ~(KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER))) ||
-			sqe->flags == 0,
+			(op == KVS_OP_SAVE && sqe->flags == KVS_SAVE_AFTER) ||
+			(op == KVS_OP_LOAD && sqe->flags == KVS_LOAD_PROGRESS) || sqe->flags == 0,
 		"flags 0x%x for op %u", sqe->flags, op);
 	if (!has_args(op)) {
 		FUZZ_CHECK(!sqe->count && !sqe->arg_off && !sqe->arg_len, "arguments on op %u", op);
@@ -120,6 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	lim.max_keys = (uint32_t)(data[66] | data[67] << 8) + 1;
 	lim.num_blocks = fuzz_u32(data + 68);
 	lim.nr_layers = lim.num_blocks ? (uint32_t)(data[72] | data[73] << 8) % 512 + 1 : 0;
+	lim.nr_fences = data[65] % 2 ? KVS_FENCE_SLOTS : 0;
 	area_size = size - PREFIX;
 	area = fuzz_dup(data + PREFIX, area_size);
 

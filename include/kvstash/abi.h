@@ -16,6 +16,10 @@
  *                  KVS_HELLO_CLUSTER) an array of struct kvs_cluster_answer,
  *                  one per CQ entry: the cluster part of the QUERY whose
  *                  CQE sits at the same ring index (KVS_CQE_CLUSTER)
+ *   KVS_PART_FENCES  (wire minor 4, only when the HELLO asked for it with
+ *                  KVS_HELLO_FENCES) KVS_FENCE_SLOTS struct kvs_fence, the
+ *                  words through which a SAVE waits for an engine's CUDA
+ *                  stream and a LOAD tells one how far it got (below)
  *
  * kvstashd copies an SQE's arguments into private memory before it
  * releases the SQE (advances the SQ head), and validates only the copy.
@@ -37,6 +41,7 @@
 #define KVS_PART_CQ 2u
 #define KVS_PART_ARGS 3u
 #define KVS_PART_CLUSTER 4u
+#define KVS_PART_FENCES 5u
 
 #define KVS_KEY_SIZE 16
 #define KVS_ARG_ALIGN 8u /* clients place each argument block 8-aligned */
@@ -89,6 +94,26 @@
  * multiple of 8 bytes, at most this many; arg_len counts it.
  */
 #define KVS_FETCH_HINT_MAX 64u
+/*
+ * A SAVE that waits for its fence (wire minor 4; a session that said
+ * KVS_HELLO_FENCES): kvstashd copies nothing before the value of fence
+ * slot fence_slot reached fence_value (a cyclic comparison, as
+ * cuStreamWaitValue32's GEQ), which the engine's stream writes once the
+ * KV is in memory.  kvstashd watches the word from the host and never
+ * makes a GPU stream of its own wait on memory an engine can write; a
+ * SAVE whose value does not come within [worker] save_wait_ms completes
+ * with -ETIMEDOUT, copying nothing.
+ */
+#define KVS_SAVE_AFTER (1u << 0)
+/*
+ * A LOAD that publishes its progress (wire minor 4; KVS_HELLO_FENCES):
+ * fence slot fence_slot gets blocks (how many it copies), then value
+ * fence_value + 1 + i once layer layer_begin + i is in GPU memory for
+ * every block, in layer order, from kvstashd's copy stream; at its end,
+ * failed or not, status (0 or -errno) and value fence_value + layer_count,
+ * which releases every wait.  layer_count must be explicit (not 0).
+ */
+#define KVS_LOAD_PROGRESS (1u << 0)
 #define KVS_FLUSH_INSTANCE (1u << 0) /* every session of the instance */
 /*
  * And every registry change (insert, remove) enqueued before the barrier
@@ -102,9 +127,10 @@
  *
  *   op       args (in the argument area)            other fields
  *   NOP      none                                    -
- *   SAVE     keys[count], then u32 block_ids[count]  -
+ *   SAVE     keys[count], then u32 block_ids[count]  flags (AFTER: fence)
  *   QUERY    keys[count] (FETCH: then a node hint)   req_id, flags
- *   LOAD     u32 block_ids[count]                    lease, layer range
+ *   LOAD     u32 block_ids[count]                    lease, layer range,
+ *                                                    flags (PROGRESS: fence)
  *   RELEASE  none                                    lease
  *   FLUSH    none                                    flags
  *
@@ -124,7 +150,8 @@ struct kvs_sqe {
 	uint64_t req_id;    /* QUERY: the engine's request id (for logs/stats) */
 	uint32_t layer_begin;
 	uint32_t layer_count;
-	uint64_t resv1;
+	uint32_t fence_slot;  /* KVS_SAVE_AFTER, KVS_LOAD_PROGRESS: index into KVS_PART_FENCES */
+	uint32_t fence_value; /* SAVE: the value to wait for; LOAD: the value before its first layer */
 	uint64_t resv2;
 };
 
@@ -161,6 +188,31 @@ struct kvs_cqe {
 	uint64_t result0;
 	uint64_t result1;
 };
+
+/*
+ * A fence slot (KVS_PART_FENCES), 16 bytes, shared by the engine (and its
+ * GPU, through a host registration) and kvstashd (and its copy stream).
+ * value is what CUDA streams wait on (cuStreamWaitValue32, GEQ) and write
+ * (cuStreamWriteValue32).  A slot serves one operation at a time; the
+ * library arms it (value = the previous operation's last value, status
+ * and blocks 0) and the operation's values follow it, so a late write
+ * of an earlier operation can never satisfy a later one.  Who writes:
+ *   SAVE AFTER     the engine's stream: value (kvstashd only reads it)
+ *   LOAD PROGRESS  kvstashd: blocks before its copies, value per layer
+ *                  from its copy stream, status then the last value at
+ *                  the end (from the host, after its copies ended); and
+ *                  libkvstash when kvstashd dies (status -ECONNRESET).
+ * status and blocks are written before the value that publishes them
+ * (store-release from the host; stream order on the GPU).
+ */
+struct kvs_fence {
+	uint32_t value;
+	int32_t status;	 /* LOAD: 0, or -errno once it failed (the CQE says the same) */
+	uint32_t blocks; /* LOAD: blocks it copies: n, or the prefix before an SSD read failed */
+	uint32_t resv;
+};
+
+#define KVS_FENCE_SLOTS 4096u /* slots in KVS_PART_FENCES */
 
 /* kvs_cqe.flags */
 #define KVS_CQE_LOCAL (1u << 0) /* made by libkvstash, not kvstashd (e.g. -ECONNRESET) */
@@ -224,6 +276,7 @@ struct kvs_cluster_answer {
  *                memory bound (of the instance, its uid, or all leases)
  *   -EBUSY       lease limit of the instance reached
  *   -EIO         a copy failed
+ *   -ETIMEDOUT   SAVE AFTER: its fence value did not come in time
  *   -ECANCELED   the session is shutting down
  *   -ECONNRESET  (KVS_CQE_LOCAL) kvstashd went away
  */
@@ -236,7 +289,11 @@ _Static_assert(offsetof(struct kvs_sqe, arg_off) == 16, "kvs_sqe.arg_off");
 _Static_assert(offsetof(struct kvs_sqe, lease) == 24, "kvs_sqe.lease");
 _Static_assert(offsetof(struct kvs_sqe, req_id) == 32, "kvs_sqe.req_id");
 _Static_assert(offsetof(struct kvs_sqe, layer_begin) == 40, "kvs_sqe.layer_begin");
-_Static_assert(offsetof(struct kvs_sqe, resv1) == 48, "kvs_sqe.resv1");
+_Static_assert(offsetof(struct kvs_sqe, fence_slot) == 48, "kvs_sqe.fence_slot");
+_Static_assert(offsetof(struct kvs_sqe, fence_value) == 52, "kvs_sqe.fence_value");
+_Static_assert(offsetof(struct kvs_sqe, resv2) == 56, "kvs_sqe.resv2");
+_Static_assert(sizeof(struct kvs_fence) == 16, "kvs_fence is 16 bytes");
+_Static_assert(offsetof(struct kvs_fence, status) == 4, "kvs_fence.status");
 _Static_assert(sizeof(struct kvs_cqe) == 32, "kvs_cqe is 32 bytes");
 _Static_assert(offsetof(struct kvs_cqe, res) == 8, "kvs_cqe.res");
 _Static_assert(offsetof(struct kvs_cqe, result0) == 16, "kvs_cqe.result0");

@@ -39,7 +39,11 @@
  * Minor 3: peer transfer (KVS_QUERY_FETCH with its node hint,
  * KVS_MSG_STATS_PEER).
  */
-#define KVS_WIRE_MINOR 3u
+/*
+ * Minor 4: GPU-side ordering (KVS_HELLO_FENCES, KVS_PART_FENCES,
+ * KVS_SAVE_AFTER, KVS_LOAD_PROGRESS).
+ */
+#define KVS_WIRE_MINOR 4u
 
 #define KVS_MSG_MAX 131072u	/* largest packet either side sends */
 #define KVS_MAX_FDS 64u		/* most fds one REGISTER may carry */
@@ -86,6 +90,11 @@ struct kvs_msg_hdr {
  * gets KVS_PART_CLUSTER, so the session may send cluster QUERYs (abi.h).
  */
 #define KVS_HELLO_CLUSTER (1u << 0)
+/*
+ * KVS_HELLO_FENCES (minor 4, worker sessions): the session region gets
+ * KVS_PART_FENCES, so the session may send SAVE AFTER and LOAD PROGRESS.
+ */
+#define KVS_HELLO_FENCES (1u << 1)
 
 /* Device kinds (kvs_msg_hello.device_kind). */
 #define KVS_DEVICE_HOST 1u /* engine memory is host memory (memfd) */

@@ -86,8 +86,12 @@ int proto_parse_hello(const void *buf, size_t len, struct hello_req *ret, char *
 		WHY("reserved HELLO fields are not zero");
 		return -EINVAL;
 	}
-	if (m.flags & ~KVS_HELLO_CLUSTER) {
+	if (m.flags & ~(KVS_HELLO_CLUSTER | KVS_HELLO_FENCES)) {
 		WHY("unknown HELLO flags 0x%x", m.flags);
+		return -EINVAL;
+	}
+	if ((m.flags & KVS_HELLO_FENCES) && m.role != KVS_ROLE_WORKER) {
+		WHY("fences are for worker sessions (their SAVEs and LOADs)");
 		return -EINVAL;
 	}
 	h.rev_major = m.rev_major;

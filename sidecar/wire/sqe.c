@@ -7,6 +7,12 @@
 
 #include "wire/sqe.h"
 
+bool sqe_fenced(const struct kvs_sqe *sqe)
+{
+	return (sqe->opcode == KVS_OP_SAVE && (sqe->flags & KVS_SAVE_AFTER)) ||
+	       (sqe->opcode == KVS_OP_LOAD && (sqe->flags & KVS_LOAD_PROGRESS));
+}
+
 uint64_t sqe_arg_bytes(uint8_t opcode, uint32_t count)
 {
 	switch (opcode) {
@@ -28,6 +34,10 @@ static uint8_t allowed_flags(uint8_t opcode)
 		return KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER | KVS_QUERY_DRAM | KVS_QUERY_FETCH;
 	case KVS_OP_FLUSH:
 		return KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER;
+	case KVS_OP_SAVE:
+		return KVS_SAVE_AFTER;
+	case KVS_OP_LOAD:
+		return KVS_LOAD_PROGRESS;
 	default:
 		return 0;
 	}
@@ -56,7 +66,13 @@ int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_siz
 	if (sqe->flags & ~allowed_flags(op))
 		return -EINVAL;
 	/* Fields an opcode does not use must be zero: they may mean something later. */
-	if (sqe->resv0 || sqe->resv1 || sqe->resv2)
+	if (sqe->resv0 || sqe->resv2)
+		return -EINVAL;
+	if (sqe_fenced(sqe) ? sqe->fence_slot >= lim->nr_fences :
+			      sqe->fence_slot || sqe->fence_value)
+		return -EINVAL;
+	/* A LOAD's progress ends at fence_value + layer_count: the count is explicit. */
+	if (op == KVS_OP_LOAD && (sqe->flags & KVS_LOAD_PROGRESS) && sqe->layer_count == 0)
 		return -EINVAL;
 	if (!has_args && (sqe->count || sqe->arg_off || sqe->arg_len))
 		return -EINVAL;
@@ -105,6 +121,9 @@ int sqe_decode(const struct kvs_sqe *sqe, const uint8_t *area, uint64_t area_siz
 	/* The one read of the shared arguments; everything below uses the copy. */
 	memcpy(copy, area + sqe->arg_off, bytes);
 	a.n = sqe->count;
+	a.fenced = sqe_fenced(sqe);
+	a.fence_slot = sqe->fence_slot;
+	a.fence_value = sqe->fence_value;
 	switch (op) {
 	case KVS_OP_SAVE:
 		a.keys = copy;

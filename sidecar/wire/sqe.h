@@ -9,6 +9,7 @@
 #ifndef KVS_SQE_H
 #define KVS_SQE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,7 @@ struct sqe_limits {
 	uint32_t max_keys;
 	uint32_t num_blocks; /* 0: nothing registered */
 	uint32_t nr_layers;
+	uint32_t nr_fences;  /* slots in KVS_PART_FENCES; 0: the session has none */
 };
 
 struct sqe_args {
@@ -28,7 +30,13 @@ struct sqe_args {
 	uint32_t layer_begin;
 	uint32_t layer_count;	   /* resolved: never 0 for LOAD */
 	const char *hint;	   /* QUERY with KVS_QUERY_FETCH: the node hint, NUL-terminated; or NULL */
+	bool fenced;		   /* SAVE AFTER or LOAD PROGRESS: the fence fields below */
+	uint32_t fence_slot;	   /* < sqe_limits.nr_fences */
+	uint32_t fence_value;
 };
+
+/* Does @sqe name a fence slot (SAVE with KVS_SAVE_AFTER, LOAD with KVS_LOAD_PROGRESS)? */
+bool sqe_fenced(const struct kvs_sqe *sqe);
 
 /* Bytes of arguments an SQE with @opcode and @count carries. */
 uint64_t sqe_arg_bytes(uint8_t opcode, uint32_t count);

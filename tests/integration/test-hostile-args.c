@@ -106,7 +106,7 @@ int main(void)
 
 	/* Reserved words. */
 	BAD(c, kvs_prep_save(_c, s, fresh, src, N, 0), s->resv0 = 1, -EINVAL, "SAVE resv0");
-	BAD(c, kvs_prep_load(_c, s, lease, dst, N, 0, 0, 0), s->resv1 = 1, -EINVAL, "LOAD resv1");
+	BAD(c, kvs_prep_load(_c, s, lease, dst, N, 0, 0, 0), s->fence_value = 1, -EINVAL, "LOAD fence value without PROGRESS");
 	BAD(c, kvs_prep_query(_c, s, keys, N, 0, 0, 0), s->resv2 = 1ull << 63, -EINVAL,
 	    "QUERY resv2");
 	BAD(c, kvs_prep_release(_c, s, lease, 0), s->resv2 = 1, -EINVAL, "RELEASE resv2");

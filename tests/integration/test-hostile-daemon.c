@@ -1267,7 +1267,7 @@ static void cluster_refusals(void)
 	struct kvs_client *c = NULL;
 	struct kvs_sqe *sqe;
 
-	CHECK_RES(engine_connect_flags(KVS_ROLE_WORKER, 1u << 1, WAIT_MS, &c), -EINVAL,
+	CHECK_RES(engine_connect_flags(KVS_ROLE_WORKER, 1u << 2, WAIT_MS, &c), -EINVAL,
 		  "an unknown connect flag");
 	CHECK_RES(engine_connect_flags(KVS_ROLE_ADMIN, KVS_CONNECT_CLUSTER, WAIT_MS, &c), -EINVAL,
 		  "KVS_CONNECT_CLUSTER for an admin session");

@@ -173,7 +173,7 @@ static void b_world(struct pkt *p) { hello(p)->world_size = 3; }
 /* Past KVS_HELLO_CLUSTER. */
 static void b_flags(struct pkt *p)
 {
-	hello(p)->flags = 2;
+	hello(p)->flags = 4; /* past KVS_HELLO_FENCES */
 }
 static void b_resv0(struct pkt *p) { hello(p)->resv0 = 1; }
 static void b_resv(struct pkt *p) { hello(p)->resv[3] = 1; }

@@ -353,8 +353,12 @@ static void storm(struct raw_sess *rs)
 				q->flags = (uint8_t)rnd();
 			if (x % 29 == 0)
 				q->req_id = rnd();
-			if (x % 31 == 0)
-				q->resv1 = rnd();
+			if (x % 31 == 0) {
+				uint64_t f = rnd();
+
+				q->fence_slot = (uint32_t)f;
+				q->fence_value = (uint32_t)(f >> 32);
+			}
 		}
 		run_batch(rs, s, n, res, r0);
 		unsigned nrel = 0;

@@ -57,7 +57,8 @@ START_TEST(test_sqe_layout)
 	OFF(struct kvs_sqe, req_id, 32);
 	OFF(struct kvs_sqe, layer_begin, 40);
 	OFF(struct kvs_sqe, layer_count, 44);
-	OFF(struct kvs_sqe, resv1, 48);
+	OFF(struct kvs_sqe, fence_slot, 48);
+	OFF(struct kvs_sqe, fence_value, 52);
 	OFF(struct kvs_sqe, resv2, 56);
 	FSIZE(struct kvs_sqe, opcode, 1);
 	FSIZE(struct kvs_sqe, flags, 1);
@@ -99,7 +100,8 @@ START_TEST(test_sqe_encoding)
 	ck_assert_uint_eq(sqe.req_id, 42);
 	ck_assert_uint_eq(sqe.layer_begin, 3);
 	ck_assert_uint_eq(sqe.layer_count, 5);
-	ck_assert_uint_eq(sqe.resv1, 0);
+	ck_assert_uint_eq(sqe.fence_slot, 0);
+	ck_assert_uint_eq(sqe.fence_value, 0);
 	ck_assert_uint_eq(sqe.resv2, 0);
 }
 END_TEST

@@ -255,7 +255,14 @@ START_TEST(test_hello_reserved)
 {
 	struct kvs_msg_hello m = good_hello();
 
-	m.flags = 2; /* past KVS_HELLO_CLUSTER */
+	m.flags = 4; /* past KVS_HELLO_FENCES */
+	ck_assert_int_eq(hello(&m), -EINVAL);
+	m = good_hello();
+	m.flags = KVS_HELLO_FENCES;
+	ck_assert_int_eq(hello(&m), 0);
+	m = good_hello();
+	m.role = KVS_ROLE_SCHEDULER;
+	m.flags = KVS_HELLO_FENCES; /* fences order SAVEs and LOADs: workers only */
 	ck_assert_int_eq(hello(&m), -EINVAL);
 	m = good_hello();
 	m.flags = KVS_HELLO_CLUSTER;

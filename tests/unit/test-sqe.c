@@ -25,7 +25,18 @@
 static uint8_t area[AREA] __attribute__((aligned(64)));
 static uint64_t copy[(MAX_KEYS * (KVS_KEY_SIZE + 4) + 7) / 8];
 
+#define NR_FENCES 16u
+
 static const struct sqe_limits worker = {
+	.role = KVS_ROLE_WORKER,
+	.max_keys = MAX_KEYS,
+	.num_blocks = NUM_BLOCKS,
+	.nr_layers = NR_LAYERS,
+	.nr_fences = NR_FENCES,
+};
+
+/* A worker session without fence slots (no KVS_HELLO_FENCES). */
+static const struct sqe_limits unfenced = {
 	.role = KVS_ROLE_WORKER,
 	.max_keys = MAX_KEYS,
 	.num_blocks = NUM_BLOCKS,
@@ -373,8 +384,12 @@ START_TEST(test_flags)
 		uint8_t allowed = op == KVS_OP_QUERY   ? KVS_QUERY_NOLEASE | KVS_QUERY_CLUSTER |
 								 KVS_QUERY_DRAM | KVS_QUERY_FETCH
 				  : op == KVS_OP_FLUSH ? KVS_FLUSH_INSTANCE | KVS_FLUSH_CLUSTER
+				  : op == KVS_OP_SAVE  ? KVS_SAVE_AFTER
+				  : op == KVS_OP_LOAD  ? KVS_LOAD_PROGRESS
 						       : 0;
 
+		if (op == KVS_OP_LOAD)
+			s.layer_count = 1; /* PROGRESS names its layer count */
 		ck_assert_int_eq(decode(&s, &worker, NULL), 0);
 		for (unsigned bit = 0; bit < 8; bit++) {
 			s.flags = (uint8_t)(1u << bit);
@@ -412,7 +427,8 @@ START_TEST(test_reserved)
 {
 	static const struct field_case reserved[] = {
 		{ FIELD(resv0, 1), ALL_OPS },
-		{ FIELD(resv1, 1ull << 63), ALL_OPS },
+		{ FIELD(fence_slot, 1), ALL_OPS },
+		{ FIELD(fence_value, 1u << 31), ALL_OPS },
 		{ FIELD(resv2, 1), ALL_OPS },
 	};
 
@@ -671,6 +687,77 @@ START_TEST(test_copy_isolation)
 END_TEST
 
 /* A refused SQE reports the first rule broken, in the order the header lists them. */
+/*
+ * SAVE AFTER and LOAD PROGRESS: their fence slot inside the session's
+ * slots (none: every slot is outside), a LOAD's layer count explicit; the
+ * fence fields come out decoded; the flags on other opcodes, or the
+ * fields without the flag, are -EINVAL (test_flags, test_reserved).
+ */
+START_TEST(test_fences)
+{
+	static const struct rule_case rules[] = {
+		{ "SAVE AFTER, slot 0",
+		  KVS_OP_SAVE,
+		  2,
+		  { FIELD(flags, KVS_SAVE_AFTER), FIELD(fence_value, 0xfffffff0u) },
+		  &worker,
+		  0 },
+		{ "SAVE AFTER, last slot",
+		  KVS_OP_SAVE,
+		  2,
+		  { FIELD(flags, KVS_SAVE_AFTER), FIELD(fence_slot, NR_FENCES - 1) },
+		  &worker,
+		  0 },
+		{ "SAVE AFTER, slot past the last",
+		  KVS_OP_SAVE,
+		  2,
+		  { FIELD(flags, KVS_SAVE_AFTER), FIELD(fence_slot, NR_FENCES) },
+		  &worker,
+		  -EINVAL },
+		{ "SAVE AFTER without fence slots",
+		  KVS_OP_SAVE,
+		  2,
+		  { FIELD(flags, KVS_SAVE_AFTER) },
+		  &unfenced,
+		  -EINVAL },
+		{ "LOAD PROGRESS of layer_count 0",
+		  KVS_OP_LOAD,
+		  2,
+		  { FIELD(flags, KVS_LOAD_PROGRESS), FIELD(layer_count, 0) },
+		  &worker,
+		  -EINVAL },
+		{ "LOAD PROGRESS without fence slots",
+		  KVS_OP_LOAD,
+		  2,
+		  { FIELD(flags, KVS_LOAD_PROGRESS), FIELD(layer_count, 1) },
+		  &unfenced,
+		  -EINVAL },
+		{ "QUERY with SAVE AFTER's bit set (KVS_QUERY_NOLEASE: fine) and a slot",
+		  KVS_OP_QUERY,
+		  2,
+		  { FIELD(flags, KVS_QUERY_NOLEASE), FIELD(fence_slot, 1) },
+		  &worker,
+		  -EINVAL },
+	};
+	struct kvs_sqe s = make(KVS_OP_LOAD, 3);
+	struct sqe_args a;
+
+	check_rules(rules, ARRAY_SIZE(rules));
+	s.flags = KVS_LOAD_PROGRESS;
+	s.fence_slot = 5;
+	s.fence_value = 77;
+	s.layer_count = 4;
+	ck_assert_int_eq(decode(&s, &worker, &a), 0);
+	ck_assert(a.fenced);
+	ck_assert_uint_eq(a.fence_slot, 5);
+	ck_assert_uint_eq(a.fence_value, 77);
+	ck_assert_uint_eq(a.layer_count, 4);
+	s = make(KVS_OP_LOAD, 3);
+	ck_assert_int_eq(decode(&s, &worker, &a), 0);
+	ck_assert(!a.fenced);
+}
+END_TEST
+
 START_TEST(test_precedence)
 {
 	static const struct rule_case rules[] = {
@@ -689,10 +776,10 @@ START_TEST(test_precedence)
 		  &scheduler,
 		  -EPERM },
 		/* A malformed SQE is -EINVAL even when nothing is registered. */
-		{ "LOAD with resv1, nothing registered",
+		{ "LOAD with a fence value but no PROGRESS, nothing registered",
 		  KVS_OP_LOAD,
 		  1,
-		  { FIELD(resv1, 1) },
+		  { FIELD(fence_value, 1) },
 		  &unregistered,
 		  -EINVAL },
 	};
