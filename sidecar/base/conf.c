@@ -153,6 +153,8 @@ static const struct key keys[] = {
 	    "after the spin, sleep in naps this long (0: until woken)"),
 	KEY("worker", "doze_ms", T_U32, doze_ms, "20", 1, 3600000,
 	    "nap for this long after the last work, then sleep until woken"),
+	KEY("worker", "save_wait_ms", T_U32, save_wait_ms, "10000", 1, 3600000,
+	    "how long a SAVE AFTER waits for its fence value before it fails"),
 	KEY("worker", "query_threads", T_U32, query_threads, "0", 0, 16,
 	    "threads a QUERY of 4096 keys or more looks up with (0: automatic)"),
 	KEY("worker", "copy_threads", T_U32, copy_threads, "0", 0, 256,

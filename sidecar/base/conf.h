@@ -102,6 +102,7 @@ struct kvs_config {
 	uint32_t doze_us;
 	uint32_t doze_ms;
 	uint32_t query_threads;
+	uint32_t save_wait_ms; /* a SAVE AFTER's fence value comes within this, or -ETIMEDOUT */
 	uint32_t copy_threads;
 	uint64_t inline_copy_bytes;
 

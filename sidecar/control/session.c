@@ -126,10 +126,38 @@ static uint32_t pick_entries(uint32_t want, uint32_t def, uint32_t max)
 	return MIN(next_pow2_u32(MAX(want, 2u)), max);
 }
 
+/*
+ * The fence slots (KVS_HELLO_FENCES): pinned for the devices' copy
+ * streams, which write a LOAD's progress into them (mapped, identity
+ * device address: cuda_pin() checks).  Without a mover that pins (no
+ * GPU) the worker alone writes them, from the host.
+ */
+static int map_fences(struct session *s, char *why, size_t wl)
+{
+	uint64_t bytes;
+	void *f;
+	int r = shmq_region_area(s->region, KVS_PART_FENCES, &f, &bytes);
+
+	if (r < 0)
+		return r;
+	if (movers_pin_memory()) {
+		r = movers_pin(f, bytes);
+		if (r < 0) {
+			snprintf(why, wl, "cannot register the fence slots with the GPU: %s",
+				 strerror(-r));
+			return r;
+		}
+		s->fences_pinned = true;
+	}
+	s->w.fences = f;
+	s->w.nr_fences = KVS_FENCE_SLOTS;
+	return 0;
+}
+
 static int create_region(struct session *s, char *why, size_t wl)
 {
 	const struct kvs_config *cfg = s->d->cfg;
-	struct shmq_part_spec parts[4];
+	struct shmq_part_spec parts[5];
 	unsigned nparts = 3;
 	uint64_t argb;
 	void *args;
@@ -154,6 +182,10 @@ static int create_region(struct session *s, char *why, size_t wl)
 			(struct shmq_part_spec){ SHMQ_PART_AREA, KVS_PART_CLUSTER, 0, 0,
 						 (uint64_t)s->cq_entries *
 							 sizeof(struct kvs_cluster_answer) };
+	if (s->hello.flags & KVS_HELLO_FENCES)
+		parts[nparts++] = (struct shmq_part_spec){ SHMQ_PART_AREA, KVS_PART_FENCES, 0, 0,
+							   (uint64_t)KVS_FENCE_SLOTS *
+								   sizeof(struct kvs_fence) };
 	r = shmq_region_create("kvstash-session", KVS_REGION_MAGIC, KVS_REGION_VERSION, parts,
 			       nparts, &s->region);
 	if (r < 0) {
@@ -165,13 +197,15 @@ static int create_region(struct session *s, char *why, size_t wl)
 		r = shmq_ring_init(&s->w.cq, s->region, KVS_PART_CQ, SHMQ_PRODUCER);
 	if (!r)
 		r = shmq_region_area(s->region, KVS_PART_ARGS, &args, &argb);
-	if (!r && nparts == 4) {
+	if (!r && (s->hello.flags & KVS_HELLO_CLUSTER)) {
 		void *ans;
 		uint64_t ansb;
 
 		r = shmq_region_area(s->region, KVS_PART_CLUSTER, &ans, &ansb);
 		s->w.answers = r ? NULL : ans;
 	}
+	if (!r && (s->hello.flags & KVS_HELLO_FENCES))
+		r = map_fences(s, why, wl);
 	if (r < 0) {
 		snprintf(why, wl, "session region: %s", strerror(-r));
 		return r;
@@ -654,6 +688,9 @@ static void session_free(struct session *s)
 	registration_free(s->w.retired);
 	instance_leave(s);
 	nspace_put(s->ns);
+	/* After the DETACH ack: no copy stream of the worker writes the slots any more. */
+	if (s->fences_pinned)
+		movers_unpin(s->w.fences);
 	shmq_region_destroy(s->region);
 	/* A session that ended with completions waiting: their answers go too. */
 	for (uint32_t i = 0; s->w.backlog && i < s->w.bl_n; i++)

@@ -71,6 +71,7 @@ struct session {
 	struct cds_list_head inst_node; /* instance.sessions */
 
 	struct shmq_region *region;
+	bool fences_pinned; /* its KVS_PART_FENCES is registered with the GPUs (movers_pin()) */
 	uint32_t sq_entries, cq_entries;
 	uint64_t arg_bytes;
 	uint32_t max_inflight;

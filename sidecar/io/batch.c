@@ -11,7 +11,7 @@
 
 int copy_batch_add(struct copy_batch *b, uint64_t dev, uint8_t *pool, uint64_t len)
 {
-	if (b->n) {
+	if (b->n > b->merge_floor) {
 		struct piece *p = &b->pieces[b->n - 1];
 
 		/* Adjacent on both sides: one copy instead of two. */
@@ -57,8 +57,10 @@ int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
 void copy_batch_free(struct copy_batch *b)
 {
 	free(b->pieces);
+	free(b->sig_end);
 	b->pieces = NULL;
-	b->n = b->cap = 0;
+	b->sig_end = NULL;
+	b->n = b->cap = b->nsig = b->merge_floor = 0;
 }
 
 /* ---- sinks ------------------------------------------------------------ */

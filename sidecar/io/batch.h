@@ -50,6 +50,21 @@ struct copy_batch {
 	int err;		 /* the first error, 0 or -errno: a failed batch still completes */
 	struct batch_sink *sink; /* where it completes; the submitter sets it */
 	void *priv;		 /* the mover's own, between submit and completion */
+	/*
+	 * Progress (a LOAD with KVS_LOAD_PROGRESS): once pieces [0,
+	 * sig_end[j]) are in, sig_base + 1 + j goes to the 32-bit word at
+	 * sig_addr, in stream order after those copies, by a mover that can
+	 * (CUDA: cuStreamWriteValue32; the word is pinned, identity-mapped).
+	 * One that cannot ignores them: the worker writes the last value
+	 * from the host when the batch completed, whatever the mover did.
+	 * nsig 0: no progress.  merge_floor: pieces below it never grow, so
+	 * no piece spans two groups.
+	 */
+	uint64_t sig_addr;
+	uint32_t sig_base;
+	uint32_t nsig;
+	uint32_t *sig_end; /* nsig entries, non-decreasing, the last == n */
+	uint32_t merge_floor;
 	/* The mover's between submit and batch_complete() (its queues), then the sink's. */
 	struct cds_list_head node;
 };

@@ -24,6 +24,7 @@
 #define POLL_BUDGET 32u		  /* SQEs per session per round: fairness */
 #define SLEEP_MAX_NS (1000 * NSEC_PER_MSEC)
 #define SLEEP_PENDING_NS (NSEC_PER_MSEC) /* while flushes or backlogs wait */
+#define WATCH_NAP_NS 20000 /* naps while a SAVE AFTER waits for its fence value */
 
 static void bump(struct worker *w)
 {
@@ -236,6 +237,46 @@ static void op_free(struct op *op)
 	free(op);
 }
 
+/* ---- fences (KVS_PART_FENCES, abi.h) ------------------------------ */
+
+/*
+ * Has fence slot @slot reached @v (cyclic, as a GPU's GEQ wait)?  The
+ * engine's stream wrote the value after a system-wide memory barrier
+ * (cuStreamWriteValue32 without NO_MEMORY_BARRIER), so the KV it stands
+ * for is in GPU memory once it is seen; the load-acquire keeps the
+ * copies submitted after it from being started before it.
+ */
+static bool fence_reached(const struct wsession *s, uint32_t slot, uint32_t v)
+{
+	uint32_t cur = __atomic_load_n(&s->fences[slot].value, __ATOMIC_ACQUIRE);
+
+	return (int32_t)(cur - v) >= 0;
+}
+
+/*
+ * The end of a LOAD PROGRESS, copied or not: its status, then the value
+ * past its last layer, which releases every wait the engine queued for
+ * it.  Called only once its copies ended, so no write of the copy stream
+ * can come after it and take the value back.  The store-release orders
+ * status (and blocks) before the value, for libkvstash's load-acquire
+ * and, x86 stores being seen in order, for the engine GPU's reads.
+ */
+static void fence_end(struct wsession *s, uint32_t slot, uint32_t value, int32_t status)
+{
+	struct kvs_fence *f = &s->fences[slot];
+
+	__atomic_store_n(&f->status, status, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->value, value, __ATOMIC_RELEASE);
+}
+
+/* A LOAD that ends before it took a lease share: its CQE, and its fence released. */
+static void load_refused(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe, int err)
+{
+	if (sqe->opcode == KVS_OP_LOAD && sqe_fenced(sqe) && sqe->fence_slot < s->nr_fences)
+		fence_end(s, sqe->fence_slot, sqe->fence_value + sqe->layer_count, err);
+	post(w, s, sqe->user_data, err, 0, 0);
+}
+
 /*
  * To the control thread, which owns the registry (control/cluster.c); it
  * comes back through worker_cluster_done() and cluster_done().  The
@@ -309,6 +350,11 @@ static void load_post(struct worker *w, struct op *op, int err, uint64_t bytes)
 
 	lease_put(w->leases, op->lease);
 	s->copies--;
+	if (op->fenced) {
+		__atomic_store_n(&s->fences[op->fence_slot].blocks, err ? 0 : op->nblocks,
+				 __ATOMIC_RELAXED);
+		fence_end(s, op->fence_slot, op->fence_value + op->layer_count, err);
+	}
 	if (err == 0) {
 		account_load_done(w->ctr, s->st, op->nblocks, bytes, now_ns() - op->t0);
 		post(w, s, op->user_data, (int32_t)op->nblocks, bytes, 0);
@@ -458,7 +504,63 @@ static void do_save(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	op->seq = s->save_next++;
 	cds_list_add_tail(&op->snode, &s->saves);
 	save_order_enter(s->order, &op->imark);
+	if (a->fenced && op->nents && !op->batch.err &&
+	    !fence_reached(s, a->fence_slot, a->fence_value)) {
+		/*
+		 * Watched from here (check_waiting()), never waited for on a
+		 * GPU stream: an engine can hold its own word back for ever,
+		 * and a stream of ours stuck on it could never give its pool
+		 * slots back.  Counted as a copy meanwhile: UNREGISTER and
+		 * DETACH wait for it, FLUSH too (it is in s->saves).
+		 */
+		op->fenced = true;
+		op->fence_slot = a->fence_slot;
+		op->fence_value = a->fence_value;
+		op->deadline = now_ns() + (uint64_t)w->cfg->save_wait_ms * NSEC_PER_MSEC;
+		s->copies++;
+		cds_list_add_tail(&op->node, &w->waiting);
+		return;
+	}
 	submit_copy(w, op, op->nents && !op->batch.err);
+}
+
+/*
+ * SAVE AFTERs whose fence value came go to the mover; those of a session
+ * that is ending, or past [worker] save_wait_ms, complete without a copy
+ * (-ECANCELED, -ETIMEDOUT: their blocks were never stored).
+ */
+static bool check_waiting(struct worker *w)
+{
+	struct op *op, *tmp;
+	uint64_t now = 0;
+	bool any = false;
+
+	cds_list_for_each_entry_safe(op, tmp, &w->waiting, node) {
+		struct wsession *s = op->s;
+		int err = 0;
+
+		if (s->detaching) {
+			err = -ECANCELED;
+		} else if (!fence_reached(s, op->fence_slot, op->fence_value)) {
+			if (!now)
+				now = now_ns();
+			if (now < op->deadline)
+				continue;
+			err = -ETIMEDOUT;
+			slog_warning_rl(&s->log_rl, s,
+					"SAVE of %u blocks: fence slot %u did not reach %u within "
+					"%u ms: nothing stored",
+					op->nents, op->fence_slot, op->fence_value,
+					w->cfg->save_wait_ms);
+		}
+		cds_list_del(&op->node);
+		s->copies--; /* submit_copy() counts it again */
+		any = true;
+		if (err)
+			op->batch.err = err;
+		submit_copy(w, op, err == 0);
+	}
+	return any;
 }
 
 /*
@@ -503,10 +605,46 @@ static void load_add(struct copy_batch *batch, const struct op *op, const struct
 			op->layer_count);
 }
 
+/*
+ * A LOAD PROGRESS: layer by layer (each layer of every block, then the
+ * next), one group of pieces per layer, after each of which the mover
+ * publishes the layer (struct copy_batch, sig_*).  Without memory for the
+ * groups it is copied as any LOAD: every layer is published at its end.
+ */
+static void load_add_layers(struct copy_batch *b, const struct op *op,
+			    const struct registration *reg, const uint32_t *block_ids)
+{
+	const struct layout *lay = reg->layout;
+
+	b->sig_end = malloc((size_t)op->layer_count * sizeof(*b->sig_end));
+	if (!b->sig_end) {
+		load_add(b, op, reg, block_ids, 0, op->nblocks);
+		return;
+	}
+	for (uint32_t j = 0; j < op->layer_count && !b->err; j++) {
+		for (uint32_t i = 0; i < op->nblocks && !b->err; i++)
+			b->err = copy_batch_add_block(
+				b, lay, reg->mems, block_ids[i],
+				op->lease->blocks[i]->shards[reg->place.shard].slot.addr,
+				op->layer_begin + j, 1);
+		b->sig_end[j] = b->merge_floor = b->n;
+	}
+	b->nsig = op->layer_count;
+	b->sig_base = op->fence_value;
+	b->sig_addr = (uint64_t)(uintptr_t)&op->s->fences[op->fence_slot].value;
+}
+
 static void load_submit(struct worker *w, struct op *op, const struct registration *reg,
 			const uint32_t *block_ids)
 {
-	load_add(&op->batch, op, reg, block_ids, 0, op->nblocks);
+	if (op->fenced && op->nblocks) {
+		/* Before the first layer's value, which the copy stream writes after this. */
+		__atomic_store_n(&op->s->fences[op->fence_slot].blocks, op->nblocks,
+				 __ATOMIC_RELEASE);
+		load_add_layers(&op->batch, op, reg, block_ids);
+	} else {
+		load_add(&op->batch, op, reg, block_ids, 0, op->nblocks);
+	}
 	submit_copy(w, op, op->nblocks && !op->batch.err);
 }
 
@@ -547,13 +685,13 @@ static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
 	op = calloc(1, sizeof(*op));
 	if (!op) {
-		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
+		load_refused(w, s, sqe, -ENOMEM);
 		return;
 	}
 	r = lease_take(w->leases, sqe->lease, s->lh, s->tp_rank, a->n, &lease);
 	if (r < 0) {
 		free(op);
-		post(w, s, sqe->user_data, r, 0, 0);
+		load_refused(w, s, sqe, r);
 		return;
 	}
 	/* The share is spent from here on, whatever happens to the copy. */
@@ -565,6 +703,9 @@ static void do_load(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	op->batch.dir = COPY_FROM_POOL;
 	op->layer_begin = a->layer_begin;
 	op->layer_count = a->layer_count;
+	op->fenced = a->fenced;
+	op->fence_slot = a->fence_slot;
+	op->fence_value = a->fence_value;
 	if (load_ready(op)) {
 		load_submit(w, op, reg, a->block_ids);
 		return;
@@ -851,6 +992,7 @@ static void handle_sqe(struct worker *w, struct wsession *s, const struct kvs_sq
 		.max_keys = w->cfg->max_keys,
 		.num_blocks = reg ? reg->layout->num_blocks : 0,
 		.nr_layers = reg ? reg->layout->nr_layers : 0,
+		.nr_fences = s->nr_fences,
 	};
 	struct sqe_args a;
 	int r;
@@ -867,7 +1009,7 @@ static void handle_sqe(struct worker *w, struct wsession *s, const struct kvs_sq
 		/* An engine can submit these in a loop: rate-limited per session. */
 		if (r == -EOPNOTSUPP || log_enabled(LOG_DEBUG))
 			slog_info_errno_rl(&s->log_rl, s, r, "SQE opcode %u rejected", sqe->opcode);
-		post(w, s, sqe->user_data, r, 0, 0);
+		load_refused(w, s, sqe, r); /* any opcode: only a LOAD's fence is released */
 		return;
 	}
 	switch (sqe->opcode) {
@@ -1087,6 +1229,8 @@ static void *worker_main(void *arg)
 		busy |= check_flushes(w);
 		if (check_parked(w))
 			busy |= reap_done(w); /* copies done inline (nothing left to copy) */
+		if (check_waiting(w))
+			busy |= reap_done(w);
 		publish_cqs(w);
 		settle_sessions(w);
 		/* Pairs with the store-release in worker_stop(). */
@@ -1117,15 +1261,18 @@ static void *worker_main(void *arg)
 		 * the host's halt), which is most of what a wake-up costs.
 		 */
 		bool dozing = doze_ns && now_ns() - idle_since < doze_for;
+		/* A SAVE AFTER's word is memory, not a futex: looked at between naps. */
+		bool watching = !cds_list_empty(&w->waiting);
+		int64_t nap = dozing ? MIN(doze_ns, sleep_ns) : sleep_ns;
 		int r = shmq_wait_many(w->rings, (unsigned)nrings, &w->word, seen,
-				       dozing ? MIN(doze_ns, sleep_ns) : sleep_ns, &bad);
+				       watching ? MIN(nap, WATCH_NAP_NS) : nap, &bad);
 
 		if (r == -EPROTO && bad < (unsigned)nrings) {
 			w->ring_sessions[bad]->broken = true;
 			w->rings_stale = true;
 		}
 		/* A nap that ran out is not work: no spin after it, the dozing window runs on. */
-		if (dozing && r == -ETIMEDOUT)
+		if ((dozing || watching) && r == -ETIMEDOUT)
 			continue;
 		idle_since = now_ns();
 	}
@@ -1161,6 +1308,7 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 	CDS_INIT_LIST_HEAD(&w->sessions);
 	CDS_INIT_LIST_HEAD(&w->flushes);
 	CDS_INIT_LIST_HEAD(&w->parked);
+	CDS_INIT_LIST_HEAD(&w->waiting);
 	w->scratch_size = sqe_arg_bytes(KVS_OP_SAVE, w->cfg->max_keys) + KVS_FETCH_HINT_MAX;
 	w->scratch = aligned_alloc(64, round_up_u64(w->scratch_size, 64));
 	w->blocks = calloc(w->cfg->max_keys, sizeof(*w->blocks));

@@ -153,6 +153,14 @@ struct wsession {
 	 * committed (so the commit's store-release publishes both).
 	 */
 	struct kvs_cluster_answer *answers;
+	/*
+	 * KVS_PART_FENCES (HELLO said KVS_HELLO_FENCES; else NULL, 0): set
+	 * before ATTACH, constant after.  Shared with the engine, which may
+	 * write any slot at any time: a value is only ever compared, status
+	 * and blocks only ever written here.
+	 */
+	struct kvs_fence *fences;
+	uint32_t nr_fences;
 	struct bl_ent *backlog; /* CQEs waiting for CQ space */
 	uint32_t bl_head, bl_n, bl_cap;
 	bool cq_dirty; /* reserved CQEs to commit */
@@ -226,6 +234,10 @@ struct op {
 	int err;	     /* parked: the first part's error */
 	uint64_t copied;     /* parked: bytes its parts copied */
 	struct op *parent;   /* a part: the parked LOAD it copies for */
+	/* SAVE AFTER, LOAD PROGRESS: its fence slot and value (struct kvs_fence) */
+	bool fenced;
+	uint32_t fence_slot, fence_value;
+	uint64_t deadline; /* SAVE AFTER, waiting (worker.waiting): -ETIMEDOUT after it */
 	/* QUERY: KVS_CQE_PENDING of its CQE */
 	uint32_t cqe_flags;
 	/* FLUSH */
@@ -291,6 +303,7 @@ struct worker {
 	bool rings_stale;
 	struct cds_list_head flushes; /* FLUSH ops waiting */
 	struct cds_list_head parked;  /* LOADs waiting for blocks read from SSD */
+	struct cds_list_head waiting; /* SAVE AFTERs waiting for their fence value */
 	uint8_t *scratch;	      /* argument copies (QUERY) */
 	struct block **blocks;	      /* QUERY hits */
 	uint64_t scratch_size;

@@ -1018,6 +1018,7 @@ START_TEST(test_print_round_trip)
 		"worker.doze_us=30",
 		"worker.doze_ms=250",
 		"worker.query_threads=3",
+		"worker.save_wait_ms=2500",
 		"worker.copy_threads=2",
 		"worker.inline_copy_bytes=0",
 		"cuda.enable=no",
