@@ -76,6 +76,20 @@ static int resolve_driver(void)
 	RESOLVE(module_get_function, "cuModuleGetFunction");
 	RESOLVE(module_unload, "cuModuleUnload");
 	RESOLVE(launch_kernel, "cuLaunchKernel");
+	{
+		enum cudaDriverEntryPointQueryResult q;
+
+		/* Stream memory operations: on by default since CUDA 12, only progress needs them. */
+		if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32",
+						     (void **)&cuda_drv.stream_write_value32,
+						     DRIVER_API_VERSION, cudaEnableDefault,
+						     &q) != cudaSuccess ||
+		    q != cudaDriverEntryPointSuccess) {
+			cuda_drv.stream_write_value32 = NULL;
+			log_warning("cuda: no cuStreamWriteValue32: LOAD progress is published at "
+				    "the end of each LOAD only");
+		}
+	}
 	return 0;
 }
 
@@ -204,12 +218,12 @@ int cuda_pin(void *base, uint64_t size)
 	/* Portable: pinned for every GPU's context; mapped: the kernel mover reaches it. */
 	e = cudaHostRegister(base, size, cudaHostRegisterPortable | cudaHostRegisterMapped);
 	if (e != cudaSuccess)
-		return log_error_errno(cuda_errno(e), "cuda: cannot pin %" PRIu64 " MiB of pool: %s",
-				       size >> 20, cudaGetErrorString(e));
+		return log_error_errno(cuda_errno(e), "cuda: cannot pin %" PRIu64 " KiB at %p: %s",
+				       size >> 10, base, cudaGetErrorString(e));
 	/* The kernel takes host pointers as device pointers: UVA must make them equal. */
 	if (cudaHostGetDevicePointer(&dptr, base, 0) != cudaSuccess || dptr != base) {
 		cudaHostUnregister(base);
-		return log_error_errno(ENOTSUP, "cuda: pinned pool is not identity-mapped (no UVA?)");
+		return log_error_errno(ENOTSUP, "cuda: pinned memory is not identity-mapped (no UVA?)");
 	}
 	/* One chunk of many, pinned at once (pool.c): the pool logs the whole. */
 	log_debug("cuda: pinned %" PRIu64 " MiB of pool at %p in %.2f s", size >> 20, base,

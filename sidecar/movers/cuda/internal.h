@@ -38,6 +38,8 @@ struct cuda_driver {
 	PFN_cuModuleGetFunction_v2000 module_get_function;
 	PFN_cuModuleUnload_v2000 module_unload;
 	PFN_cuLaunchKernel_v4000 launch_kernel;
+	/* Optional (NULL: a LOAD PROGRESS publishes its layers only at its end). */
+	PFN_cuStreamWriteValue32_v11070 stream_write_value32;
 };
 
 extern struct cuda_driver cuda_drv;

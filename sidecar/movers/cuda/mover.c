@@ -329,19 +329,21 @@ static enum cuda_path want_path(const struct cuda_worker *cw, const struct copy_
 	 * 0.95-0.97 at 512 blocks instead of 0.92-0.93, docs/PERFORMANCE.md).
 	 * The exception: fragmented loads, on the time-to-first-token path,
 	 * where the kernel is fastest (0.85-0.90 against 0.38-0.60) unless
-	 * the operator keeps the engine's SMs for the engine.
+	 * the operator keeps the engine's SMs for the engine.  Not for a LOAD
+	 * PROGRESS: the engine computes on its layers while the rest is
+	 * copied, and a kernel of ours would time-slice with that compute.
 	 */
 	if (b->dir == COPY_FROM_POOL && b->bytes / b->n < cw->kernel_below &&
-	    cw->frag_loads == CUDA_FRAG_KERNEL && kernel_fits(cw, b))
+	    cw->frag_loads == CUDA_FRAG_KERNEL && !b->nsig && kernel_fits(cw, b))
 		return PATH_KERNEL;
 	return batch ? PATH_BATCH : PATH_DMA;
 }
 
-static uint64_t count_descs(const struct copy_batch *b)
+static uint64_t count_descs(const struct copy_batch *b, uint32_t first, uint32_t end)
 {
 	uint64_t n = 0;
 
-	for (uint32_t i = 0; i < b->n; i++)
+	for (uint32_t i = first; i < end; i++)
 		n += (b->pieces[i].len + KERNEL_SPLIT - 1) / KERNEL_SPLIT;
 	return n;
 }
@@ -362,18 +364,19 @@ static struct kvs_desc *ring_take(struct cuda_stream *s, uint64_t n, uint64_t *r
 	return &s->ring[pos % s->cap];
 }
 
+/* Pieces [@first, @end) of @b: one launch; co->desc_end moves past its descriptors. */
 static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct copy_batch *b,
-			 struct cuda_op *co)
+			 uint32_t first, uint32_t end, struct cuda_op *co)
 {
-	uint64_t n = count_descs(b), k = 0;
-	struct kvs_desc *d = ring_take(s, n, &co->desc_end);
+	uint64_t n = count_descs(b, first, end), k = 0, tail0 = s->tail, dend;
+	struct kvs_desc *d = n <= UINT32_MAX ? ring_take(s, n, &dend) : NULL;
 	unsigned int nd = (unsigned int)n, grid;
 	void *params[2];
 	CUresult cr;
 
-	if (!d || n > UINT32_MAX)
+	if (!d)
 		return -ENOSPC;
-	for (uint32_t i = 0; i < b->n; i++) {
+	for (uint32_t i = first; i < end; i++) {
 		const struct piece *p = &b->pieces[i];
 
 		for (uint64_t off = 0; off < p->len; off += KERNEL_SPLIT) {
@@ -393,17 +396,18 @@ static int launch_kernel(struct cuda_worker *cw, struct cuda_stream *s, struct c
 	cr = cuda_drv.launch_kernel(cw->gather, grid, 1, 1, KERNEL_THREADS, 1, 1, 0,
 				    (CUstream)s->stream, params, NULL);
 	if (cr != CUDA_SUCCESS) {
-		s->tail = co->desc_end - n; /* nothing was queued: give the descriptors back */
-		co->desc_end = 0;
+		s->tail = tail0; /* nothing was queued: give the descriptors back */
 		return cuda_drv_errno(cr);
 	}
+	co->desc_end = dend;
 	co->kernel = true;
 	return 0;
 }
 
-static int launch_dma(struct cuda_stream *s, const struct copy_batch *b)
+static int launch_dma(struct cuda_stream *s, const struct copy_batch *b, uint32_t first,
+		      uint32_t end)
 {
-	for (uint32_t i = 0; i < b->n; i++) {
+	for (uint32_t i = first; i < end; i++) {
 		const struct piece *p = &b->pieces[i];
 		void *eng = (void *)(uintptr_t)p->dev;
 		cudaError_t e = b->dir == COPY_TO_POOL ?
@@ -422,21 +426,23 @@ static int launch_dma(struct cuda_stream *s, const struct copy_batch *b)
 	return 0;
 }
 
-static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const struct copy_batch *b)
+static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const struct copy_batch *b,
+			uint32_t first, uint32_t end)
 {
+	uint32_t n = end - first;
 	cudaError_t e;
 
-	if (batch_room(cw, b->n) < 0)
+	if (batch_room(cw, n) < 0)
 		return -ENOMEM; /* dma instead, this once */
-	for (uint32_t i = 0; i < b->n; i++) {
-		const struct piece *p = &b->pieces[i];
+	for (uint32_t i = 0; i < n; i++) {
+		const struct piece *p = &b->pieces[first + i];
 		void *eng = (void *)(uintptr_t)p->dev;
 
 		cw->bdst[i] = b->dir == COPY_TO_POOL ? p->pool : eng;
 		cw->bsrc[i] = b->dir == COPY_TO_POOL ? eng : p->pool;
 		cw->blen[i] = p->len;
 	}
-	e = batch_call(cw, b->n, s->stream);
+	e = batch_call(cw, n, s->stream);
 	if (e == cudaSuccess)
 		return 0;
 	/*
@@ -445,10 +451,57 @@ static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const str
 	 */
 	log_warning("cuda: worker %u: cudaMemcpyBatchAsync of %" PRIu32 " pieces failed (%s): "
 		    "per-piece DMA from now on",
-		    cw->wid, b->n, cudaGetErrorString(e));
+		    cw->wid, n, cudaGetErrorString(e));
 	cudaGetLastError();
 	cw->batch_ok = false;
 	return cuda_errno(e);
+}
+
+/* Pieces [@first, @end) of @b by @path, or by dma where that cannot. */
+static int launch_range(struct cuda_worker *cw, struct cuda_stream *s, struct copy_batch *b,
+			uint32_t first, uint32_t end, enum cuda_path path, struct cuda_op *co)
+{
+	int r = -ENOSPC;
+
+	if (first == end)
+		return 0;
+	switch (path) {
+	case PATH_KERNEL:
+		r = launch_kernel(cw, s, b, first, end, co);
+		break;
+	case PATH_BATCH:
+		r = launch_batch(cw, s, b, first, end);
+		break;
+	case PATH_DMA:
+		break;
+	}
+	return r < 0 ? launch_dma(s, b, first, end) : 0;
+}
+
+/*
+ * A LOAD PROGRESS: each layer's group of pieces, then its value, in
+ * stream order (the write's default memory barrier makes the copies
+ * before it visible to whoever waits on the value).  A failed write
+ * fails the batch; the worker's host-side end releases the waits anyway.
+ */
+static int launch_groups(struct cuda_worker *cw, struct cuda_stream *s, struct copy_batch *b,
+			 enum cuda_path path, struct cuda_op *co)
+{
+	uint32_t first = 0;
+	int err = 0;
+
+	for (uint32_t j = 0; j < b->nsig; j++) {
+		int r = launch_range(cw, s, b, first, b->sig_end[j], path, co);
+		CUresult cr = cuda_drv.stream_write_value32((CUstream)s->stream, b->sig_addr,
+							    b->sig_base + 1 + j, 0);
+
+		if (r == 0 && cr != CUDA_SUCCESS)
+			r = cuda_drv_errno(cr);
+		if (r < 0 && !err)
+			err = r;
+		first = b->sig_end[j];
+	}
+	return err;
 }
 
 static void cuda_submit(struct mover *m, struct copy_batch *b)
@@ -459,19 +512,12 @@ static void cuda_submit(struct mover *m, struct copy_batch *b)
 	int r = -ENOMEM;
 
 	if (co && event_get(cw, &co->ev) == 0) {
-		switch (want_path(cw, b)) {
-		case PATH_KERNEL:
-			r = launch_kernel(cw, s, b, co);
-			break;
-		case PATH_BATCH:
-			r = launch_batch(cw, s, b);
-			break;
-		case PATH_DMA:
-			r = -ENOSPC;
-			break;
-		}
-		if (r < 0)
-			r = launch_dma(s, b);
+		enum cuda_path path = want_path(cw, b);
+
+		if (b->nsig && b->sig_end[b->nsig - 1] == b->n && cuda_drv.stream_write_value32)
+			r = launch_groups(cw, s, b, path, co);
+		else
+			r = launch_range(cw, s, b, 0, b->n, path, co);
 		if (cudaEventRecord(co->ev, s->stream) != cudaSuccess && r == 0)
 			r = -EIO;
 	}
