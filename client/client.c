@@ -347,6 +347,7 @@ static void complete_from(struct kvs_client *c, const struct kvs_cqe *e,
 		ret->cqe.flags |= KVS_CQE_LOCAL;
 		ret->cqe.result0 = ret->cqe.result1 = 0;
 	}
+	client_fence_end(c, p->fence, ret->cqe.res);
 	pend_put(c, slot);
 }
 
@@ -418,6 +419,7 @@ static void complete_reset(struct kvs_client *c, uint32_t slot)
 	l.cqe.flags = KVS_CQE_LOCAL;
 	l.tag = ((uint64_t)c->pend[slot].gen << 32) | slot;
 	l.ans = ANS_NONE;
+	client_fence_end(c, c->pend[slot].fence, -ECONNRESET);
 	pend_put(c, slot);
 	client_defer(c, &l);
 }
@@ -645,6 +647,7 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *c)
 	c->pend[slot].user_data = 0;
 	c->pend[slot].count = 0;
 	c->pend[slot].cluster = false;
+	c->pend[slot].fence = -1;
 	c->reserved_tags[c->sq_reserved++] = slot;
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->user_data = ((uint64_t)c->pend[slot].gen << 32) | slot;
@@ -838,6 +841,71 @@ int kvs_prep_load(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
 	return r;
 }
 
+/* Arm a fence for the SQE just prepared (the newest reserved), or give the SQE back. */
+static int prep_fence(struct kvs_client *c, struct kvs_sqe *sqe, int kind, uint32_t count,
+		      struct kvs_fence_ref *ret)
+{
+	struct kvs_fence_ref f;
+	int r = client_fence_arm(c, kind, count, &f);
+
+	if (r < 0)
+		return cancel_sqe(c, r);
+	sqe->flags |= kind == FENCE_SAVE ? KVS_SAVE_AFTER : KVS_LOAD_PROGRESS;
+	sqe->fence_slot = f.slot;
+	sqe->fence_value = kind == FENCE_SAVE ? f.base + count : f.base;
+	c->pend[c->reserved_tags[c->sq_reserved - 1]].fence = (int32_t)f.slot;
+	*ret = f;
+	return 0;
+}
+
+int kvs_prep_save_after(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys,
+			const uint32_t *block_ids, uint32_t n, struct kvs_fence_ref *ret_fence,
+			uint64_t user_data)
+{
+	int r = kvs_prep_save(c, sqe, keys, block_ids, n, user_data);
+
+	return r < 0 ? r : prep_fence(c, sqe, FENCE_SAVE, 1, ret_fence);
+}
+
+int kvs_prep_save_stream(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys,
+			 const uint32_t *block_ids, uint32_t n, void *stream, uint64_t user_data)
+{
+	struct kvs_fence_ref f;
+	int r = kvs_prep_save_after(c, sqe, keys, block_ids, n, &f, user_data);
+
+	if (r == 0) {
+		r = kvs_fence_signal(c, &f, stream);
+		if (r < 0) {
+			/*
+			 * Nothing could be enqueued: the SAVE would only time out.
+			 * The value it would have had is written here, so the slot
+			 * is not kept waiting for a signal that never comes.
+			 */
+			kvs_fence_signal_host(c, &f);
+			client_fence_end(c, (int32_t)f.slot, r);
+			cancel_sqe(c, r);
+		}
+	}
+	return r;
+}
+
+int kvs_prep_load_progress(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
+			   const uint32_t *block_ids, uint32_t n, uint32_t layer_begin,
+			   uint32_t layer_count, struct kvs_fence_ref *ret_fence,
+			   uint64_t user_data)
+{
+	unsigned layers = client_registered_layers(c);
+	int r;
+
+	/* The end value is base + layer_count: kvstashd must be told the count itself. */
+	if (layer_count == 0)
+		layer_count = layer_begin < layers ? layers - layer_begin : 0;
+	if (layer_count == 0)
+		return c->sq_reserved ? cancel_sqe(c, -EINVAL) : -EINVAL;
+	r = kvs_prep_load(c, sqe, lease, block_ids, n, layer_begin, layer_count, user_data);
+	return r < 0 ? r : prep_fence(c, sqe, FENCE_LOAD, layer_count, ret_fence);
+}
+
 int kvs_prep_release(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
 		     uint64_t user_data)
 {
@@ -943,8 +1011,8 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 	struct shmq_region *region = NULL;
 	struct shmq_ring sq, cq;
 	const char *why = NULL;
-	uint64_t argsz, anssz;
-	void *args, *ans = NULL;
+	uint64_t argsz, anssz, fencesz = 0;
+	void *args, *ans = NULL, *fences = NULL;
 	struct stat st;
 	uint32_t idx;
 	int r;
@@ -991,6 +1059,10 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 		 * a smaller area would be read past its end.
 		 */
 		why = "no cluster answer area of one answer per CQ entry";
+	} else if ((c->opts.flags & KVS_CONNECT_FENCES) &&
+		   (shmq_region_area(region, KVS_PART_FENCES, &fences, &fencesz) < 0 ||
+		    fencesz < (uint64_t)KVS_FENCE_SLOTS * sizeof(struct kvs_fence))) {
+		why = "no fence area of KVS_FENCE_SLOTS slots";
 	}
 	if (why) {
 		client_log(c, KVS_LOG_ERR, "kvstashd sent a bad session region: %s", why);
@@ -1004,6 +1076,8 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 	c->args_size = argsz;
 	/* Not asked: an area the daemon laid out anyway is never read. */
 	c->ans_part = (c->opts.flags & KVS_CONNECT_CLUSTER) ? ans : NULL;
+	if (fences)
+		return client_fences_attach(c, fences, fencesz);
 	return 0;
 }
 
@@ -1017,9 +1091,19 @@ static int no_cluster(struct kvs_client *c, unsigned minor)
 	return -EOPNOTSUPP;
 }
 
+/* KVS_CONNECT_FENCES to a kvstashd of wire minor @minor, before stream ordering. */
+static int no_fences(struct kvs_client *c, unsigned minor)
+{
+	client_log(c, KVS_LOG_ERR,
+		   "kvstashd speaks wire minor %u, fences need 4: KVS_CONNECT_FENCES refused",
+		   minor);
+	return -EOPNOTSUPP;
+}
+
 static int say_hello(struct kvs_client *c)
 {
 	bool cluster = c->opts.flags & KVS_CONNECT_CLUSTER;
+	bool fences = c->opts.flags & KVS_CONNECT_FENCES;
 	struct kvs_msg_hello h;
 	struct kvs_msg_hello_reply rep;
 	const char *why = NULL;
@@ -1041,7 +1125,7 @@ static int say_hello(struct kvs_client *c)
 	h.sq_entries = c->opts.sq_entries;
 	h.cq_entries = c->opts.cq_entries;
 	h.arg_bytes = c->opts.arg_bytes;
-	h.flags = (c->opts.flags & KVS_CONNECT_CLUSTER) ? KVS_HELLO_CLUSTER : 0;
+	h.flags = (cluster ? KVS_HELLO_CLUSTER : 0) | (fences ? KVS_HELLO_FENCES : 0);
 	memcpy(h.instance, c->instance, sizeof(h.instance));
 	memcpy(h.ns, c->ns, sizeof(h.ns));
 
@@ -1063,6 +1147,9 @@ static int say_hello(struct kvs_client *c)
 		if (r == -EINVAL && cluster && rep.r.rev_major == KVS_WIRE_MAJOR &&
 		    rep.r.rev_minor < 1)
 			r = no_cluster(c, rep.r.rev_minor);
+		else if (r == -EINVAL && fences && rep.r.rev_major == KVS_WIRE_MAJOR &&
+			 rep.r.rev_minor < 4)
+			r = no_fences(c, rep.r.rev_minor);
 	} else if ((size_t)n != sizeof(rep) || rep.r.hdr.size != (size_t)n ||
 		   rep.r.hdr.type != KVS_MSG_HELLO_REPLY) {
 		why = "not a HELLO reply, or truncated";
@@ -1073,6 +1160,8 @@ static int say_hello(struct kvs_client *c)
 	} else if (cluster && rep.r.rev_minor < 1) {
 		/* It ignored the flag: its region has no answer area. */
 		r = no_cluster(c, rep.r.rev_minor);
+	} else if (fences && rep.r.rev_minor < 4) {
+		r = no_fences(c, rep.r.rev_minor);
 	} else if (c->opts.role == KVS_ROLE_ADMIN) {
 		/* An admin session has no region: a file sent along is not ours to keep. */
 		if (fd >= 0) {
@@ -1192,7 +1281,8 @@ static int start_session(struct kvs_client *c)
 	if (r < 0) {
 		close(c->fd);
 		c->fd = -1;
-		shmq_region_destroy(c->region);
+		if (!client_fences_retire(c, c->region))
+			shmq_region_destroy(c->region);
 		c->region = NULL;
 		c->ans_part = NULL;
 		c->dead = true;
@@ -1206,9 +1296,13 @@ int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 	struct kvs_client *c;
 	int r;
 
-	/* Unknown flags, and the cluster for a session with no region (admin). */
-	if (!opts || !ret_client || (opts->flags & ~KVS_CONNECT_CLUSTER) ||
-	    ((opts->flags & KVS_CONNECT_CLUSTER) && opts->role == KVS_ROLE_ADMIN))
+	/*
+	 * Unknown flags, the cluster for a session with no region (admin),
+	 * fences for one with neither SAVE nor LOAD.
+	 */
+	if (!opts || !ret_client || (opts->flags & ~(KVS_CONNECT_CLUSTER | KVS_CONNECT_FENCES)) ||
+	    ((opts->flags & KVS_CONNECT_CLUSTER) && opts->role == KVS_ROLE_ADMIN) ||
+	    ((opts->flags & KVS_CONNECT_FENCES) && opts->role != KVS_ROLE_WORKER))
 		return -EINVAL;
 	if (!path || !*path)
 		path = getenv("KVSTASH_SOCKET");
@@ -1237,7 +1331,9 @@ int kvs_connect(const char *path, const struct kvs_connect_opts *opts,
 		snprintf(c->ns, sizeof(c->ns), "%s", opts->ns);
 	c->opts.instance = c->instance;
 	c->opts.ns = c->ns;
-	r = start_session(c);
+	r = (opts->flags & KVS_CONNECT_FENCES) ? client_fences_new(c) : 0;
+	if (r == 0)
+		r = start_session(c);
 	if (r < 0) {
 		kvs_close(c);
 		return r;
@@ -1281,7 +1377,9 @@ int kvs_reconnect(struct kvs_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	shmq_region_destroy(c->region);
+	/* Streams may still wait on its fence slots (released): those stay mapped. */
+	if (!client_fences_retire(c, c->region))
+		shmq_region_destroy(c->region);
 	c->region = NULL;
 	c->ans_part = NULL;
 	r = start_session(c);
@@ -1316,6 +1414,8 @@ void kvs_close(struct kvs_client *c)
 		/* Best effort: kvstashd cleans up on EOF all the same. */
 		wireio_send(c->fd, &bye, sizeof(bye), NULL, 0, MSG_DONTWAIT);
 	}
+	/* Before the region: it releases what is armed in its slots. */
+	client_fences_free(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	shmq_region_destroy(c->region);

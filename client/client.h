@@ -31,6 +31,7 @@ struct pending {
 	uint8_t state;
 	uint8_t opcode;
 	bool cluster; /* a QUERY with KVS_QUERY_CLUSTER: its CQE must carry the answer */
+	int32_t fence; /* SAVE AFTER, LOAD PROGRESS: its fence slot; -1: none */
 };
 
 #define ANS_NONE UINT32_MAX
@@ -90,6 +91,8 @@ struct kvs_client {
 
 	struct kvs_sqe *dead_sqes; /* handed out after kvstashd died */
 
+	struct client_fences *fx; /* KVS_CONNECT_FENCES (fence.c); else NULL */
+
 	/* kept for kvs_reconnect() */
 	bool registered;
 	struct kvs_mem *reg_mems;
@@ -135,5 +138,35 @@ int client_reply_status(struct kvs_client *c, const struct kvs_msg_reply *rep, s
 
 void client_free_registration(struct kvs_client *c);
 int client_send_registration(struct kvs_client *c);
+/* Layers of the registration kept for kvs_reconnect(); 0 before one. */
+unsigned client_registered_layers(const struct kvs_client *c);
+
+/* ---- fence.c: the fence slots (KVS_CONNECT_FENCES) ---- */
+
+#define FENCE_SAVE 1
+#define FENCE_LOAD 2
+
+/* At connect: the state and the watchdog thread. */
+int client_fences_new(struct kvs_client *c);
+/* A new session's KVS_PART_FENCES (of @bytes) is mapped at @slots: every slot free, a new gen. */
+int client_fences_attach(struct kvs_client *c, struct kvs_fence *slots, uint64_t bytes);
+/*
+ * The session's region goes (reconnect): kept mapped, with the slots'
+ * CUDA registration, until kvs_close() when streams may wait on it.
+ * Returns true when it took @region (the caller must not destroy it).
+ */
+bool client_fences_retire(struct kvs_client *c, struct shmq_region *region);
+/* kvs_close(): armed slots released, the watchdog stopped, retired regions destroyed. */
+void client_fences_free(struct kvs_client *c);
+/* Arm a slot for an operation of @kind with @count values; 0 or -errno. */
+int client_fence_arm(struct kvs_client *c, int kind, uint32_t count, struct kvs_fence_ref *ret);
+/* Operation with slot @slot completed with @res (a LOAD's waits are released here too). */
+void client_fence_end(struct kvs_client *c, int32_t slot, int32_t res);
+
+/* cuda.c, for fence.c: 0 or -errno (-ENODEV without a driver). */
+int client_cuda_host_register(void *p, size_t size, uint64_t *ret_dptr);
+void client_cuda_host_unregister(void *p);
+int client_cuda_stream_wait(void *stream, uint64_t dptr, uint32_t value);
+int client_cuda_stream_write(void *stream, uint64_t dptr, uint32_t value);
 
 #endif /* KVS_CLIENT_H */

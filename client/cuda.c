@@ -61,6 +61,11 @@ static struct {
 	CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 	CUresult (*mem_get_granularity)(size_t *, const CUmemAllocationProp *,
 					CUmemAllocationGranularity_flags);
+	CUresult (*mem_host_register)(void *, size_t, unsigned);
+	CUresult (*mem_host_unregister)(void *);
+	CUresult (*mem_host_get_device_pointer)(CUdeviceptr *, void *, unsigned);
+	CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+	CUresult (*stream_write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 } D;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -103,6 +108,11 @@ static void load(void)
 	SYM(mem_unmap, cuMemUnmap);
 	SYM(mem_set_access, cuMemSetAccess);
 	SYM(mem_get_granularity, cuMemGetAllocationGranularity);
+	SYM(mem_host_register, cuMemHostRegister);
+	SYM(mem_host_unregister, cuMemHostUnregister);
+	SYM(mem_host_get_device_pointer, cuMemHostGetDevicePointer);
+	SYM(stream_wait_value32, cuStreamWaitValue32);
+	SYM(stream_write_value32, cuStreamWriteValue32);
 #undef SYM
 	if (D.init(0) != CUDA_SUCCESS)
 		D.err = -ENODEV;
@@ -385,7 +395,86 @@ out:
 	return r;
 }
 
+/*
+ * The fence slots, registered for the GPUs (portable: every context of
+ * the process; device-mapped: streams wait on and write them).  In the
+ * calling thread's context, or device 0's primary one when none is
+ * current.  *@ret_dptr: their device address.
+ */
+int client_cuda_host_register(void *p, size_t size, uint64_t *ret_dptr)
+{
+	CUdeviceptr d = 0;
+	CUcontext ctx = NULL;
+	bool pushed = false;
+	int r = driver();
+
+	if (r < 0)
+		return r;
+	if (D.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx) {
+		r = ctx_enter(0, &pushed);
+		if (r < 0)
+			return r;
+	}
+	r = cu_errno(D.mem_host_register(p, size,
+					 CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+	if (r == 0) {
+		r = cu_errno(D.mem_host_get_device_pointer(&d, p, 0));
+		if (r < 0)
+			D.mem_host_unregister(p);
+	}
+	ctx_leave(pushed);
+	if (r == 0)
+		*ret_dptr = d;
+	return r;
+}
+
+void client_cuda_host_unregister(void *p)
+{
+	if (driver() == 0)
+		D.mem_host_unregister(p);
+}
+
+int client_cuda_stream_wait(void *stream, uint64_t dptr, uint32_t value)
+{
+	int r = driver();
+
+	if (r < 0)
+		return r;
+	return cu_result_errno(
+		D.stream_wait_value32((CUstream)stream, dptr, value, CU_STREAM_WAIT_VALUE_GEQ),
+		-EINVAL);
+}
+
+int client_cuda_stream_write(void *stream, uint64_t dptr, uint32_t value)
+{
+	int r = driver();
+
+	if (r < 0)
+		return r;
+	/* Default flags: a memory barrier first, so the KV written before it is visible. */
+	return cu_result_errno(D.stream_write_value32((CUstream)stream, dptr, value, 0), -EINVAL);
+}
+
 #else /* !HAVE_CUDA */
+
+int client_cuda_host_register(void *p, size_t size, uint64_t *ret_dptr)
+{
+	return -ENODEV;
+}
+
+void client_cuda_host_unregister(void *p)
+{
+}
+
+int client_cuda_stream_wait(void *stream, uint64_t dptr, uint32_t value)
+{
+	return -ENODEV;
+}
+
+int client_cuda_stream_write(void *stream, uint64_t dptr, uint32_t value)
+{
+	return -ENODEV;
+}
 
 int kvs_cuda_available(void)
 {

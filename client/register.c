@@ -204,3 +204,8 @@ void kvs_host_free(int fd, void *ptr, uint64_t size)
 	if (fd >= 0)
 		close(fd);
 }
+
+unsigned client_registered_layers(const struct kvs_client *c)
+{
+	return c->registered ? c->reg_nr_layers : 0;
+}

@@ -93,6 +93,15 @@ struct kvs_connect_opts {
  * bits, and KVS_CONNECT_CLUSTER for an admin session: -EINVAL.
  */
 #define KVS_CONNECT_CLUSTER (1u << 0)
+/*
+ * KVS_CONNECT_FENCES (worker sessions, kvstashd of wire minor 4): ask for
+ * the fence slots (KVS_HELLO_FENCES), so the session may order SAVEs and
+ * LOADs against CUDA streams (below, "stream ordering"); the library
+ * starts one watchdog thread for the client (signals blocked), which
+ * releases the engine's waits if kvstashd dies.  -EOPNOTSUPP from an
+ * older kvstashd; -EINVAL for another role.
+ */
+#define KVS_CONNECT_FENCES (1u << 1)
 
 /* Fill @opts with the defaults above. */
 void kvs_connect_opts_init(struct kvs_connect_opts *opts);
@@ -308,6 +317,81 @@ int kvs_query_fetch_sync(struct kvs_client *client, const void *keys, uint32_t n
  */
 int kvs_flush_cluster_sync(struct kvs_client *client, uint32_t flags, int timeout_ms,
 			   uint64_t *ret_registered, uint64_t *ret_dropped);
+
+/* ---- stream ordering (KVS_CONNECT_FENCES) --------------------------- */
+
+/*
+ * A SAVE that waits for the engine's stream, and a LOAD that tells the
+ * engine's stream how far it got, layer by layer, through the session's
+ * fence slots (struct kvs_fence in abi.h).  The rules, in full in
+ * libkvstash(3), "STREAM ORDERING":
+ *  - SAVE: kvs_prep_save_after() (or kvs_prep_save_stream()) arms a slot;
+ *    kvs_fence_signal() enqueues on the stream that writes the KV a
+ *    write of the slot after that KV; kvstashd copies nothing before it
+ *    (within its [worker] save_wait_ms: else -ETIMEDOUT, nothing stored).
+ *    The engine's host thread never blocks; the SAVE's CQE still says
+ *    when the blocks may be reused.
+ *  - LOAD: kvs_prep_load_progress() arms a slot; kvs_fence_wait() with
+ *    layer i (0: the range's first) enqueues on a stream a wait until
+ *    that layer of every block is in GPU memory.  Every wait is released
+ *    however the LOAD ends: copied, refused, failed, or kvstashd gone
+ *    (then by the library itself, from its watchdog thread, status
+ *    -ECONNRESET).  A kernel after its wait can check the slot's status
+ *    (kvs_fence_device_ptr()); the CQE remains the authority.
+ *  - A ref is good until its operation's CQE was seen; waits and signals
+ *    on one of an older session (before kvs_reconnect()) are refused
+ *    with -ECONNRESET and enqueue nothing.
+ *  - Streams must have passed their waits before kvs_close() (which
+ *    releases whatever is still armed): the slots' memory goes with it.
+ */
+struct kvs_fence_ref {
+	uint32_t slot;	/* index into the session's fence slots */
+	uint32_t base;	/* the slot's value before the operation */
+	uint32_t count; /* values it has: 1 for a SAVE, its layers for a LOAD */
+	uint32_t gen;	/* the library's session number */
+};
+
+/* A SAVE AFTER; *@ret_fence names its slot, to signal with kvs_fence_signal(). */
+int kvs_prep_save_after(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,
+			const uint32_t *block_ids, uint32_t n, struct kvs_fence_ref *ret_fence,
+			uint64_t user_data);
+/*
+ * kvs_prep_save_after() and kvs_fence_signal() on @stream (a CUstream or
+ * cudaStream_t; NULL: the legacy default stream) in one: the SAVE copies
+ * what the stream's work before this call writes.
+ */
+int kvs_prep_save_stream(struct kvs_client *client, struct kvs_sqe *sqe, const void *keys,
+			 const uint32_t *block_ids, uint32_t n, void *stream, uint64_t user_data);
+/*
+ * A LOAD PROGRESS of layers [@layer_begin, @layer_begin + @layer_count)
+ * (@layer_count 0: to the last registered layer); *@ret_fence names its
+ * slot, to wait on with kvs_fence_wait().  The copies go layer by layer.
+ */
+int kvs_prep_load_progress(struct kvs_client *client, struct kvs_sqe *sqe, uint64_t lease,
+			   const uint32_t *block_ids, uint32_t n, uint32_t layer_begin,
+			   uint32_t layer_count, struct kvs_fence_ref *ret_fence, uint64_t user_data);
+
+/* Enqueue on @stream the write that lets a SAVE AFTER copy (cuStreamWriteValue32). */
+int kvs_fence_signal(struct kvs_client *client, const struct kvs_fence_ref *fence, void *stream);
+/* The same from the host, for KV the CPU wrote (a store-release). */
+int kvs_fence_signal_host(struct kvs_client *client, const struct kvs_fence_ref *fence);
+/*
+ * Enqueue on @stream a wait until value @i of @fence (a LOAD's layer
+ * layer_begin + @i) is there (cuStreamWaitValue32, GEQ).  -EINVAL for
+ * @i >= count; -ENODEV without a CUDA driver.
+ */
+int kvs_fence_wait(struct kvs_client *client, const struct kvs_fence_ref *fence, uint32_t i,
+		   void *stream);
+/*
+ * From the host: 1 when value @i of @fence is there (or the operation
+ * ended), 0 not yet; the slot's status and blocks into the optional
+ * outputs (0 and the count copied, or -errno once it failed).
+ */
+int kvs_fence_done(struct kvs_client *client, const struct kvs_fence_ref *fence, uint32_t i,
+		   int32_t *ret_status, uint32_t *ret_blocks);
+/* The address, in the engine's CUDA contexts, of the slot's struct kvs_fence (for kernels). */
+int kvs_fence_device_ptr(struct kvs_client *client, const struct kvs_fence_ref *fence,
+			 uint64_t *ret_dptr);
 
 /* ---- host memory ---------------------------------------------------- */
 
