@@ -83,13 +83,19 @@ uint64_t gpu_free_mem(void)
 	return f;
 }
 
-static int launch(CUfunction f, unsigned grid, unsigned block, void **params)
+static int launch_on(void *stream, CUfunction f, unsigned grid, unsigned block, void **params)
 {
-	if (G.launch(f, grid, 1, 1, block, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS) {
+	if (G.launch(f, grid, 1, 1, block, 1, 1, 0, (CUstream)stream, params, NULL) !=
+	    CUDA_SUCCESS) {
 		fprintf(stderr, "kernel launch failed\n");
 		return -EIO;
 	}
 	return 0;
+}
+
+static int launch(CUfunction f, unsigned grid, unsigned block, void **params)
+{
+	return launch_on(NULL, f, grid, block, params);
 }
 
 static unsigned grid_for(uint64_t n)
@@ -146,9 +152,41 @@ int gpu_sync(void)
 
 int gpu_spin(unsigned ctas, int iters)
 {
+	return gpu_spin_on(NULL, ctas, iters);
+}
+
+int gpu_spin_on(void *stream, unsigned ctas, int iters)
+{
 	void *params[] = { &G.scratch, &iters };
 
-	return launch(G.spin, ctas, 256, params);
+	return launch_on(stream, G.spin, ctas, 256, params);
+}
+
+int gpu_fill_on(void *stream, uint64_t dptr, uint64_t bytes, uint64_t seed)
+{
+	unsigned long long n8 = bytes / 8, s = seed;
+	void *p = (void *)(uintptr_t)dptr, *params[] = { &p, &n8, &s };
+
+	return launch_on(stream, G.fill, grid_for(n8), 256, params);
+}
+
+int gpu_check_on(void *stream, uint64_t dptr, uint64_t bytes, uint64_t seed,
+		 unsigned long long *dev_bad)
+{
+	unsigned long long n8 = bytes / 8, s = seed;
+	void *p = (void *)(uintptr_t)dptr, *params[] = { &p, &n8, &s, &dev_bad };
+
+	return launch_on(stream, G.check, grid_for(n8), 256, params);
+}
+
+int gpu_count_ne_on(void *stream, uint64_t dptr, uint64_t bytes, uint8_t v,
+		    unsigned long long *dev_bad)
+{
+	unsigned long long n = bytes;
+	unsigned int vv = v;
+	void *p = (void *)(uintptr_t)dptr, *params[] = { &p, &n, &vv, &dev_bad };
+
+	return launch_on(stream, G.count_ne, grid_for(n), 256, params);
 }
 
 /* ---- layouts --------------------------------------------------------- */
@@ -259,6 +297,25 @@ long long gpu_kv_check(struct gpu_kv *kv, unsigned b, uint64_t seed, unsigned l0
 			bad += r;
 		}
 	return bad;
+}
+
+int gpu_kv_fill_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed)
+{
+	for (unsigned l = 0; l < kv->layers; l++)
+		for (unsigned s = 0; s < gpu_kv_segments(kv); s++)
+			if (gpu_fill_on(stream, gpu_kv_seg(kv, l, b, s), kv->seg, seg_seed(seed, l, s)))
+				return -EIO;
+	return 0;
+}
+
+int gpu_kv_check_layer_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed, unsigned l,
+			  unsigned long long *dev_bad)
+{
+	for (unsigned s = 0; s < gpu_kv_segments(kv); s++)
+		if (gpu_check_on(stream, gpu_kv_seg(kv, l, b, s), kv->seg, seg_seed(seed, l, s),
+				 dev_bad))
+			return -EIO;
+	return 0;
 }
 
 int gpu_kv_poison(struct gpu_kv *kv, unsigned b, uint8_t v)

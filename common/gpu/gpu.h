@@ -27,6 +27,18 @@ int gpu_sync(void);
 /* A compute-bound kernel of @iters iterations on @ctas x 256 threads. */
 int gpu_spin(unsigned ctas, int iters);
 
+/*
+ * The same kernels on @stream (a cudaStream_t; NULL: the legacy default
+ * stream), waited for by nothing: the checks add what differs to the
+ * device counter @dev_bad.
+ */
+int gpu_spin_on(void *stream, unsigned ctas, int iters);
+int gpu_fill_on(void *stream, uint64_t dptr, uint64_t bytes, uint64_t seed);
+int gpu_check_on(void *stream, uint64_t dptr, uint64_t bytes, uint64_t seed,
+		 unsigned long long *dev_bad);
+int gpu_count_ne_on(void *stream, uint64_t dptr, uint64_t bytes, uint8_t v,
+		    unsigned long long *dev_bad);
+
 enum gpu_layout {
 	GPU_PAGE_FIRST, /* one allocation, a block's layers adjacent */
 	GPU_SPLIT_KV,	/* one allocation per layer, K blocks then V blocks */
@@ -54,6 +66,10 @@ uint64_t gpu_kv_seg(const struct gpu_kv *kv, unsigned l, unsigned b, unsigned s)
 int gpu_kv_fill(struct gpu_kv *kv, unsigned b, uint64_t seed);
 /* Mismatching words in layers [l0, l0 + n) of block @b, or -errno. */
 long long gpu_kv_check(struct gpu_kv *kv, unsigned b, uint64_t seed, unsigned l0, unsigned n);
+/* gpu_kv_fill() of every layer, and the check of layer @l, on @stream (see gpu_fill_on()). */
+int gpu_kv_fill_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed);
+int gpu_kv_check_layer_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed, unsigned l,
+			  unsigned long long *dev_bad);
 int gpu_kv_poison(struct gpu_kv *kv, unsigned b, uint8_t v);
 long long gpu_kv_count_ne(struct gpu_kv *kv, unsigned b, uint8_t v);
 
