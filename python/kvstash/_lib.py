@@ -56,6 +56,8 @@ def cqe_pending(flags: int) -> int:
     return (flags & 0xFFFFFFFF) >> CQE_PENDING_SHIFT
 
 CONNECT_CLUSTER = 1 << 0  # kvstash.h: kvs_connect_opts.flags
+CONNECT_FENCES = 1 << 1
+FENCE_SLOTS = 4096  # abi.h: KVS_FENCE_SLOTS
 
 # The cluster answer (abi.h).
 CLUSTER_NAME_MAX = 64
@@ -280,6 +282,17 @@ ADMIN_STRUCTS: dict[int, type[Structure]] = {
 
 CqePtr = POINTER(Cqe)
 
+
+class FenceRef(Structure):
+    """struct kvs_fence_ref (kvstash.h): an armed fence slot."""
+
+    _fields_ = [
+        ("slot", c_uint32),
+        ("base", c_uint32),
+        ("count", c_uint32),
+        ("gen", c_uint32),
+    ]
+
 # name: (restype, argtypes)
 _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "kvs_connect_opts_init": (None, [POINTER(ConnectOpts)]),
@@ -303,6 +316,23 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
         [c_void_p, c_void_p, c_uint64, c_void_p, c_uint32, c_uint32, c_uint32, c_uint64],
     ),
     "kvs_prep_release": (c_int, [c_void_p, c_void_p, c_uint64, c_uint64]),
+    "kvs_prep_save_after": (
+        c_int,
+        [c_void_p, c_void_p, c_char_p, c_void_p, c_uint32, POINTER(FenceRef), c_uint64],
+    ),
+    "kvs_prep_save_stream": (
+        c_int,
+        [c_void_p, c_void_p, c_char_p, c_void_p, c_uint32, c_void_p, c_uint64],
+    ),
+    "kvs_prep_load_progress": (
+        c_int,
+        [c_void_p, c_void_p, c_uint64, c_void_p, c_uint32, c_uint32, c_uint32, POINTER(FenceRef), c_uint64],
+    ),
+    "kvs_fence_signal": (c_int, [c_void_p, POINTER(FenceRef), c_void_p]),
+    "kvs_fence_signal_host": (c_int, [c_void_p, POINTER(FenceRef)]),
+    "kvs_fence_wait": (c_int, [c_void_p, POINTER(FenceRef), c_uint32, c_void_p]),
+    "kvs_fence_done": (c_int, [c_void_p, POINTER(FenceRef), c_uint32, POINTER(c_int32), POINTER(c_uint32)]),
+    "kvs_fence_device_ptr": (c_int, [c_void_p, POINTER(FenceRef), POINTER(c_uint64)]),
     "kvs_prep_flush": (c_int, [c_void_p, c_void_p, c_uint32, c_uint64]),
     "kvs_submit": (c_int, [c_void_p]),
     "kvs_peek_cqe": (c_int, [c_void_p, POINTER(CqePtr)]),

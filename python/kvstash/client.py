@@ -220,11 +220,13 @@ class Operation:
     meanwhile) and return its result or raise its KvstashError.
     """
 
-    __slots__ = ("op", "user_data", "_client", "_convert", "_completion", "_submitted")
+    __slots__ = ("op", "user_data", "fence", "_client", "_convert", "_completion", "_submitted")
 
     def __init__(self, client: Client, op: str, user_data: int, convert: Callable[[Completion], Any]):
         self.op = op
         self.user_data = user_data
+        # save_after() and load(progress=True): its Fence; else None.
+        self.fence: Fence | None = None
         self._client = client
         self._convert = convert
         self._completion: Completion | None = None
@@ -274,6 +276,88 @@ class Operation:
 
     def _complete(self, c: Completion) -> None:
         self._completion = c
+
+
+def _stream_handle(stream: Any) -> int | None:
+    """A CUDA stream as libkvstash takes it: a torch.cuda.Stream (its
+    cuda_stream), a raw handle (int), or None / 0 for the legacy default
+    stream."""
+    if stream is None:
+        return None
+    handle = getattr(stream, "cuda_stream", stream)
+    if not isinstance(handle, int):
+        raise InvalidArgument(errno.EINVAL, "stream", f"not a CUDA stream: {stream!r}")
+    return handle or None
+
+
+class Fence:
+    """The fence slot of a SAVE AFTER or a LOAD PROGRESS (libkvstash(3),
+    STREAM ORDERING).  Valid until its operation completed; after a
+    reconnect its calls raise ConnectionReset and enqueue nothing.
+
+    A SAVE's: signal(stream) enqueues on @stream the write that lets the
+    SAVE copy (after the KV the stream's work before it wrote);
+    signal_host() does it from the CPU.  A LOAD's: wait(i, stream)
+    enqueues on @stream a wait until layer i of the LOAD's range (0: its
+    first) is in GPU memory; done(i) asks from the host; status() is
+    (status, blocks) as kvstashd (or, after its death, libkvstash) wrote
+    them; device_ptr() the slot's address for kernels (struct kvs_fence).
+    """
+
+    __slots__ = ("_client", "ref", "kind")
+
+    def __init__(self, client: Client, ref: _lib.FenceRef, kind: str) -> None:
+        self._client = client
+        self.ref = ref
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<kvstash.Fence {self.kind} slot {self.ref.slot} values {self.ref.base}+{self.ref.count}>"
+
+    @property
+    def count(self) -> int:
+        """Values it has: 1 for a SAVE, its layers for a LOAD."""
+        return int(self.ref.count)
+
+    def _call(self, op: str, fn: Callable[[int], int]) -> int:
+        with self._client._lock:
+            r = fn(self._client._handle())
+        if r < 0:
+            raise error_for(r, op)
+        return r
+
+    def signal(self, stream: Any = None) -> None:
+        h = _stream_handle(stream)
+        lib = self._client._lib
+        self._call("fence signal", lambda c: lib.kvs_fence_signal(c, ctypes.byref(self.ref), h))
+
+    def signal_host(self) -> None:
+        lib = self._client._lib
+        self._call("fence signal", lambda c: lib.kvs_fence_signal_host(c, ctypes.byref(self.ref)))
+
+    def wait(self, i: int, stream: Any = None) -> None:
+        h = _stream_handle(stream)
+        lib = self._client._lib
+        self._call("fence wait", lambda c: lib.kvs_fence_wait(c, ctypes.byref(self.ref), i, h))
+
+    def done(self, i: int = 0) -> bool:
+        lib = self._client._lib
+        return bool(self._call("fence done",
+                               lambda c: lib.kvs_fence_done(c, ctypes.byref(self.ref), i, None, None)))
+
+    def status(self) -> tuple[int, int]:
+        st, blocks = ctypes.c_int32(), ctypes.c_uint32()
+        lib = self._client._lib
+        self._call("fence status", lambda c: lib.kvs_fence_done(c, ctypes.byref(self.ref), 0,
+                                                                ctypes.byref(st), ctypes.byref(blocks)))
+        return st.value, blocks.value
+
+    def device_ptr(self) -> int:
+        d = ctypes.c_uint64()
+        lib = self._client._lib
+        self._call("fence device_ptr", lambda c: lib.kvs_fence_device_ptr(c, ctypes.byref(self.ref),
+                                                                          ctypes.byref(d)))
+        return d.value
 
 
 # ---- memory and layers ----------------------------------------------------
@@ -529,6 +613,7 @@ class Client:
         timeout_ms: int = 5000,
         cluster: bool = False,
         wait_spin_us: int = 0,
+        fences: bool = False,
     ) -> None:
         roles = {"worker": _lib.ROLE_WORKER, "scheduler": _lib.ROLE_SCHEDULER, "admin": _lib.ROLE_ADMIN}
         if role not in roles:
@@ -566,9 +651,12 @@ class Client:
         # How long libkvstash's waits poll the CQ before sleeping (0: its default, 50 us).
         o.wait_spin_us = wait_spin_us
         # KVS_CONNECT_CLUSTER: the answer area, so that query_cluster() may be used.
-        o.flags = _lib.CONNECT_CLUSTER if cluster else 0
+        # KVS_CONNECT_FENCES: the fence slots, so that save(stream=...),
+        # save_after() and load(progress=True) may be used.
+        o.flags = (_lib.CONNECT_CLUSTER if cluster else 0) | (_lib.CONNECT_FENCES if fences else 0)
         o.log = self._log_cb
         self.cluster = cluster
+        self.fences = fences
         self.role = role
         self.instance = instance
         self.namespace = namespace
@@ -775,19 +863,43 @@ class Client:
         """A round trip through kvstashd; result None."""
         return self._start("nop", _none, lambda c, s, u: self._lib.kvs_prep_nop(c, s, u))
 
-    def save(self, keys: KeysLike, block_ids: IdsLike) -> Operation:
+    def save(self, keys: KeysLike, block_ids: IdsLike, stream: Any = None) -> Operation:
         """Copy blocks @block_ids into the pool under @keys; result SaveResult.
 
         Completes when the copy out of engine memory is done (the blocks may
-        then be reused).  Keys already resident are skipped.
+        then be reused).  Keys already resident are skipped.  With @stream
+        (a torch.cuda.Stream or a raw handle; a Client(fences=True)) the
+        copy waits on the GPU side for what that stream's work enqueued so
+        far writes: no synchronize first (kvs_prep_save_stream).
         """
         data, n = pack_keys(keys, "save")
         ids = pack_ids(block_ids, "save")
         if len(ids) != n:
             raise InvalidArgument(errno.EINVAL, "save", f"{n} keys but {len(ids)} block ids")
         addr = ids.buffer_info()[0]
+        if stream is not None:
+            h = _stream_handle(stream)
+            return self._start("save", _save_result,
+                               lambda c, s, u: self._lib.kvs_prep_save_stream(c, s, data, addr, n, h, u))
         return self._start("save", _save_result,
                            lambda c, s, u: self._lib.kvs_prep_save(c, s, data, addr, n, u))
+
+    def save_after(self, keys: KeysLike, block_ids: IdsLike) -> Operation:
+        """save() that copies nothing before its fence is signalled: the
+        Operation's fence.signal(stream) or fence.signal_host(); result
+        SaveResult (TimedOut when no signal came within kvstashd's [worker]
+        save_wait_ms).  Needs a Client(fences=True)."""
+        data, n = pack_keys(keys, "save_after")
+        ids = pack_ids(block_ids, "save_after")
+        if len(ids) != n:
+            raise InvalidArgument(errno.EINVAL, "save_after", f"{n} keys but {len(ids)} block ids")
+        addr = ids.buffer_info()[0]
+        ref = _lib.FenceRef()
+        opn = self._start("save_after", _save_result,
+                          lambda c, s, u: self._lib.kvs_prep_save_after(c, s, data, addr, n,
+                                                                        ctypes.byref(ref), u))
+        opn.fence = Fence(self, ref, "save")
+        return opn
 
     def query(self, keys: KeysLike, req_id: int = 0, lease: bool = True,
               dram_only: bool = False) -> Operation:
@@ -843,11 +955,14 @@ class Client:
                                                                           flags, h, u))
 
     def load(self, lease: int | QueryResult | ClusterQueryResult, block_ids: IdsLike,
-             layers: LayerRange = None) -> Operation:
+             layers: LayerRange = None, progress: bool = False) -> Operation:
         """Copy the leased blocks (the first len(block_ids) of them) into
         @block_ids; result the number of blocks loaded.
 
         layers: None for all, range(begin, end), or (begin, count).
+        progress=True (a Client(fences=True)): a LOAD PROGRESS, copied layer
+        by layer; the Operation's fence.wait(i, stream) lets a stream wait
+        for layer i of the range only (kvs_prep_load_progress).
         """
         lease_id = lease.lease if isinstance(lease, (QueryResult, ClusterQueryResult)) else lease
         ids = pack_ids(block_ids, "load")
@@ -855,8 +970,15 @@ class Client:
             raise InvalidArgument(errno.EINVAL, "load", "no block ids")
         begin, count = _layer_range(layers, "load")
         addr, n = ids.buffer_info()
-        return self._start("load", _load_result,
-                           lambda c, s, u: self._lib.kvs_prep_load(c, s, lease_id, addr, n, begin, count, u))
+        if not progress:
+            return self._start("load", _load_result,
+                               lambda c, s, u: self._lib.kvs_prep_load(c, s, lease_id, addr, n, begin, count, u))
+        ref = _lib.FenceRef()
+        opn = self._start("load", _load_result,
+                          lambda c, s, u: self._lib.kvs_prep_load_progress(c, s, lease_id, addr, n, begin,
+                                                                           count, ctypes.byref(ref), u))
+        opn.fence = Fence(self, ref, "load")
+        return opn
 
     def release(self, lease: int | QueryResult | ClusterQueryResult) -> Operation:
         """Drop a lease not used by a load; result None (LeaseNotFound if unknown)."""

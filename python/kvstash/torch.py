@@ -354,4 +354,68 @@ def empty_kv(shape: Sequence[int], dtype: Any, device: Any = None, kind: str = "
     return raw[:nbytes].view(dtype).view(tuple(int(s) for s in shape))
 
 
-__all__ = ["ADVICE", "device_uuid", "empty_kv", "host_tensor", "register_tensors", "tensor_layer", "tensor_layers"]
+# ---- stream ordering -------------------------------------------------------------
+
+
+def _stream(stream: Any) -> Any:
+    """@stream, or torch's current stream of the current device."""
+    return stream if stream is not None else _torch().cuda.current_stream()
+
+
+def save_on_stream(client: Client, keys: Any, block_ids: Any, stream: Any = None) -> Any:
+    """SAVE what the work enqueued so far on @stream (default: the current
+    stream) writes, without synchronizing: kvstashd's copy waits for a
+    write that stream makes after that work (client.save(stream=...)).
+    The Operation completes when the blocks may be reused.  Needs a
+    Client(fences=True)."""
+    return client.save(keys, block_ids, stream=_stream(stream))
+
+
+class LayerwiseLoad:
+    """A LOAD PROGRESS: the layers come one by one, and wait_layer(i) makes
+    a stream wait for layer i only, so layer i computes while the layers
+    after it are still copying.
+
+        ll = kvstash.torch.load_layerwise(client, q.lease, blocks)
+        for i, layer in enumerate(model.layers):
+            ll.wait_layer(i)          # on the current stream, no host wait
+            x = layer(x, cache)
+        ll.op.wait()                  # the CQE: did every layer arrive?
+
+    Every wait is released however the LOAD ends (failed, refused, or
+    kvstashd gone: then by libkvstash); status() says how it ended, and
+    the Operation's result stays the authority (an engine recomputes what
+    a failed LOAD should have brought).
+    """
+
+    def __init__(self, op: Any, first_layer: int) -> None:
+        self.op = op
+        self.fence = op.fence
+        self.first_layer = first_layer
+
+    def wait_layer(self, layer: int, stream: Any = None) -> None:
+        """Enqueue on @stream (default: the current stream) a wait until
+        model layer @layer (an index into the registered layers, within the
+        LOAD's range) is in GPU memory for every block."""
+        i = layer - self.first_layer
+        if i < 0 or i >= self.fence.count:
+            raise InvalidArgument(errno.EINVAL, "wait_layer",
+                                  f"layer {layer} is outside the LOAD's layers "
+                                  f"{self.first_layer}..{self.first_layer + self.fence.count - 1}")
+        self.fence.wait(i, _stream(stream))
+
+    def status(self) -> tuple[int, int]:
+        """(0 or -errno, blocks copied) as the fence slot holds them."""
+        return self.fence.status()
+
+
+def load_layerwise(client: Client, lease: Any, block_ids: Any, layers: Any = None) -> LayerwiseLoad:
+    """client.load(..., progress=True) wrapped for a torch forward pass:
+    see LayerwiseLoad.  @layers as in Client.load (None: every layer)."""
+    op = client.load(lease, block_ids, layers=layers, progress=True)
+    first = 0 if layers is None else (layers.start if isinstance(layers, range) else int(layers[0]))
+    return LayerwiseLoad(op, first)
+
+
+__all__ = ["ADVICE", "LayerwiseLoad", "device_uuid", "empty_kv", "host_tensor", "load_layerwise",
+           "register_tensors", "save_on_stream", "tensor_layer", "tensor_layers"]

@@ -126,6 +126,43 @@ def test_layer_first_split_kv_round_trip_from_the_torch_allocator(gpu_daemon):
                     assert torch.equal(t[:, 60 + i], t[:, i]), f"layer {li} block {60 + i}"
 
 
+def test_save_on_stream_and_load_layerwise(gpu_daemon):
+    """kvstash.torch's stream ordering: a SAVE of what a stream is still
+    writing, with no synchronize; a layer-by-layer LOAD whose per-layer
+    checks run on the GPU right after each layer's wait."""
+    if "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+        pytest.skip("expandable segments cannot be shared")
+    kv = [torch.full((2, NB, BS, H, D), -3.0, dtype=torch.float16, device="cuda") for _ in range(L)]
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with kvstash.Client(gpu_daemon.socket, instance="lw", namespace="py-gpu/lw", device=0, fences=True) as c:
+        kt.register_tensors(c, kv, layout="layer_first")
+        keys = make_keys(4, salt=3)
+        with torch.cuda.stream(s):
+            # Long work first, then the writes: a copy made when the SAVE
+            # arrived would store -3.0.
+            a = torch.randn(4096, 4096, device="cuda")
+            for _ in range(20):
+                a = a @ a / 64.0
+            for li, t in enumerate(kv):
+                t[:, :4] = float(li + 1)
+            op = kt.save_on_stream(c, keys, range(4))
+        assert op.wait(timeout=30).stored == 4
+        c.flush().wait(timeout=30)
+        torch.cuda.synchronize()
+        q = c.query(keys).wait(timeout=30)
+        ll = kt.load_layerwise(c, q, [60, 61, 62, 63])
+        oks = []
+        with torch.cuda.stream(s):
+            for li, t in enumerate(kv):
+                ll.wait_layer(li)
+                oks.append((t[:, 60:64] == float(li + 1)).all())
+        assert ll.op.wait(timeout=30) == 4
+        torch.cuda.synchronize()
+        assert [bool(x) for x in oks] == [True] * L
+        assert ll.status() == (0, 4)
+
+
 def test_expandable_segments_are_refused_with_advice(gpu_daemon):
     """A fresh process (the allocator setting is read at CUDA init)."""
     script = textwrap.dedent(f"""
