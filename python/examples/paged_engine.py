@@ -59,6 +59,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -92,6 +93,11 @@ class Config:
 
 
 TINY = Config(layers=2, hidden=256, heads=4, kv_heads=2, head_dim=64, mlp=512, vocab=1000, dtype="float32")
+# Llama-3-8B's shapes (32 layers, GQA 32/8 x 128, SwiGLU 14336): 128 KiB of
+# KV per token, so restoring a long prompt takes as long as computing its
+# last block, which is where layer-by-layer loading pays.
+LLAMA8B = Config(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, mlp=14336)
+MODELS = {"tiny": TINY, "small": Config(), "8b": LLAMA8B}
 
 
 # ---- model ----------------------------------------------------------------------
@@ -150,9 +156,13 @@ class Model:
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, start: int, cache: PagedCache, table: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, start: int, cache: PagedCache, table: torch.Tensor,
+                hook: Callable[[int], None] | None = None) -> torch.Tensor:
         """Run tokens at positions start.. through the model, writing their K/V
-        into the cache (blocks from @table); the last position's logits (fp32)."""
+        into the cache (blocks from @table); the last position's logits (fp32).
+        @hook(i) runs before layer i reads the cache, and hook(layers) after
+        the last (the warm prefill makes the stream wait there for layer i
+        of a layer-by-layer restore)."""
         cfg = self.cfg
         n = tokens.shape[0]
         end = start + n
@@ -162,6 +172,8 @@ class Model:
         group = cfg.heads // cfg.kv_heads
         x = self.embed[tokens]
         for i, p in enumerate(self.layers):
+            if hook:
+                hook(i)
             h = rms_norm(x, self.norm)
             q = self.rope((h @ p["wq"]).view(n, cfg.heads, cfg.head_dim), positions)
             k = self.rope((h @ p["wk"]).view(n, cfg.kv_heads, cfg.head_dim), positions)
@@ -174,6 +186,8 @@ class Model:
             x = x + o.transpose(0, 1).reshape(n, -1) @ p["wo"]
             h = rms_norm(x, self.norm)
             x = x + (F.silu(h @ p["gate"]) * (h @ p["up"])) @ p["down"]
+        if hook:
+            hook(len(self.layers))
         return (rms_norm(x[-1:], self.norm) @ self.lm_head).float()[0]
 
 
@@ -282,23 +296,45 @@ def prefill_chunks(start: int, n: int, block_size: int, chunk: int) -> list[tupl
     return out + [(max(start, tail), n)]
 
 
+@dataclass
+class Timing:
+    ttft_s: float = 0.0
+    decode_s: float = 0.0  # the new tokens after the first
+    save_done_at: int = -1  # decode steps done when the overlapping SAVE had completed
+    save_done_t: float = 0.0  # perf_counter() when that completion was first seen
+    step_s: list[float] | None = None  # each decode step (a token: its argmax is read on the host)
+
+
 def generate(model: Model, cache: PagedCache, table: torch.Tensor, tokens: torch.Tensor, start: int,
-             new_tokens: int, chunk: int, t0: float) -> tuple[list[int], float]:
+             new_tokens: int, chunk: int, t0: float, hook: Callable[[int], None] | None = None,
+             after_prefill: Callable[[], kvstash.Operation | None] | None = None) -> tuple[list[int], Timing]:
     """Prefill tokens[start:] (the cache holds 0..start-1), then decode
-    greedily; the new tokens and the time to the first one (since @t0)."""
+    greedily; the new tokens and the times (to the first token since @t0,
+    of the decode after it).  @hook goes to the first prefill chunk's
+    forward; @after_prefill runs once the prefill is enqueued (before its
+    result is read): a SAVE submitted there overlaps the decode."""
     cfg, dev = model.cfg, model.device
     n = tokens.shape[0]
     logits = None
-    for b, e in prefill_chunks(start, n, cfg.block_size, chunk):
-        logits = model.forward(tokens[b:e].to(dev), b, cache, table)
+    for j, (b, e) in enumerate(prefill_chunks(start, n, cfg.block_size, chunk)):
+        logits = model.forward(tokens[b:e].to(dev), b, cache, table, hook if j == 0 else None)
+    save = after_prefill() if after_prefill else None
     out = [int(torch.argmax(logits))]
     sync(dev)
-    ttft = time.perf_counter() - t0
+    t = Timing(ttft_s=time.perf_counter() - t0)
+    t1 = time.perf_counter()
+    t.step_s = []
     for i in range(new_tokens - 1):
+        ts = time.perf_counter()
         logits = model.forward(torch.tensor([out[-1]], device=dev), n + i, cache, table)
         out.append(int(torch.argmax(logits)))
+        t.step_s.append(time.perf_counter() - ts)
+        if save is not None and t.save_done_at < 0 and save.done():
+            t.save_done_at = i + 1
+            t.save_done_t = time.perf_counter()
     sync(dev)
-    return out, ttft
+    t.decode_s = time.perf_counter() - t1
+    return out, t
 
 
 def connect(args: argparse.Namespace, cfg: Config, cache: PagedCache, phase: str) -> kvstash.Client:
@@ -306,15 +342,25 @@ def connect(args: argparse.Namespace, cfg: Config, cache: PagedCache, phase: str
                  f"{cfg.dtype}/{args.layout}-{cfg.block_size}")
     device = None if args.device == "cpu" else torch.device(args.device).index or 0
     client = kvstash.Client(args.socket, instance=f"paged-engine-{phase}-{os.getpid()}",
-                            namespace=namespace, device=device)
+                            namespace=namespace, device=device,
+                            fences=args.save == "stream" or args.restore == "layerwise")
     layout = "page_first" if args.layout == "page-first" else "layer_first"
     kt.register_tensors(client, cache.layer_tensors(), layout=layout, memory=cache.memory)
     return client
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = TINY if args.tiny else Config()
+    if args.tiny:
+        args.model = "tiny"
+    cfg = MODELS[args.model]
     dev = torch.device(args.device)
+    # Stream ordering needs CUDA streams: the host backend saves and restores as before.
+    if args.save == "auto":
+        args.save = "sync" if dev.type == "cpu" else "stream"
+    if args.restore == "auto":
+        args.restore = "whole" if dev.type == "cpu" else "layerwise"
+    if dev.type == "cpu" and (args.save == "stream" or args.restore == "layerwise"):
+        sys.exit("paged_engine: --save stream and --restore layerwise need a CUDA device")
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     n, bs = args.prompt_len, cfg.block_size
@@ -348,38 +394,80 @@ def warm_up(model: Model, cfg: Config, args: argparse.Namespace, dev: torch.devi
     cache, untimed: CUDA's lazily loaded kernels and cuBLAS are ready, as in
     a serving engine that has run before, so the times to first token
     compare prefill with restore, not process start-up."""
-    n = min(args.chunk, args.prompt_len)
-    blocks = (n + cfg.block_size) // cfg.block_size + 1
+    bs, n = cfg.block_size, args.prompt_len
+    chunk = min(args.chunk, n)
+    blocks = (n + bs) // bs + 1
     scratch = PagedCache(cfg, blocks, args.layout, dev, "torch")
     table = torch.arange(blocks, device=dev)
-    tokens = torch.zeros(n + 1, dtype=torch.long, device=dev)
-    model.forward(tokens[:n], 0, scratch, table)
-    model.forward(tokens[:cfg.block_size], 0, scratch, table)
-    model.forward(tokens[n:], n, scratch, table)
+    tokens = torch.zeros(chunk + 1, dtype=torch.long, device=dev)
+    # The shapes the timed runs use: a cold prefill chunk, the warm
+    # prefill's last block over the whole prompt (what the scratch cache
+    # holds there does not matter: only its kernels and their choice by
+    # cuBLAS, which depends on the context length) and a decode step.
+    model.forward(tokens[:chunk], 0, scratch, table)
+    last = (n - 1) // bs * bs
+    model.forward(tokens[: n - last], last, scratch, table)
+    model.forward(tokens[:1], n, scratch, table)
     sync(dev)
+    del scratch
+    torch.cuda.empty_cache()
 
 
 def cold(args, cfg, model, cache, table, table_list, tokens, keys, client) -> int:
+    saved = table_list[: len(keys)]
+    save_op: kvstash.Operation | None = None
+    t_save = 0.0
+
+    def save_on_stream() -> kvstash.Operation:
+        # The prefill's kernels are enqueued, not finished: the SAVE waits
+        # for them on the GPU side, and the decode runs meanwhile.
+        nonlocal save_op, t_save
+        t_save = time.perf_counter()
+        save_op = kt.save_on_stream(client, keys, saved)
+        return save_op
+
     sync(model.device)
     t0 = time.perf_counter()
-    out, ttft = generate(model, cache, table, tokens, 0, args.gen, args.chunk, t0)
-    saved = table_list[: len(keys)]
-    sync(model.device)  # the blocks must be written before kvstashd copies them
-    t1 = time.perf_counter()
-    stored = client.save(keys, saved).wait(timeout=120)
-    client.flush().wait(timeout=120)
-    save_s = time.perf_counter() - t1
+    out, tm = generate(model, cache, table, tokens, 0, args.gen, args.chunk, t0,
+                       after_prefill=save_on_stream if args.save == "stream" else None)
+    stored = None
+    if args.save == "stream":
+        assert save_op is not None
+        stored = save_op.wait(timeout=120)
+        # To the first sight of its completion between decode steps (an
+        # upper bound by one step), not to the end of the decode.
+        save_s = (tm.save_done_t or time.perf_counter()) - t_save
+        client.flush().wait(timeout=120)
+    elif args.save == "sync":
+        sync(model.device)  # the blocks must be written before kvstashd copies them
+        t1 = time.perf_counter()
+        stored = client.save(keys, saved).wait(timeout=120)
+        client.flush().wait(timeout=120)
+        save_s = time.perf_counter() - t1
+    else:
+        save_s = 0.0
+    decode_tps = (args.gen - 1) / tm.decode_s if tm.decode_s else 0.0
     report = {
         "config": asdict(cfg), "layout": args.layout, "seed": args.seed, "prompt_len": args.prompt_len,
-        "tokens": out, "digests": cache.digests(saved), "ttft_s": ttft, "save_s": save_s,
-        "saved_blocks": len(saved), "stored": stored.stored, "skipped": stored.skipped,
+        "tokens": out, "digests": cache.digests(saved) if stored else [], "ttft_s": tm.ttft_s,
+        "save_s": save_s, "save": args.save, "decode_tps": decode_tps,
+        "saved_blocks": len(saved) if stored else 0,
+        "stored": stored.stored if stored else 0, "skipped": stored.skipped if stored else 0,
     }
     with open(args.json, "w") as f:
         json.dump(report, f)
+    write_result(args, {"phase": "cold", "save": args.save, "ttft_s": tm.ttft_s, "decode_tps": decode_tps,
+                        "decode_tokens": args.gen - 1, "step_s": tm.step_s, "save_s": save_s,
+                        "save_done_at": tm.save_done_at,
+                        "saved_blocks": report["saved_blocks"], "ok": True})
     mib = len(saved) * cache.block_bytes() / 2**20
-    print(f"cold [{args.layout}]: TTFT {ttft * 1e3:.1f} ms for {args.prompt_len} tokens; "
-          f"saved {len(saved)} blocks ({mib:.1f} MiB; {stored.stored} stored, {stored.skipped} skipped) "
-          f"in {save_s * 1e3:.1f} ms")
+    print(f"cold [{args.layout}]: TTFT {tm.ttft_s * 1e3:.1f} ms for {args.prompt_len} tokens; decode "
+          f"{decode_tps:.1f} tokens/s ({args.gen - 1} tokens, save {args.save})")
+    if stored:
+        overlap = (f"; done after {tm.save_done_at} of {args.gen - 1} decode steps"
+                   if args.save == "stream" and tm.save_done_at >= 0 else "")
+        print(f"cold [{args.layout}]: saved {len(saved)} blocks ({mib:.1f} MiB; {stored.stored} stored, "
+              f"{stored.skipped} skipped) in {save_s * 1e3:.1f} ms ({args.save}){overlap}")
     print(f"cold [{args.layout}]: tokens {out}")
     return 0
 
@@ -403,8 +491,26 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
     # The block holding the last prompt token is always recomputed (its
     # logits make the first new token); load everything before it.
     usable = min(q.hits, (args.prompt_len - 1) // cfg.block_size)
-    load_s, copied = 0.0, 0
-    if usable:
+    load_s, copied, check_s = 0.0, 0, 0.0
+    hook = None
+    layerwise = args.restore == "layerwise" and usable > 0
+    events: list[torch.cuda.Event] = []
+    if layerwise:
+        # Submitted, not waited for: the prefill's layer i waits on the GPU
+        # for layer i only, while the later layers are still copying.
+        ll = kt.load_layerwise(client, q.lease, table_list[:usable])
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+
+        def hook(i: int) -> None:
+            if i == 0:
+                events[0].record()
+            if i < cfg.layers:
+                ll.wait_layer(i)
+            if i == cfg.layers - 1:
+                events[1].record()  # the last layer is in (and the layers before it computed)
+            if i == cfg.layers:
+                events[2].record()
+    elif usable:
         t1 = time.perf_counter()
         op = client.load(q.lease, table_list[:usable])
         loaded = op.wait(timeout=120)
@@ -413,14 +519,32 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
         assert loaded == usable
     elif q.lease:
         client.release(q.lease).wait(timeout=60)
-    # The loaded bytes, checked as the model is about to read them (the
-    # LOAD's completion must mean the copy is finished, not just queued);
-    # the check's time is left out of the time to first token.
-    t2 = time.perf_counter()
-    got = cache.digests(table_list[:usable])
-    check_s = time.perf_counter() - t2
-    out, ttft = generate(model, cache, table, tokens, usable * cfg.block_size, args.gen, args.chunk,
-                         t0 + check_s)
+    got: list[str] = []
+    if not layerwise:
+        # The loaded bytes, checked as the model is about to read them (the
+        # LOAD's completion must mean the copy is finished, not just
+        # queued); the check's time is left out of the time to first token.
+        t2 = time.perf_counter()
+        got = cache.digests(table_list[:usable])
+        check_s = time.perf_counter() - t2
+    out, tm = generate(model, cache, table, tokens, usable * cfg.block_size, args.gen, args.chunk,
+                       t0 + check_s, hook=hook)
+    ttft = tm.ttft_s
+    restore_note = ""
+    last_in = tail = 0.0
+    if layerwise:
+        # The CQE is the authority: a LOAD that failed means recompute.
+        loaded = ll.op.wait(timeout=120)
+        copied = ll.op.completion.result0
+        assert loaded == usable, f"layer-by-layer LOAD brought {loaded} of {usable} blocks"
+        got = cache.digests(table_list[:usable])
+        last_in = events[0].elapsed_time(events[1]) / 1e3
+        tail = events[1].elapsed_time(events[2]) / 1e3
+        load_s = last_in
+        restore_note = (f"; layer by layer: last layer in {last_in * 1e3:.2f} ms after the first wait, "
+                        f"then {tail * 1e3:.2f} ms of compute")
+    else:
+        restore_note = f"; prefill after the restore {(ttft - query_s - load_s) * 1e3:.2f} ms"
 
     ok = True
     if q.hits != ref["saved_blocks"] and not args.allow_miss:
@@ -439,13 +563,25 @@ def warm(args, cfg, model, cache, table, table_list, tokens, keys, full, client)
         ok = False
     gbps = copied / load_s / 1e9 if load_s else 0.0
     print(f"warm [{args.layout}]: TTFT {ttft * 1e3:.1f} ms (cold {ref['ttft_s'] * 1e3:.1f} ms, "
-          f"{ref['ttft_s'] / ttft:.1f}x); restored {usable} of {full} blocks, {copied / 2**20:.1f} MiB "
-          f"in {load_s * 1e3:.2f} ms = {gbps:.2f} GB/s; "
-          f"{'QUERY with fetch' if args.fetch_from else 'QUERY'} {query_s * 1e3:.2f} ms")
+          f"{ref['ttft_s'] / ttft:.1f}x) restore {args.restore}; restored {usable} of {full} blocks, "
+          f"{copied / 2**20:.1f} MiB in {load_s * 1e3:.2f} ms = {gbps:.2f} GB/s; "
+          f"{'QUERY with fetch' if args.fetch_from else 'QUERY'} {query_s * 1e3:.2f} ms{restore_note}")
     if ok:
         print(f"warm [{args.layout}]: {usable} loaded blocks bit-identical to the cold run's, "
               f"{len(out)} tokens identical")
+    write_result(args, {"phase": "warm", "restore": args.restore, "ttft_s": ttft, "query_s": query_s,
+                        "load_s": load_s, "prefill_s": ttft - query_s - load_s if not layerwise else 0.0,
+                        "last_layer_in_s": last_in, "compute_after_s": tail, "bytes": copied,
+                        "blocks": usable, "cold_ttft_s": ref["ttft_s"], "ok": ok})
     return 0 if ok else 1
+
+
+def write_result(args: argparse.Namespace, result: dict[str, object]) -> None:
+    """--result: the run's figures as JSON, for bench_restore.py."""
+    if args.result:
+        result.update(prompt_len=args.prompt_len, layout=args.layout, model=args.model)
+        with open(args.result, "w") as f:
+            json.dump(result, f)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -463,13 +599,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gen", type=int, default=32, help="tokens to generate")
     p.add_argument("--blocks", type=int, default=512, help="KV cache blocks")
     p.add_argument("--chunk", type=int, default=512, help="prefill chunk (tokens)")
-    p.add_argument("--tiny", action="store_true", help="a small fp32 model (for CPU tests)")
+    p.add_argument("--tiny", action="store_true", help="a small fp32 model (for CPU tests): --model tiny")
+    p.add_argument("--model", choices=sorted(MODELS), default="small",
+                   help="small (8 layers, the default), 8b (Llama-3-8B's shapes), tiny")
+    p.add_argument("--save", choices=("auto", "stream", "sync", "none"), default="auto",
+                   help="cold: SAVE ordered after the prefill on its CUDA stream while the decode "
+                        "runs (stream; auto on CUDA), after a synchronize once generation ended "
+                        "(sync; auto on CPU), or not at all (none: a decode baseline)")
+    p.add_argument("--restore", choices=("auto", "layerwise", "whole"), default="auto",
+                   help="warm: each layer of the prefill waits on the GPU for its layer of the "
+                        "LOAD (layerwise; auto on CUDA), or the whole LOAD first (whole)")
     # exact by default: on the H200 torch's fused attention with a mask gave
     # different tokens in different processes from the same inputs.
     p.add_argument("--attention", choices=("exact", "sdpa"), default="exact",
                    help="plain fp32 matrix products (deterministic), or torch's fused attention")
     p.add_argument("--fetch-from", default=None, metavar="ADDR:PORT",
                    help="warm: QUERY with fetch from that kvstashd's peer service (or 'registry')")
+    p.add_argument("--result", default=None, help="write this run's figures as JSON there")
     p.add_argument("--allow-miss", action="store_true",
                    help="warm: fewer hits than the cold run saved is no error (its node is gone: "
                         "recompute); the tokens must still match")
