@@ -81,12 +81,10 @@ static struct kvs_client *connect_fenced(const struct kvsd *d, const char *insta
 
 static struct kvs_cqe wait_cqe(struct kvs_client *c)
 {
-	struct kvs_cqe *cqe, e;
-	int r = kvs_wait_cqe(c, &cqe, BOUND_MS);
+	struct kvs_cqe e;
+	int r = test_wait_cqe(c, BOUND_MS, &e);
 
 	CHECK(r == 0, "wait: %s", kvs_strerror(r));
-	e = *cqe;
-	kvs_cqe_seen(c, cqe);
 	return e;
 }
 

@@ -71,12 +71,10 @@ static void no_cqe_for(struct kvs_client *c, int ms)
 
 static struct kvs_cqe wait_one(struct kvs_client *c)
 {
-	struct kvs_cqe *cqe, e;
-	int r = kvs_wait_cqe(c, &cqe, OP_TIMEOUT_MS);
+	struct kvs_cqe e;
+	int r = test_wait_cqe(c, OP_TIMEOUT_MS, &e);
 
 	CHECK(r == 0, "kvs_wait_cqe: %s", kvs_strerror(r));
-	e = *cqe;
-	kvs_cqe_seen(c, cqe);
 	return e;
 }
 

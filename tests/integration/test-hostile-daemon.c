@@ -289,12 +289,10 @@ static struct kvs_client *engine_session(void)
 
 static struct kvs_cqe wait_one(struct kvs_client *c)
 {
-	struct kvs_cqe *p, e;
-	int r = kvs_wait_cqe(c, &p, WAIT_MS);
+	struct kvs_cqe e;
+	int r = test_wait_cqe(c, WAIT_MS, &e);
 
 	CHECK(r == 0, "no completion: %s", kvs_strerror(r));
-	e = *p;
-	kvs_cqe_seen(c, p);
 	return e;
 }
 

@@ -319,6 +319,18 @@ int test_admin(const struct kvsd *d, struct kvs_client **ret)
 	return test_connect(d, KVS_ROLE_ADMIN, NULL, NULL, 0, 1, ret);
 }
 
+int test_wait_cqe(struct kvs_client *c, int ms, struct kvs_cqe *ret)
+{
+	struct kvs_cqe *cqe;
+	int r = kvs_wait_cqe(c, &cqe, ms);
+
+	if (r < 0)
+		return r;
+	*ret = *cqe;
+	kvs_cqe_seen(c, cqe);
+	return 0;
+}
+
 static int stats_cb(void *arg, const struct kvs_msg_hdr *m)
 {
 	if (m->type == KVS_MSG_STATS_GLOBAL)

@@ -61,6 +61,8 @@ int proc_map_count(pid_t pid, const char *needle);
 int test_connect(const struct kvsd *d, uint32_t role, const char *instance, const char *ns,
 		 uint32_t rank, uint32_t tp, struct kvs_client **ret);
 int test_admin(const struct kvsd *d, struct kvs_client **ret);
+/* The next completion within @ms, copied into @ret and handed back. */
+int test_wait_cqe(struct kvs_client *c, int ms, struct kvs_cqe *ret);
 
 /* One STATS round trip: the global counters. */
 int test_stats(struct kvs_client *admin, struct kvs_msg_stats_global *ret);
