@@ -43,16 +43,17 @@
  *    a peer address, resolved by the transfer code that builds the batch);
  *    poll calls ucp_worker_progress() and completes batches whose requests
  *    finished.  Again no import.
- *  - GPU-side ordering: a batch gains an optional "wait" (the address of a
- *    32-bit word in a page the engine maps, and a value).  A mover that
- *    can wait on its device queues the wait ahead of the copies on the
- *    same stream (CUDA: cuStreamWaitValue32 before the first copy, so
- *    submit still never blocks); one that cannot keeps the batch in its
- *    own queue, counted in-flight, and starts it from poll once the word
- *    reached the value.  Per-layer LOAD progress is the mirror image: a
- *    "signal" per layer range that the mover writes after that range's
- *    copies (cuStreamWriteValue32).  Both live in struct copy_batch and
- *    the movers; the worker only fills them in.
+ *  - GPU-side ordering, as built: a SAVE that waits for an engine's
+ *    signal never reaches a mover before the signal is there (the worker
+ *    parks it and polls the fence word: a GPU stream wait on a page the
+ *    engine can write would let one engine hold the device's copy
+ *    stream, and every other session's copies, forever).  A LOAD
+ *    PROGRESS is the mover's part: struct copy_batch's sig_* fields name
+ *    a 32-bit word and the pieces where each layer ends, and a mover
+ *    that can write on its device queue writes layer i's value after
+ *    that layer's copies (CUDA: cuStreamWriteValue32).  One that cannot
+ *    ignores them; the worker writes the final value and the status
+ *    when the batch completes either way.
  */
 #ifndef KVS_MOVER_H
 #define KVS_MOVER_H
