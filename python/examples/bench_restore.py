@@ -85,6 +85,14 @@ def engine(args: argparse.Namespace, sock: str, tmp: str, prompt: int, phase: st
         return json.load(f)
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time to first token, with the spread of all."""
+    by = sorted(runs, key=lambda r: r["ttft_s"])
+    r = dict(by[len(by) // 2])
+    r["spread"] = (by[0]["ttft_s"], by[-1]["ttft_s"])
+    return r
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="8b", help="paged_engine --model (default 8b)")
@@ -93,6 +101,8 @@ def main() -> int:
     p.add_argument("--gen", type=int, default=64, help="tokens to generate (decode tokens/s over gen-1)")
     p.add_argument("--chunk", type=int, default=1024, help="prefill chunk")
     p.add_argument("--pool", default="16G", help="kvstashd's pool")
+    p.add_argument("--repeat", type=int, default=1, help="warm runs of each kind (the median's row, "
+                   "and the spread of TTFT, are shown)")
     p.add_argument("--daemon-conf", default="", help="more kvstash.conf lines (\\n between them), "
                    "e.g. '[cuda]\\nmover = kernel'")
     args = p.parse_args()
@@ -107,30 +117,37 @@ def main() -> int:
         for prompt in [int(x) for x in args.prompts.split(",")]:
             base = engine(args, sock, tmp, prompt, "cold", ["--save", "none"])
             cold = engine(args, sock, tmp, prompt, "cold", ["--save", "stream"])
-            whole = engine(args, sock, tmp, prompt, "warm", ["--restore", "whole"])
-            lw = engine(args, sock, tmp, prompt, "warm", ["--restore", "layerwise"])
-            rows.append((prompt, base, cold, whole, lw))
+            runs: dict[str, list[dict]] = {"whole": [], "layerwise": []}
+            for _ in range(max(1, args.repeat)):
+                for kind in runs:
+                    runs[kind].append(engine(args, sock, tmp, prompt, "warm", ["--restore", kind]))
+            whole, lw = (median_run(runs[k]) for k in ("whole", "layerwise"))
+            rows.append((prompt, base, cold, whole, lw, runs))
     finally:
         daemon.terminate()
         daemon.wait()
-    print(f"\nmodel {args.model}, layout {args.layout}, {args.gen - 1} decode tokens; times in ms"
+    reps = f", warm runs: median of {args.repeat} (TTFT spread in brackets)" if args.repeat > 1 else ""
+    print(f"\nmodel {args.model}, layout {args.layout}, {args.gen - 1} decode tokens; times in ms{reps}"
           f"{'; kvstashd: ' + args.daemon_conf if args.daemon_conf else ''}\n")
     print("| prompt | cold TTFT | warm whole: TTFT = QUERY + restore + prefill | "
-          "warm layer by layer: TTFT (last layer in, compute after) | restore GB/s | cold/warm | "
-          "layerwise/whole | decode tok/s, all steps: saving / not / ratio | "
+          "warm layer by layer: TTFT (last layer in, compute after) | bound: QUERY + max(restore, prefill) | "
+          "restore GB/s | cold/warm | layerwise/whole | decode tok/s, all steps: saving / not / ratio | "
           "decode tok/s while the SAVE ran: saving / not / ratio |")
-    print("|---:|---:|---|---|---:|---:|---:|---|---|")
-    for prompt, base, cold, whole, lw in rows:
+    print("|---:|---:|---|---|---:|---:|---:|---:|---|---|")
+    for prompt, base, cold, whole, lw, _ in rows:
         ms = lambda x: x * 1e3  # noqa: E731
+        spread = lambda r: f" [{ms(r['spread'][0]):.1f}-{ms(r['spread'][1]):.1f}]" if args.repeat > 1 else ""  # noqa: E731
         gbps = whole["bytes"] / whole["load_s"] / 1e9 if whole["load_s"] else 0.0
         ratio = cold["decode_tps"] / base["decode_tps"] if base["decode_tps"] else 0.0
+        bound = whole["query_s"] + max(whole["load_s"], whole["prefill_s"])
         # The steps while the SAVE ran (until the step that saw its CQE), against the same steps unsaved.
         k = cold["save_done_at"] if cold["save_done_at"] > 0 else len(cold["step_s"])
         during = k / sum(cold["step_s"][:k]) if k else 0.0
         during_base = k / sum(base["step_s"][:k]) if k else 0.0
-        print(f"| {prompt} | {ms(cold['ttft_s']):.1f} | {ms(whole['ttft_s']):.1f} = {ms(whole['query_s']):.2f} + "
-              f"{ms(whole['load_s']):.2f} + {ms(whole['prefill_s']):.2f} | {ms(lw['ttft_s']):.1f} "
-              f"({ms(lw['last_layer_in_s']):.2f}, {ms(lw['compute_after_s']):.2f}) | {gbps:.1f} | "
+        print(f"| {prompt} | {ms(cold['ttft_s']):.1f} | {ms(whole['ttft_s']):.1f}{spread(whole)} = "
+              f"{ms(whole['query_s']):.2f} + {ms(whole['load_s']):.2f} + {ms(whole['prefill_s']):.2f} | "
+              f"{ms(lw['ttft_s']):.1f}{spread(lw)} ({ms(lw['last_layer_in_s']):.2f}, "
+              f"{ms(lw['compute_after_s']):.2f}) | {ms(bound):.1f} | {gbps:.1f} | "
               f"{cold['ttft_s'] / lw['ttft_s']:.1f}x | {lw['ttft_s'] / whole['ttft_s']:.2f} | "
               f"{cold['decode_tps']:.1f} / {base['decode_tps']:.1f} / {ratio:.3f} | "
               f"{during:.1f} / {during_base:.1f} / {during / during_base if during_base else 0:.3f} "
