@@ -739,10 +739,11 @@ START_TEST(test_fences)
 		  &worker,
 		  -EINVAL },
 	};
-	struct kvs_sqe s = make(KVS_OP_LOAD, 3);
+	struct kvs_sqe s;
 	struct sqe_args a;
 
 	check_rules(rules, ARRAY_SIZE(rules));
+	s = make(KVS_OP_LOAD, 3); /* after the rules: they write their own arguments */
 	s.flags = KVS_LOAD_PROGRESS;
 	s.fence_slot = 5;
 	s.fence_value = 77;
@@ -791,7 +792,7 @@ END_TEST
 UNIT_TESTS(test_nop, test_save, test_query, test_query_fetch_hint, test_load, test_release_flush, test_opcode,
 	   test_scheduler_role, test_flags, test_reserved, test_unused_fields, test_count,
 	   test_arg_len, test_arg_window, test_unsealed, test_block_ids, test_layer_range,
-	   test_lease_zero, test_copy_isolation, test_precedence)
+	   test_lease_zero, test_copy_isolation, test_fences, test_precedence)
 
 const struct unit_suite unit_suite = {
 	.name = "sqe",
