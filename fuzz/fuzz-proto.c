@@ -29,7 +29,9 @@ static void check_hello(const struct hello_req *h)
 	FUZZ_CHECK(h->role == KVS_ROLE_WORKER || h->role == KVS_ROLE_SCHEDULER ||
 			   h->role == KVS_ROLE_ADMIN,
 		   "role %u", h->role);
-	FUZZ_CHECK(!(h->flags & ~KVS_HELLO_CLUSTER) && (h->role != KVS_ROLE_ADMIN || !h->flags),
+	FUZZ_CHECK(!(h->flags & ~(KVS_HELLO_CLUSTER | KVS_HELLO_FENCES)) &&
+			   (h->role != KVS_ROLE_ADMIN || !h->flags) &&
+			   (h->role == KVS_ROLE_WORKER || !(h->flags & KVS_HELLO_FENCES)),
 		   "HELLO flags 0x%x for role %u", h->flags, h->role);
 	if (h->role == KVS_ROLE_ADMIN)
 		return;
