@@ -38,6 +38,13 @@ fi
 
 KVSTASH_LIB=$lib KVSTASHD=$daemon
 export KVSTASH_LIB KVSTASHD
+# Whether kvstashd has the peer service (libkvspeer, --with-ucx): its tests skip without.
+if grep -q '^#define HAVE_UCX 1' "$top_builddir/config.h" 2>/dev/null; then
+	KVSTASH_HAVE_PEER=1
+else
+	KVSTASH_HAVE_PEER=0
+fi
+export KVSTASH_HAVE_PEER
 # -B and no cache: never write into the source tree (it may be read-only).
 cd "$top_srcdir" || exit 1
 exec "$py" -B -m pytest -q -p no:cacheprovider python/tests
