@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,9 +101,14 @@ def main() -> int:
     p.add_argument("--prompts", default="4096,16384,32768", help="prompt lengths, comma-separated")
     p.add_argument("--gen", type=int, default=64, help="tokens to generate (decode tokens/s over gen-1)")
     p.add_argument("--chunk", type=int, default=1024, help="prefill chunk")
-    p.add_argument("--pool", default="16G", help="kvstashd's pool")
+    p.add_argument("--pool", default="32G", help="kvstashd's pool")
     p.add_argument("--repeat", type=int, default=1, help="warm runs of each kind (the median's row, "
                    "and the spread of TTFT, are shown)")
+    p.add_argument("--decode-bench", type=int, default=3, metavar="ROUNDS",
+                   help="paged_engine --decode-bench in the baseline run: decode tokens/s with a SAVE "
+                        "after every step against none, in one process (0: off)")
+    p.add_argument("--decode-saves", type=int, default=16, help="blocks saved after each decode step there")
+    p.add_argument("--decode-only", action="store_true", help="only the baseline run's --decode-bench")
     p.add_argument("--daemon-conf", default="", help="more kvstash.conf lines (\\n between them), "
                    "e.g. '[cuda]\\nmover = kernel'")
     args = p.parse_args()
@@ -115,7 +121,12 @@ def main() -> int:
     rows = []
     try:
         for prompt in [int(x) for x in args.prompts.split(",")]:
-            base = engine(args, sock, tmp, prompt, "cold", ["--save", "none"])
+            bench = ["--decode-bench", str(args.decode_bench), "--decode-saves", str(args.decode_saves)] \
+                if args.decode_bench else []
+            base = engine(args, sock, tmp, prompt, "cold", ["--save", "none"] + bench)
+            if args.decode_only:
+                rows.append((prompt, base))
+                continue
             cold = engine(args, sock, tmp, prompt, "cold", ["--save", "stream"])
             runs: dict[str, list[dict]] = {"whole": [], "layerwise": []}
             for _ in range(max(1, args.repeat)):
@@ -126,32 +137,52 @@ def main() -> int:
     finally:
         daemon.terminate()
         daemon.wait()
-    reps = f", warm runs: median of {args.repeat} (TTFT spread in brackets)" if args.repeat > 1 else ""
-    print(f"\nmodel {args.model}, layout {args.layout}, {args.gen - 1} decode tokens; times in ms{reps}"
-          f"{'; kvstashd: ' + args.daemon_conf if args.daemon_conf else ''}\n")
-    print("| prompt | cold TTFT | warm whole: TTFT = QUERY + restore + prefill | "
-          "warm layer by layer: TTFT (last layer in, compute after) | bound: QUERY + max(restore, prefill) | "
-          "restore GB/s | cold/warm | layerwise/whole | decode tok/s, all steps: saving / not / ratio | "
-          "decode tok/s while the SAVE ran: saving / not / ratio |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---|---|")
-    for prompt, base, cold, whole, lw, _ in rows:
-        ms = lambda x: x * 1e3  # noqa: E731
-        spread = lambda r: f" [{ms(r['spread'][0]):.1f}-{ms(r['spread'][1]):.1f}]" if args.repeat > 1 else ""  # noqa: E731
-        gbps = whole["bytes"] / whole["load_s"] / 1e9 if whole["load_s"] else 0.0
-        ratio = cold["decode_tps"] / base["decode_tps"] if base["decode_tps"] else 0.0
-        bound = whole["query_s"] + max(whole["load_s"], whole["prefill_s"])
-        # The steps while the SAVE ran (until the step that saw its CQE), against the same steps unsaved.
-        k = cold["save_done_at"] if cold["save_done_at"] > 0 else len(cold["step_s"])
-        during = k / sum(cold["step_s"][:k]) if k else 0.0
-        during_base = k / sum(base["step_s"][:k]) if k else 0.0
-        print(f"| {prompt} | {ms(cold['ttft_s']):.1f} | {ms(whole['ttft_s']):.1f}{spread(whole)} = "
-              f"{ms(whole['query_s']):.2f} + {ms(whole['load_s']):.2f} + {ms(whole['prefill_s']):.2f} | "
-              f"{ms(lw['ttft_s']):.1f}{spread(lw)} ({ms(lw['last_layer_in_s']):.2f}, "
-              f"{ms(lw['compute_after_s']):.2f}) | {ms(bound):.1f} | {gbps:.1f} | "
-              f"{cold['ttft_s'] / lw['ttft_s']:.1f}x | {lw['ttft_s'] / whole['ttft_s']:.2f} | "
-              f"{cold['decode_tps']:.1f} / {base['decode_tps']:.1f} / {ratio:.3f} | "
-              f"{during:.1f} / {during_base:.1f} / {during / during_base if during_base else 0:.3f} "
-              f"({k} steps) |")
+    if args.decode_only:
+        rows, brows = [], rows
+    else:
+        brows = rows
+    if rows:
+        reps = f", warm runs: median of {args.repeat} (TTFT spread in brackets)" if args.repeat > 1 else ""
+        print(f"\nmodel {args.model}, layout {args.layout}, {args.gen - 1} decode tokens; times in ms{reps}"
+              f"{'; kvstashd: ' + args.daemon_conf if args.daemon_conf else ''}\n")
+        print("| prompt | cold TTFT | warm whole: TTFT = QUERY + restore + prefill | "
+              "warm layer by layer: TTFT (last layer in, compute after) | bound: QUERY + max(restore, prefill) | "
+              "restore GB/s | cold/warm | layerwise/whole | decode tok/s, all steps: saving / not / ratio | "
+              "decode tok/s while the SAVE ran: saving / not / ratio |")
+        print("|---:|---:|---|---|---:|---:|---:|---:|---|---|")
+        for prompt, base, cold, whole, lw, _ in rows:
+            ms = lambda x: x * 1e3  # noqa: E731
+            spread = lambda r: f" [{ms(r['spread'][0]):.1f}-{ms(r['spread'][1]):.1f}]" if args.repeat > 1 else ""  # noqa: E731
+            gbps = whole["bytes"] / whole["load_s"] / 1e9 if whole["load_s"] else 0.0
+            ratio = cold["decode_tps"] / base["decode_tps"] if base["decode_tps"] else 0.0
+            bound = whole["query_s"] + max(whole["load_s"], whole["prefill_s"])
+            # The steps while the SAVE ran (until the step that saw its CQE), against the same steps unsaved.
+            k = cold["save_done_at"] if cold["save_done_at"] > 0 else len(cold["step_s"])
+            during = k / sum(cold["step_s"][:k]) if k else 0.0
+            during_base = k / sum(base["step_s"][:k]) if k else 0.0
+            print(f"| {prompt} | {ms(cold['ttft_s']):.1f} | {ms(whole['ttft_s']):.1f}{spread(whole)} = "
+                  f"{ms(whole['query_s']):.2f} + {ms(whole['load_s']):.2f} + {ms(whole['prefill_s']):.2f} | "
+                  f"{ms(lw['ttft_s']):.1f}{spread(lw)} ({ms(lw['last_layer_in_s']):.2f}, "
+                  f"{ms(lw['compute_after_s']):.2f}) | {ms(bound):.1f} | {gbps:.1f} | "
+                  f"{cold['ttft_s'] / lw['ttft_s']:.1f}x | {lw['ttft_s'] / whole['ttft_s']:.2f} | "
+                  f"{cold['decode_tps']:.1f} / {base['decode_tps']:.1f} / {ratio:.3f} | "
+                  f"{during:.1f} / {during_base:.1f} / {during / during_base if during_base else 0:.3f} "
+                  f"({k} steps) |")
+    if args.decode_bench:
+        print(f"\nDecode tokens/s in one process, segments of {args.gen - 1} steps alternating without "
+              f"and with a stream-ordered SAVE of {args.decode_saves} blocks after every step "
+              f"(never waited for in the segment); median of {args.decode_bench} each\n")
+        # The rate drifts over a process's life in both modes alike (seen on
+        # the H200: 20 down to 12 tokens/s), so each saving segment is
+        # compared with the unsaved one just before it.
+        print("| prompt | no saves | saving | median of the pairs' ratios | segments: no saves | segments: saving |")
+        print("|---:|---:|---:|---:|---|---|")
+        for prompt, base, *_ in brows:
+            a, b = base["decode_none"], base["decode_saving"]
+            ma, mb = statistics.median(a), statistics.median(b)
+            pairs = statistics.median(y / x for x, y in zip(a, b))
+            print(f"| {prompt} | {ma:.2f} | {mb:.2f} | {pairs:.3f} | {', '.join(f'{x:.2f}' for x in a)} | "
+                  f"{', '.join(f'{x:.2f}' for x in b)} |")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -57,6 +57,7 @@ import hashlib
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -337,13 +338,56 @@ def generate(model: Model, cache: PagedCache, table: torch.Tensor, tokens: torch
     return out, t
 
 
+def decode_bench(args: argparse.Namespace, model: Model, cache: PagedCache, table: torch.Tensor,
+                 client: kvstash.Client, first: int, ids: list[int]) -> dict[str, object]:
+    """--decode-bench: decode tokens/s with SAVEs running against none, in
+    this process, in alternating segments (none, saving, none, ...): each
+    segment decodes --gen - 1 tokens from the end of the prompt again, and
+    a saving one submits after every step's kernels a SAVE of
+    --decode-saves blocks under fresh keys, ordered on the stream (CUDA) or
+    after the step's token was read (host), never waited for during the
+    segment: a serving engine's sustained save load while it decodes."""
+    n, steps, k = args.prompt_len, args.gen - 1, args.decode_saves
+    ids = (ids * (k // len(ids) + 1))[:k]
+    rates: dict[str, list[float]] = {"none": [], "saving": []}
+    stored = 0
+    for r in range(args.decode_bench):
+        for mode in ("none", "saving"):
+            # Keys made before the clock starts (an engine hashes its blocks anyway).
+            keys = [[hashlib.blake2b(f"{os.getpid()}/{r}/{i}/{j}".encode(), digest_size=16).digest()
+                     for j in range(k)] for i in range(steps)] if mode == "saving" else []
+            ops = []
+            tok = first
+            sync(model.device)
+            t0 = time.perf_counter()
+            for i in range(steps):
+                logits = model.forward(torch.tensor([tok], device=model.device), n + i, cache, table)
+                if mode == "saving":
+                    ops.append(kt.save_on_stream(client, keys[i], ids) if model.device.type == "cuda"
+                               else None)
+                tok = int(torch.argmax(logits))
+                if mode == "saving" and ops[-1] is None:
+                    ops[-1] = client.save(keys[i], ids)
+            sync(model.device)
+            rates[mode].append(steps / (time.perf_counter() - t0))
+            for op in ops:
+                stored += op.wait(timeout=120).stored
+    none, saving = statistics.median(rates["none"]), statistics.median(rates["saving"])
+    print(f"cold [{args.layout}]: decode {none:.2f} tokens/s without saves, {saving:.2f} with a SAVE of "
+          f"{k} blocks after every step ({saving / none:.3f}; medians of {args.decode_bench} segments of "
+          f"{steps} steps each; {stored} blocks stored)")
+    return {"decode_none": rates["none"], "decode_saving": rates["saving"], "decode_saves": k,
+            "decode_stored": stored}
+
+
 def connect(args: argparse.Namespace, cfg: Config, cache: PagedCache, phase: str) -> kvstash.Client:
     namespace = (f"kvstash-reference/seed{args.seed}-L{cfg.layers}-H{cfg.kv_heads}x{cfg.head_dim}-"
                  f"{cfg.dtype}/{args.layout}-{cfg.block_size}")
     device = None if args.device == "cpu" else torch.device(args.device).index or 0
     client = kvstash.Client(args.socket, instance=f"paged-engine-{phase}-{os.getpid()}",
                             namespace=namespace, device=device,
-                            fences=args.save == "stream" or args.restore == "layerwise")
+                            fences=args.save == "stream" or args.restore == "layerwise" or
+                            (args.decode_bench > 0 and args.device != "cpu"))
     layout = "page_first" if args.layout == "page-first" else "layer_first"
     kt.register_tensors(client, cache.layer_tensors(), layout=layout, memory=cache.memory)
     return client
@@ -447,6 +491,7 @@ def cold(args, cfg, model, cache, table, table_list, tokens, keys, client) -> in
     else:
         save_s = 0.0
     decode_tps = (args.gen - 1) / tm.decode_s if tm.decode_s else 0.0
+    bench = decode_bench(args, model, cache, table, client, out[0], saved) if args.decode_bench else {}
     report = {
         "config": asdict(cfg), "layout": args.layout, "seed": args.seed, "prompt_len": args.prompt_len,
         "tokens": out, "digests": cache.digests(saved) if stored else [], "ttft_s": tm.ttft_s,
@@ -458,7 +503,7 @@ def cold(args, cfg, model, cache, table, table_list, tokens, keys, client) -> in
         json.dump(report, f)
     write_result(args, {"phase": "cold", "save": args.save, "ttft_s": tm.ttft_s, "decode_tps": decode_tps,
                         "decode_tokens": args.gen - 1, "step_s": tm.step_s, "save_s": save_s,
-                        "save_done_at": tm.save_done_at,
+                        "save_done_at": tm.save_done_at, **bench,
                         "saved_blocks": report["saved_blocks"], "ok": True})
     mib = len(saved) * cache.block_bytes() / 2**20
     print(f"cold [{args.layout}]: TTFT {tm.ttft_s * 1e3:.1f} ms for {args.prompt_len} tokens; decode "
@@ -615,6 +660,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="plain fp32 matrix products (deterministic), or torch's fused attention")
     p.add_argument("--fetch-from", default=None, metavar="ADDR:PORT",
                    help="warm: QUERY with fetch from that kvstashd's peer service (or 'registry')")
+    p.add_argument("--decode-bench", type=int, default=0, metavar="ROUNDS",
+                   help="cold: then decode tokens/s with and without SAVEs after every step, "
+                        "ROUNDS segments of each, alternating")
+    p.add_argument("--decode-saves", type=int, default=16, metavar="BLOCKS",
+                   help="blocks each decode step of --decode-bench saves (default 16)")
     p.add_argument("--result", default=None, help="write this run's figures as JSON there")
     p.add_argument("--allow-miss", action="store_true",
                    help="warm: fewer hits than the cold run saved is no error (its node is gone: "
