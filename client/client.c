@@ -1081,24 +1081,17 @@ static int attach_region(struct kvs_client *c, int fd, const struct kvs_msg_hell
 	return 0;
 }
 
-/* KVS_CONNECT_CLUSTER to a kvstashd of wire minor @minor, before the cluster. */
-static int no_cluster(struct kvs_client *c, unsigned minor)
+/* @flag (@what) asked of a kvstashd of wire minor @minor, older than @need. */
+static int too_old(struct kvs_client *c, unsigned minor, const char *what, unsigned need,
+		   const char *flag)
 {
-	client_log(
-		c, KVS_LOG_ERR,
-		"kvstashd speaks wire minor %u, the cluster needs 1: KVS_CONNECT_CLUSTER refused",
-		minor);
+	client_log(c, KVS_LOG_ERR, "kvstashd speaks wire minor %u, %s needs %u: %s refused", minor,
+		   what, need, flag);
 	return -EOPNOTSUPP;
 }
 
-/* KVS_CONNECT_FENCES to a kvstashd of wire minor @minor, before stream ordering. */
-static int no_fences(struct kvs_client *c, unsigned minor)
-{
-	client_log(c, KVS_LOG_ERR,
-		   "kvstashd speaks wire minor %u, fences need 4: KVS_CONNECT_FENCES refused",
-		   minor);
-	return -EOPNOTSUPP;
-}
+#define no_cluster(c, minor) too_old(c, minor, "the cluster", 1, "KVS_CONNECT_CLUSTER")
+#define no_fences(c, minor) too_old(c, minor, "stream ordering", 4, "KVS_CONNECT_FENCES")
 
 static int say_hello(struct kvs_client *c)
 {
