@@ -290,6 +290,16 @@ def _stream_handle(stream: Any) -> int | None:
     return handle or None
 
 
+def _save_args(keys: KeysLike, block_ids: IdsLike, op: str) -> tuple[Any, int, int, Any]:
+    """A SAVE's packed keys, the address of its packed block ids and their
+    count, and the ids' array (keep it alive until the SQE is prepared)."""
+    data, n = pack_keys(keys, op)
+    ids = pack_ids(block_ids, op)
+    if len(ids) != n:
+        raise InvalidArgument(errno.EINVAL, op, f"{n} keys but {len(ids)} block ids")
+    return data, ids.buffer_info()[0], n, ids
+
+
 class Fence:
     """The fence slot of a SAVE AFTER or a LOAD PROGRESS (libkvstash(3),
     STREAM ORDERING).  Valid until its operation completed; after a
@@ -872,11 +882,7 @@ class Client:
         copy waits on the GPU side for what that stream's work enqueued so
         far writes: no synchronize first (kvs_prep_save_stream).
         """
-        data, n = pack_keys(keys, "save")
-        ids = pack_ids(block_ids, "save")
-        if len(ids) != n:
-            raise InvalidArgument(errno.EINVAL, "save", f"{n} keys but {len(ids)} block ids")
-        addr = ids.buffer_info()[0]
+        data, addr, n, _ids = _save_args(keys, block_ids, "save")
         if stream is not None:
             h = _stream_handle(stream)
             return self._start("save", _save_result,
@@ -889,11 +895,7 @@ class Client:
         Operation's fence.signal(stream) or fence.signal_host(); result
         SaveResult (TimedOut when no signal came within kvstashd's [worker]
         save_wait_ms).  Needs a Client(fences=True)."""
-        data, n = pack_keys(keys, "save_after")
-        ids = pack_ids(block_ids, "save_after")
-        if len(ids) != n:
-            raise InvalidArgument(errno.EINVAL, "save_after", f"{n} keys but {len(ids)} block ids")
-        addr = ids.buffer_info()[0]
+        data, addr, n, _ids = _save_args(keys, block_ids, "save_after")
         ref = _lib.FenceRef()
         opn = self._start("save_after", _save_result,
                           lambda c, s, u: self._lib.kvs_prep_save_after(c, s, data, addr, n,
