@@ -7,6 +7,8 @@
 
 #include "io/batch.h"
 #include "io/mem.h"
+#include "store/pool.h"
+#include "base/util.h"
 #include "wire/layout.h"
 
 int copy_batch_add(struct copy_batch *b, uint64_t dev, uint8_t *pool, uint64_t len)
@@ -36,15 +38,20 @@ int copy_batch_add(struct copy_batch *b, uint64_t dev, uint8_t *pool, uint64_t l
 }
 
 int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
-			 const struct mem_import *mems, uint32_t block_id, uint8_t *slot,
+			 const struct mem_import *mems, uint32_t block_id, const struct slot *slot,
 			 uint32_t first, uint32_t count)
 {
+	uint64_t ext = ((uint64_t)slot->region << 32 | slot->ext) + 1;
+
+	if (ext != b->last_extent)
+		b->merge_floor = MAX(b->merge_floor, b->n);
+	b->last_extent = ext;
 	for (uint32_t l = first; l < first + count; l++) {
 		const struct layer_view *v = &lay->layers[l];
 
 		for (uint32_t seg = 0; seg < v->segments; seg++) {
 			uint64_t dev = mems[v->mem].base + layer_block_offset(v, block_id, seg);
-			int r = copy_batch_add(b, dev, slot + v->slot_off + seg * v->segment_bytes,
+			int r = copy_batch_add(b, dev, slot->addr + v->slot_off + seg * v->segment_bytes,
 					       v->segment_bytes);
 
 			if (r < 0)
@@ -61,6 +68,7 @@ void copy_batch_free(struct copy_batch *b)
 	b->pieces = NULL;
 	b->sig_end = NULL;
 	b->n = b->cap = b->nsig = b->merge_floor = 0;
+	b->last_extent = 0;
 }
 
 /* ---- sinks ------------------------------------------------------------ */

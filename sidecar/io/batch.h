@@ -40,6 +40,7 @@ struct piece {
 };
 
 struct batch_sink;
+struct slot;
 
 struct copy_batch {
 	enum copy_dir dir;
@@ -65,6 +66,12 @@ struct copy_batch {
 	uint32_t nsig;
 	uint32_t *sig_end; /* nsig entries, non-decreasing, the last == n */
 	uint32_t merge_floor;
+	/*
+	 * The extent (region << 32 | index, + 1; 0: none) of the last block's
+	 * slot: a block in another extent raises merge_floor, so no piece
+	 * spans two extents, and so never two pins of the pool (pool.h).
+	 */
+	uint64_t last_extent;
 	/* The mover's between submit and batch_complete() (its queues), then the sink's. */
 	struct cds_list_head node;
 };
@@ -75,12 +82,12 @@ int copy_batch_add(struct copy_batch *b, uint64_t dev, uint8_t *pool, uint64_t l
 /*
  * The layout iterator, for SAVE and LOAD alike: append layers [@first,
  * @first + @count) of engine block @block_id (in the allocations of
- * @mems, which @lay's views index) against the same layers of the slot at
- * @slot, segment by segment.  Returns 0 or -ENOMEM (the batch keeps what
+ * @mems, which @lay's views index) against the same layers of @slot,
+ * segment by segment; ranges merge within the slot's extent only.  Returns 0 or -ENOMEM (the batch keeps what
  * it had; the caller fails it).
  */
 int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
-			 const struct mem_import *mems, uint32_t block_id, uint8_t *slot,
+			 const struct mem_import *mems, uint32_t block_id, const struct slot *slot,
 			 uint32_t first, uint32_t count);
 
 void copy_batch_free(struct copy_batch *b);

@@ -500,7 +500,7 @@ static void do_save(struct worker *w, struct wsession *s, const struct kvs_sqe *
 	for (uint32_t i = 0; i < op->nents && !op->batch.err; i++)
 		op->batch.err =
 			copy_batch_add_block(&op->batch, lay, reg->mems, op->ents[i].block_id,
-					     op->ents[i].shard->slot.addr, 0, lay->nr_layers);
+					     &op->ents[i].shard->slot, 0, lay->nr_layers);
 	op->seq = s->save_next++;
 	cds_list_add_tail(&op->snode, &s->saves);
 	save_order_enter(s->order, &op->imark);
@@ -601,7 +601,7 @@ static void load_add(struct copy_batch *batch, const struct op *op, const struct
 	for (uint32_t i = from; i < to && !batch->err; i++)
 		batch->err = copy_batch_add_block(
 			batch, lay, reg->mems, block_ids[i],
-			op->lease->blocks[i]->shards[reg->place.shard].slot.addr, op->layer_begin,
+			&op->lease->blocks[i]->shards[reg->place.shard].slot, op->layer_begin,
 			op->layer_count);
 }
 
@@ -625,7 +625,7 @@ static void load_add_layers(struct copy_batch *b, const struct op *op,
 		for (uint32_t i = 0; i < op->nblocks && !b->err; i++)
 			b->err = copy_batch_add_block(
 				b, lay, reg->mems, block_ids[i],
-				op->lease->blocks[i]->shards[reg->place.shard].slot.addr,
+				&op->lease->blocks[i]->shards[reg->place.shard].slot,
 				op->layer_begin + j, 1);
 		b->sig_end[j] = b->merge_floor = b->n;
 	}
