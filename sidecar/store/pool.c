@@ -21,25 +21,64 @@
 #define DEMAND_DECAY_EVERY 4096u
 
 /*
- * One thread's share of a region's start-up: touch every page of its
- * chunk, then pin the chunk for the movers (pool_pin), so the faults of
- * one chunk overlap the registration of another.  A chunk is a whole
- * number of extents: no slot spans two registrations.
+ * A region is made ready in chunks of whole pin units, one chunk per CPU
+ * of its node.  Each chunk has two threads: a faulter touches its pages
+ * (the kernel zeroes them) one pin unit after another, and a pinner pins
+ * each unit (pool_pin, e.g. cudaHostRegister) as soon as the faulter is
+ * past it, so faulting, which waits on memory, and pinning, which walks
+ * page tables, overlap.  On the H200 host, 96 GiB of hugetlb pages: 2.5-2.8
+ * s this way, 3.7-3.9 s faulting a chunk and then pinning it, 19-22 s
+ * letting the pin fault the pages itself (docs/PERFORMANCE.md).
  */
+#define PIN_UNIT (256ull << 20) /* rounded up to whole extents */
+
 struct prefault_job {
 	uint8_t *base;
 	uint64_t len;
-	uint64_t step;
+	uint64_t unit; /* pin unit: whole extents; the region's last one may be shorter */
+	uint64_t step; /* page size */
 	int node;
 	const struct pool_pin *pin;
-	uint64_t *progress; /* bytes touched, all threads (relaxed atomic) */
+	uint64_t *progress; /* bytes touched, all chunks (relaxed atomic) */
+	/* faulter -> pinner, under lock: bytes of the chunk touched so far */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t touched;
+	bool pin_after; /* no pinner thread: the faulter pins when done */
+	unsigned pinned; /* units pinned, a prefix of the chunk's */
 	uint64_t fault_ns, pin_ns;
-	int pin_err; /* pin's result; the chunk is pinned when 0 and pin is set */
+	int pin_err; /* the first pin's error; the pinner stops there */
 };
 
-static void *prefault_thread(void *arg)
+static void job_pin(struct prefault_job *j)
 {
-	struct prefault_job *j = arg;
+	uint64_t t0 = now_ns();
+
+	if (j->node >= 0)
+		numa_run_on_node(j->node);
+	for (uint64_t off = 0; off < j->len; off += j->unit) {
+		uint64_t len = MIN(j->unit, j->len - off);
+
+		pthread_mutex_lock(&j->lock);
+		while (j->touched < off + len)
+			pthread_cond_wait(&j->cond, &j->lock);
+		pthread_mutex_unlock(&j->lock);
+		j->pin_err = j->pin->pin(j->base + off, len);
+		if (j->pin_err)
+			break;
+		j->pinned++;
+	}
+	j->pin_ns = now_ns() - t0;
+}
+
+static void *pin_thread(void *arg)
+{
+	job_pin(arg);
+	return NULL;
+}
+
+static void job_fault(struct prefault_job *j)
+{
 	const uint64_t report = 64ull << 20;
 	uint64_t since = 0, t0 = now_ns();
 
@@ -54,14 +93,23 @@ static void *prefault_thread(void *arg)
 			__atomic_fetch_add(j->progress, since, __ATOMIC_RELAXED);
 			since = 0;
 		}
+		if ((off + j->step) % j->unit == 0 || off + j->step >= j->len) {
+			/* A unit done: the pinner may take it. */
+			pthread_mutex_lock(&j->lock);
+			j->touched = MIN(off + j->step, j->len);
+			pthread_cond_signal(&j->cond);
+			pthread_mutex_unlock(&j->lock);
+		}
 	}
 	__atomic_fetch_add(j->progress, since, __ATOMIC_RELAXED);
 	j->fault_ns = now_ns() - t0;
-	if (j->pin) {
-		t0 = now_ns();
-		j->pin_err = j->pin->pin(j->base, j->len);
-		j->pin_ns = now_ns() - t0;
-	}
+	if (j->pin && j->pin_after)
+		job_pin(j);
+}
+
+static void *fault_thread(void *arg)
+{
+	job_fault(arg);
 	return NULL;
 }
 
@@ -79,43 +127,52 @@ static unsigned node_cpus(int node)
 	return n ? n : 1;
 }
 
-/* The chunks of @r (r->chunk bytes each, the last one shorter) unpinned: the first @n of them. */
+/* The pins of @r (r->pin_unit bytes each, the last one shorter) undone: the first @n of them. */
 static void region_unpin(const struct pool *pool, const struct pool_region *r, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
-		pool->pin->unpin(r->base + (uint64_t)i * r->chunk);
+		pool->pin->unpin(r->base + (uint64_t)i * r->pin_unit);
 }
 
 static int prefault(struct pool *pool, struct pool_region *r, unsigned nthreads)
 {
-	pthread_t tid[POOL_MAX_THREADS];
 	struct prefault_job jobs[POOL_MAX_THREADS];
+	pthread_t fault_tid[POOL_MAX_THREADS], pin_tid[POOL_MAX_THREADS];
+	bool faulting[POOL_MAX_THREADS] = { false }, pinning[POOL_MAX_THREADS] = { false };
 	uint64_t progress = 0, step = r->huge ? HUGE_2M : (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t fault_ns = 0, pin_ns = 0;
-	unsigned started = 0, njobs = 0, last_tenth = 0;
+	uint64_t fault_ns = 0, pin_ns = 0, per, unit, chunk;
+	unsigned njobs = 0, last_tenth = 0, pins = 0;
 	int err = 0;
 
 	nthreads = MAX(1u, MIN(nthreads, POOL_MAX_THREADS));
-	r->chunk = round_up_u64((r->size + nthreads - 1) / nthreads, pool->extent_size);
+	per = round_up_u64((r->size + nthreads - 1) / nthreads, pool->extent_size);
+	unit = MIN(per, round_up_u64(PIN_UNIT, pool->extent_size));
+	chunk = round_up_u64(per, unit); /* whole units: the pins have one stride */
 	for (; njobs < nthreads; njobs++) {
-		uint64_t off = (uint64_t)njobs * r->chunk;
+		uint64_t off = (uint64_t)njobs * chunk;
 		struct prefault_job *j = &jobs[njobs];
 
 		if (off >= r->size)
 			break;
 		*j = (struct prefault_job){ .base = r->base + off,
-					    .len = MIN(r->chunk, r->size - off),
+					    .len = MIN(chunk, r->size - off),
+					    .unit = unit,
 					    .step = step,
 					    .node = r->node,
 					    .pin = pool->pin,
 					    .progress = &progress };
-		/* Threads in job order, so the joins below cover a prefix of the jobs. */
-		if (started == njobs && pthread_create(&tid[njobs], NULL, prefault_thread, j) == 0)
-			started++;
+		pthread_mutex_init(&j->lock, NULL);
+		pthread_cond_init(&j->cond, NULL);
+		/* The pinner first: the faulter must know whether to pin itself. */
+		if (j->pin)
+			pinning[njobs] = pthread_create(&pin_tid[njobs], NULL, pin_thread, j) == 0;
+		j->pin_after = j->pin && !pinning[njobs];
+		faulting[njobs] = pthread_create(&fault_tid[njobs], NULL, fault_thread, j) == 0;
 	}
-	/* Jobs no thread took: here, slower but complete. */
-	for (unsigned i = started; i < njobs; i++)
-		prefault_thread(&jobs[i]);
+	/* Chunks no faulter took: here, slower but complete (their pinners keep up). */
+	for (unsigned i = 0; i < njobs; i++)
+		if (!faulting[i])
+			job_fault(&jobs[i]);
 	/* Progress lines for pools large enough to take a while. */
 	if (r->size >= (1ull << 30)) {
 		for (;;) {
@@ -132,21 +189,30 @@ static int prefault(struct pool *pool, struct pool_region *r, unsigned nthreads)
 			usleep(100000);
 		}
 	}
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(tid[i], NULL);
 	for (unsigned i = 0; i < njobs; i++) {
-		fault_ns = MAX(fault_ns, jobs[i].fault_ns);
-		pin_ns = MAX(pin_ns, jobs[i].pin_ns);
-		if (jobs[i].pin_err && !err)
-			err = jobs[i].pin_err;
+		struct prefault_job *j = &jobs[i];
+
+		if (faulting[i])
+			pthread_join(fault_tid[i], NULL);
+		if (pinning[i])
+			pthread_join(pin_tid[i], NULL);
+		pthread_cond_destroy(&j->cond);
+		pthread_mutex_destroy(&j->lock);
+		fault_ns = MAX(fault_ns, j->fault_ns);
+		pin_ns = MAX(pin_ns, j->pin_ns);
+		pins += j->pinned;
+		if (j->pin_err && !err)
+			err = j->pin_err;
 	}
 	if (err) {
-		/* The movers logged why; every chunk that did pin is unpinned. */
+		/* The movers logged why; every unit that did pin is unpinned. */
 		for (unsigned i = 0; i < njobs; i++)
-			if (!jobs[i].pin_err)
-				pool->pin->unpin(jobs[i].base);
+			for (unsigned u = 0; u < jobs[i].pinned; u++)
+				pool->pin->unpin(jobs[i].base + (uint64_t)u * unit);
 		return err;
 	}
+	r->pin_unit = unit;
+	r->nr_pins = pins;
 	r->nr_chunks = njobs;
 	r->pinned = pool->pin != NULL;
 	r->fault_ns = fault_ns;
@@ -225,6 +291,11 @@ static int region_map(struct pool_region *r)
 	return 0;
 }
 
+static const char *page_kind(const struct pool_region *r)
+{
+	return r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised";
+}
+
 static int region_init(struct pool *pool, struct pool_region *r, const struct kvs_config *cfg)
 {
 	uint64_t t0 = now_ns(), t1, lock_ns;
@@ -235,8 +306,8 @@ static int region_init(struct pool *pool, struct pool_region *r, const struct kv
 	if (err)
 		return err;
 	/*
-	 * Every CPU of the node: faulting is the kernel zeroing pages, and
-	 * pinning walks them, both per page and parallel.  (MAP_NORESERVE
+	 * A chunk per CPU of the node: faulting is the kernel zeroing pages,
+	 * and pinning walks them, both per page and parallel.  (MAP_NORESERVE
 	 * hugetlb faults SIGBUS when the pages run out: pool_create checked
 	 * the count.)
 	 */
@@ -269,12 +340,21 @@ static int region_init(struct pool *pool, struct pool_region *r, const struct kv
 	for (unsigned c = 0; c < POOL_MAX_CLASSES; c++)
 		CDS_INIT_LIST_HEAD(&r->cls[c].partial);
 	r->ready_ns = now_ns() - t0;
-	log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u threads, "
-		 "faulting for up to %.2f s, %s %.2f s; %u extents of %" PRIu64 " KiB)",
-		 r->node, r->size >> 20, r->ready_ns / 1e9, (double)r->size / (double)r->ready_ns,
-		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", r->nr_chunks,
-		 r->fault_ns / 1e9, r->pinned ? "then pinning for up to" : "then locked in",
-		 (r->pinned ? r->pin_ns : lock_ns) / 1e9, r->nr_extents, pool->extent_size >> 10);
+	if (r->pinned)
+		log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u chunks, "
+			 "faulting for up to %.2f s, pinned alongside in %u pins of %" PRIu64
+			 " MiB, done after up to %.2f s; %u extents of %" PRIu64 " KiB)",
+			 r->node, r->size >> 20, r->ready_ns / 1e9,
+			 (double)r->size / (double)r->ready_ns, page_kind(r), r->nr_chunks,
+			 r->fault_ns / 1e9, r->nr_pins, r->pin_unit >> 20, r->pin_ns / 1e9,
+			 r->nr_extents, pool->extent_size >> 10);
+	else
+		log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u chunks, "
+			 "faulting for up to %.2f s, then locked in %.2f s; %u extents of %" PRIu64
+			 " KiB)",
+			 r->node, r->size >> 20, r->ready_ns / 1e9,
+			 (double)r->size / (double)r->ready_ns, page_kind(r), r->nr_chunks,
+			 r->fault_ns / 1e9, lock_ns / 1e9, r->nr_extents, pool->extent_size >> 10);
 	return 0;
 }
 
@@ -352,7 +432,7 @@ void pool_destroy(struct pool *pool)
 		free(r->extents);
 		free(r->free_extents);
 		if (r->pinned)
-			region_unpin(pool, r, r->nr_chunks);
+			region_unpin(pool, r, r->nr_pins);
 		if (r->base)
 			munmap(r->base, r->size);
 	}

@@ -75,12 +75,16 @@ struct pool_region {
 	uint32_t steal_hand;
 	uint64_t used_bytes;	/* slot bytes handed out (relaxed atomic) */
 	uint64_t ready_ns;	/* time taken to map, pre-fault and pin or lock */
-	/* Start-up (pool.c prefault()): chunks of whole extents, one per thread. */
-	uint64_t chunk;		/* bytes per chunk (the last one may be shorter) */
-	unsigned nr_chunks;	/* = the threads that made it ready */
-	bool pinned;		/* every chunk pinned by pool->pin */
-	uint64_t fault_ns;	/* the slowest thread's faulting */
-	uint64_t pin_ns;	/* the slowest thread's pinning */
+	/*
+	 * Start-up (pool.c prefault()): chunks of whole pin units, one per
+	 * CPU, each faulted by one thread and pinned unit by unit by another.
+	 */
+	uint64_t pin_unit;	/* bytes per pin (whole extents; the last one may be shorter) */
+	unsigned nr_pins;	/* pins of pin_unit bytes from base, undone by pool_destroy() */
+	unsigned nr_chunks;	/* chunks, i.e. faulting threads */
+	bool pinned;		/* the whole region pinned by pool->pin */
+	uint64_t fault_ns;	/* the slowest chunk's faulting */
+	uint64_t pin_ns;	/* the slowest chunk's pinning, which runs alongside */
 	struct pool_region_class cls[POOL_MAX_CLASSES];
 };
 
@@ -93,9 +97,10 @@ struct pool_class {
 
 /*
  * Pins pool memory for the movers (e.g. cudaHostRegister), called by the
- * start-up threads at once, each on its own chunk (whole extents, so a
- * slot never spans two pins); unpin() gets a chunk's base.  pin() returns
- * 0 or -errno and leaves nothing pinned on failure.
+ * start-up threads at once, each on its own range of already touched
+ * pages (whole extents, so a slot never spans two pins); unpin() gets a
+ * range's base.  pin() returns 0 or -errno and leaves nothing pinned on
+ * failure.
  */
 struct pool_pin {
 	int (*pin)(void *base, uint64_t size);

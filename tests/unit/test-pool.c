@@ -9,15 +9,18 @@
  * The regions are 8 MiB with 256 KiB extents (32 of them), NUMA off, no
  * hugepages: small enough for any test machine to map and pre-fault.
  * The start-up's pins (struct pool_pin, the movers' cudaHostRegister in
- * kvstashd) are recorded: chunks of whole extents that cover the region,
- * each pinned once by its thread and unpinned once by pool_destroy(), and
- * nothing left pinned when one chunk's pin fails.
+ * kvstashd) are recorded: ranges of whole extents that cover the region,
+ * each pinned once, only after all its pages were touched, and unpinned
+ * once by pool_destroy(); chunks larger than a pin unit pinned unit by
+ * unit; and nothing left pinned when one pin fails.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/conf.h"
 #include "store/pool.h"
@@ -548,13 +551,29 @@ static struct {
 	} c[MAX_PINS];
 	unsigned n, calls;
 	unsigned fail_call; /* the pin call of this number (from 1) fails; 0: none */
+	unsigned not_resident; /* pins of a range with a page not yet touched */
 } rec = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Every page of [base, base + size) is in memory: its faulter is past it. */
+static bool resident(void *base, uint64_t size)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), n = (size + page - 1) / page;
+	unsigned char *v = malloc(n);
+	bool all = v && mincore(base, size, v) == 0;
+
+	for (uint64_t i = 0; all && i < n; i++)
+		all = v[i] & 1;
+	free(v);
+	return all;
+}
 
 static int rec_pin(void *base, uint64_t size)
 {
+	bool touched = resident(base, size);
 	int r = 0;
 
 	pthread_mutex_lock(&rec.lock);
+	rec.not_resident += !touched;
 	if (++rec.calls == rec.fail_call) {
 		r = -ENOMEM;
 	} else {
@@ -624,9 +643,12 @@ START_TEST(test_pin_chunks)
 	ck_assert_int_eq(config_set(&c, "pool", "prefault_threads", "3", err, sizeof(err)), 0);
 	rec.n = 0;
 	rec.fail_call = 0;
+	rec.not_resident = 0;
 	ck_assert_int_eq(pool_create(&c, &node, 1, &rec_ops, &p), 0);
 	ck_assert_uint_eq(rec.n, 3);
+	ck_assert_uint_eq(rec.not_resident, 0);
 	ck_assert_uint_eq(p->regions[0].nr_chunks, 3);
+	ck_assert_uint_eq(p->regions[0].nr_pins, 3);
 	ck_assert(p->regions[0].pinned);
 	check_cover(p->regions[0].base, p->regions[0].size, EXTENT);
 	for (unsigned i = 0; i < rec.n; i++)
@@ -679,10 +701,60 @@ START_TEST(test_pin_fails)
 }
 END_TEST
 
+/* Chunks of several pin units: each unit pinned on its own, once touched. */
+START_TEST(test_pin_units)
+{
+	struct kvs_config c = cfg_with(768 * MiB, EXTENT);
+	const int node = -1;
+	struct pool *p = NULL;
+
+	/* Two threads: chunks of 512 and 256 MiB, pinned in 256 MiB units. */
+	rec.n = 0;
+	rec.calls = 0;
+	rec.fail_call = 0;
+	rec.not_resident = 0;
+	ck_assert_int_eq(pool_create(&c, &node, 1, &rec_ops, &p), 0);
+	ck_assert_uint_eq(rec.n, 3);
+	ck_assert_uint_eq(rec.not_resident, 0);
+	ck_assert_uint_eq(p->regions[0].nr_chunks, 2);
+	ck_assert_uint_eq(p->regions[0].nr_pins, 3);
+	ck_assert_uint_eq(p->regions[0].pin_unit, 256 * MiB);
+	check_cover(p->regions[0].base, p->regions[0].size, EXTENT);
+	for (unsigned i = 0; i < rec.n; i++)
+		ck_assert_uint_eq(rec.c[i].size, 256 * MiB);
+	pool_destroy(p);
+	for (unsigned i = 0; i < rec.n; i++)
+		ck_assert_int_eq(rec.c[i].unpins, 1);
+	config_free(&c);
+}
+END_TEST
+
+/* A unit's pin fails: the chunk's later units are not pinned, the rest undone. */
+START_TEST(test_pin_unit_fails)
+{
+	struct kvs_config c = cfg_with(768 * MiB, EXTENT);
+	char err[256];
+	const int node = -1;
+	struct pool *p = NULL;
+
+	ck_assert_int_eq(config_set(&c, "pool", "prefault_threads", "1", err, sizeof(err)), 0);
+	rec.n = 0;
+	rec.calls = 0;
+	rec.fail_call = 2;
+	ck_assert_int_eq(pool_create(&c, &node, 1, &rec_ops, &p), -ENOMEM);
+	ck_assert_ptr_null(p);
+	ck_assert_uint_eq(rec.calls, 2);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert_int_eq(rec.c[0].unpins, 1);
+	rec.fail_call = 0;
+	config_free(&c);
+}
+END_TEST
+
 UNIT_TESTS(test_create, test_create_sizes, test_classes, test_class_limit, test_alloc_until_full,
 	   test_alloc_odd_size, test_slot_generation, test_free_returns_extents,
 	   test_class_outlives_users, test_mixed_sizes, test_under_share, test_pick_extent,
-	   test_pick_respects_share, test_pin_chunks, test_pin_fails)
+	   test_pick_respects_share, test_pin_chunks, test_pin_fails, test_pin_units, test_pin_unit_fails)
 
 const struct unit_suite unit_suite = {
 	.name = "pool",
