@@ -172,6 +172,8 @@ static const struct key keys[] = {
 		 "with mover = auto, fragmented loads use the gather kernel (fastest; shares the GPU's SMs with the engine) or batch (copy engines only)"),
 	KEY("cuda", "kernel_ctas", T_U32, cuda_kernel_ctas, "0", 0, 65535,
 	    "thread blocks of the gather kernel (0: 4 per SM)"),
+	KEY("cuda", "batch_streams", T_U32, cuda_batch_streams, "4", 1, 16,
+	    "copy streams per direction that share a batched copy of small pieces"),
 
 	KEY("cluster", "redis", T_STR, cluster_redis, "", 0, 0,
 	    "Redis holding the cluster block registry: host:port, [v6]:port or unix:/path; empty: no cluster"),

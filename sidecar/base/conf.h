@@ -112,6 +112,7 @@ struct kvs_config {
 	enum cuda_frag_loads cuda_frag_loads;
 	uint64_t cuda_kernel_below;
 	uint32_t cuda_kernel_ctas;
+	uint32_t cuda_batch_streams;
 
 	/* [cluster] (sidecar/cluster/registry.h) */
 	char *cluster_redis; /* empty: no cluster */

@@ -3,7 +3,9 @@
  * Byte-exact round trips through a real kvstashd on a real GPU: both
  * memory kinds (legacy IPC handle, VMM fd), the three layout kinds
  * (page-first, split K/V, MLA replicated), every mover (per-piece DMA,
- * batched DMA through cudaMemcpyBatchAsync, the gather kernel) and auto
+ * batched DMA through cudaMemcpyBatchAsync, whose split K/V and MLA
+ * batches of 24 blocks are cut across the four default copy streams, the
+ * gather kernel) and auto
  * with batched fragmented loads.  Block ids are scattered, data is written by a
  * kernel, destinations and bystanders are poisoned, and every check runs
  * on the GPU.  Exits 77 without a GPU.

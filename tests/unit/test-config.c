@@ -940,6 +940,7 @@ static void assert_config_eq(const struct kvs_config *a, const struct kvs_config
 	ck_assert_uint_eq(a->cuda_kernel_below, b->cuda_kernel_below);
 	ck_assert_int_eq(a->cuda_frag_loads, b->cuda_frag_loads);
 	ck_assert_uint_eq(a->cuda_kernel_ctas, b->cuda_kernel_ctas);
+	ck_assert_uint_eq(a->cuda_batch_streams, b->cuda_batch_streams);
 }
 
 /* Print @a, load the text over a default configuration, and compare. */
@@ -1026,6 +1027,7 @@ START_TEST(test_print_round_trip)
 		"cuda.kernel_below=64K",
 		"cuda.fragmented_loads=batch",
 		"cuda.kernel_ctas=33",
+		"cuda.batch_streams=7",
 		"cluster.redis=unix:/run/redis/redis.sock",
 		"cluster.user=kvstash",
 		"cluster.password_file=/etc/kvstash/redis.pw",

@@ -10,9 +10,12 @@
  *           pay per call, so 16-64 KiB fragments run at about a fifth;
  *   batch   one cudaMemcpyBatchAsync (CUDA 12.8) for the whole batch: the
  *           copy engines again, no SM, and the driver schedules the pieces
- *           itself; checked once per worker at start (PegaFlow dropped
- *           this API over driver trouble), and a failed call falls back
- *           to dma for that batch and turns batch off for the worker;
+ *           itself; a batch of small pieces is cut into [cuda]
+ *           batch_streams parts, one call each on its own stream, so that
+ *           several copy engines share it; checked once per worker at
+ *           start (PegaFlow dropped this API over driver trouble), and a
+ *           failed call falls back to dma for that batch and turns batch
+ *           off for the worker;
  *   kernel  one launch of kvs_gather over a descriptor array in mapped
  *           pinned memory: near the PCIe limit for 16-64 KiB fragments,
  *           but it time-slices with the engine's kernels.
@@ -37,6 +40,8 @@
 #define DESC_RING_BYTES (8u << 20) /* per stream: ~350k descriptors */
 #define KERNEL_SPLIT (64u << 10)   /* descriptors of at most this many bytes */
 #define KERNEL_THREADS 512u
+#define MAX_PARTS 16u		   /* [cuda] batch_streams at most */
+#define PART_MIN_PIECES 64u	   /* a part of a split batch has at least this many */
 
 struct kvs_desc {
 	uint64_t dst;
@@ -48,6 +53,15 @@ extern const unsigned char kvs_gather_fatbin[];
 
 struct cuda_stream {
 	cudaStream_t stream;
+	/*
+	 * A split batch: the parts' streams wait for @fork, recorded on
+	 * @stream, and @stream waits for each part's @join, so the batch's
+	 * event on @stream still completes after all of it, in order.
+	 */
+	cudaStream_t part[MAX_PARTS];
+	cudaEvent_t join[MAX_PARTS];
+	cudaEvent_t fork;
+	unsigned nparts; /* streams in part[] (0: none made) */
 	struct cds_list_head fifo; /* batches in submission order (copy_batch.node) */
 	struct kvs_desc *ring;	   /* mapped pinned descriptors */
 	uint64_t cap;		   /* descriptors */
@@ -65,6 +79,7 @@ struct cuda_worker {
 	enum cuda_mover mode;		 /* [cuda] mover */
 	enum cuda_frag_loads frag_loads; /* [cuda] fragmented_loads */
 	uint64_t kernel_below;		 /* [cuda] kernel_below */
+	unsigned batch_streams;		 /* [cuda] batch_streams */
 	bool batch_ok;			 /* cudaMemcpyBatchAsync passed its check, never failed */
 	/* cudaMemcpyBatchAsync's arrays, grown to the largest batch seen */
 	void **bdst;
@@ -115,14 +130,15 @@ static int batch_room(struct cuda_worker *cw, size_t n)
 }
 
 /*
- * One cudaMemcpyBatchAsync for @n copies already in the arrays.  Source
+ * One cudaMemcpyBatchAsync for the copies [@at, @at + @n) already in the
+ * arrays, on stream @on.  Source
  * order is the stream's: a SAVE's source is engine memory whose writer
  * a stream wait may yet order (GPU-side ordering), a LOAD's a slot that
  * was filled before the batch was submitted.  The overlap flag asks the
  * driver to keep the copies off the engine's compute, which is why this
  * path exists.
  */
-static cudaError_t batch_call(struct cuda_worker *cw, size_t n, cudaStream_t stream)
+static cudaError_t batch_call_at(struct cuda_worker *cw, size_t at, size_t n, cudaStream_t on)
 {
 	struct cudaMemcpyAttributes attr = {
 		.srcAccessOrder = cudaMemcpySrcAccessOrderStream,
@@ -130,7 +146,14 @@ static cudaError_t batch_call(struct cuda_worker *cw, size_t n, cudaStream_t str
 	};
 	size_t first = 0;
 
-	return cudaMemcpyBatchAsync(cw->bdst, cw->bsrc, cw->blen, n, &attr, &first, 1, stream);
+	return cudaMemcpyBatchAsync(cw->bdst + at, cw->bsrc + at, cw->blen + at, n, &attr, &first,
+				    1, on);
+}
+
+/* All @n on @stream. */
+static cudaError_t batch_call(struct cuda_worker *cw, size_t n, cudaStream_t stream)
+{
+	return batch_call_at(cw, 0, n, stream);
 }
 
 /*
@@ -194,6 +217,36 @@ static void batch_check(struct cuda_worker *cw)
 	cudaFreeHost(host);
 }
 
+/*
+ * The streams that share a split batch.  Without them (or with fewer) a
+ * batch is cut into fewer parts; nothing else changes.
+ */
+static void parts_init(struct cuda_worker *cw)
+{
+	for (int i = 0; i < 2; i++) {
+		struct cuda_stream *s = &cw->st[i];
+
+		if (cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming) != cudaSuccess)
+			break;
+		while (s->nparts < cw->batch_streams) {
+			unsigned k = s->nparts;
+
+			if (cudaStreamCreateWithFlags(&s->part[k], cudaStreamNonBlocking) != cudaSuccess)
+				break;
+			if (cudaEventCreateWithFlags(&s->join[k], cudaEventDisableTiming) !=
+			    cudaSuccess) {
+				cudaStreamDestroy(s->part[k]);
+				break;
+			}
+			s->nparts++;
+		}
+	}
+	cudaGetLastError();
+	if (cw->st[0].nparts < cw->batch_streams || cw->st[1].nparts < cw->batch_streams)
+		log_warning("cuda: worker %u: %u and %u of %u copy streams for split batches", cw->wid,
+			    cw->st[0].nparts, cw->st[1].nparts, cw->batch_streams);
+}
+
 static int cuda_worker_init(unsigned dev, unsigned wid, struct mover **ret)
 {
 	const struct kvs_config *cfg = cuda_config();
@@ -234,8 +287,12 @@ static int cuda_worker_init(unsigned dev, unsigned wid, struct mover **ret)
 	cw->frag_loads = cfg->cuda_frag_loads;
 	cw->kernel_below = cfg->cuda_kernel_below;
 	cw->ctas = cfg->cuda_kernel_ctas ? cfg->cuda_kernel_ctas : 4 * cuda_device(dev)->sms;
-	if (cw->mode == CUDA_MOVER_BATCH || cw->mode == CUDA_MOVER_AUTO)
+	cw->batch_streams = MAX(1u, MIN(cfg->cuda_batch_streams, MAX_PARTS));
+	if (cw->mode == CUDA_MOVER_BATCH || cw->mode == CUDA_MOVER_AUTO) {
 		batch_check(cw);
+		if (cw->batch_ok && cw->batch_streams > 1)
+			parts_init(cw);
+	}
 	*ret = &cw->m;
 	return 0;
 }
@@ -252,6 +309,13 @@ static void cuda_worker_fini(struct mover *m)
 		}
 		if (cw->st[i].ring)
 			cudaFreeHost(cw->st[i].ring);
+		for (unsigned k = 0; k < cw->st[i].nparts; k++) {
+			cudaStreamSynchronize(cw->st[i].part[k]);
+			cudaStreamDestroy(cw->st[i].part[k]);
+			cudaEventDestroy(cw->st[i].join[k]);
+		}
+		if (cw->st[i].fork)
+			cudaEventDestroy(cw->st[i].fork);
 	}
 	for (unsigned i = 0; i < cw->nevents; i++)
 		cudaEventDestroy(cw->events[i]);
@@ -426,10 +490,55 @@ static int launch_dma(struct cuda_stream *s, const struct copy_batch *b, uint32_
 	return 0;
 }
 
+/*
+ * How many parts for pieces [@first, @end): one unless the pieces are
+ * small (average below kernel_below, where one copy engine is the limit:
+ * on the H200, 32 KiB pieces of 32 blocks 22 GB/s on one stream, 35 GB/s
+ * on four) and there are enough of them for every part to be worth a call.
+ */
+static unsigned parts_for(const struct cuda_worker *cw, const struct cuda_stream *s,
+			  const struct copy_batch *b, uint32_t first, uint32_t end)
+{
+	uint64_t bytes = 0;
+	uint32_t n = end - first;
+
+	if (s->nparts < 2 || n < 2 * PART_MIN_PIECES)
+		return 1;
+	for (uint32_t i = first; i < end; i++)
+		bytes += b->pieces[i].len;
+	if (bytes / n >= cw->kernel_below)
+		return 1;
+	return MIN(s->nparts, n / PART_MIN_PIECES);
+}
+
+/*
+ * The arrays' @n copies as @k parts on the part streams, forked from and
+ * joined back into @s's stream (struct cuda_stream).  A failure leaves
+ * what was queued to run; the caller copies the whole range again by dma.
+ */
+static cudaError_t batch_split(struct cuda_worker *cw, struct cuda_stream *s, size_t n, unsigned k)
+{
+	cudaError_t e = cudaEventRecord(s->fork, s->stream);
+
+	for (unsigned p = 0; p < k && e == cudaSuccess; p++) {
+		size_t at = n * p / k, len = n * (p + 1) / k - at;
+
+		e = cudaStreamWaitEvent(s->part[p], s->fork, 0);
+		if (e == cudaSuccess)
+			e = batch_call_at(cw, at, len, s->part[p]);
+		if (e == cudaSuccess)
+			e = cudaEventRecord(s->join[p], s->part[p]);
+		if (e == cudaSuccess)
+			e = cudaStreamWaitEvent(s->stream, s->join[p], 0);
+	}
+	return e;
+}
+
 static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const struct copy_batch *b,
 			uint32_t first, uint32_t end)
 {
 	uint32_t n = end - first;
+	unsigned k = parts_for(cw, s, b, first, end);
 	cudaError_t e;
 
 	if (batch_room(cw, n) < 0)
@@ -442,7 +551,7 @@ static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const str
 		cw->bsrc[i] = b->dir == COPY_TO_POOL ? eng : p->pool;
 		cw->blen[i] = p->len;
 	}
-	e = batch_call(cw, n, s->stream);
+	e = k > 1 ? batch_split(cw, s, n, k) : batch_call(cw, n, s->stream);
 	if (e == cudaSuccess)
 		return 0;
 	/*
