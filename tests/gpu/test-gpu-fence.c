@@ -2,7 +2,8 @@
 /*
  * Stream ordering on the GPU (KVS_CONNECT_FENCES), the engine's host
  * thread never synchronizing for kvstash:
- *  1. SAVE AFTER: on one stream a long compute kernel, then kernels that
+ *  1. SAVE AFTER: on one stream a long compute kernel, a gate that holds
+ *     the stream until the SAVE has been submitted, then kernels that
  *     write the blocks' KV (over poison), then the signal and the SAVE
  *     (kvs_prep_save_stream()); the saved bytes are the kernels' (a copy
  *     made when the SAVE arrived would have stored the poison);
@@ -43,6 +44,19 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/*
+ * A host function on a stream that holds it until *@arg is set (or 10 s
+ * have passed): the writes behind it cannot run before the test says so,
+ * however fast the GPU runs the kernels before it.
+ */
+static void CUDART_CB gate(void *arg)
+{
+	double t0 = now_ms();
+
+	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE) && now_ms() - t0 < 10000)
+		usleep(100);
 }
 
 /* Wait for @s, but not for ever: a stream still waiting after @ms fails the test. */
@@ -104,6 +118,7 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	struct kvs_cqe e;
 	uint64_t lease = 0;
 	double t0, t_host;
+	static int open;
 
 	test_keys(keys, N, 101);
 	permute(src, N, 7);
@@ -116,6 +131,8 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	t0 = now_ms();
 	/* The forward pass that is still running, then the KV it writes. */
 	CHECK(gpu_spin_on(s, 1, SPIN_ITERS) == 0, "spin");
+	__atomic_store_n(&open, 0, __ATOMIC_RELEASE);
+	CHECK(cudaLaunchHostFunc(s, gate, &open) == cudaSuccess, "gate");
 	for (unsigned i = 0; i < N; i++)
 		CHECK(gpu_kv_fill_on(s, &kv, src[i], 500 + i) == 0, "fill");
 	t_host = now_ms();
@@ -126,6 +143,8 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	t_host = now_ms() - t_host;
 	CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "the stream finished before the SAVE was "
 						       "submitted: the test proves nothing");
+	/* Pairs with the load in gate(): the KV is written from here on. */
+	__atomic_store_n(&open, 1, __ATOMIC_RELEASE);
 	e = wait_cqe(c);
 	CHECK(e.res == (int)N, "SAVE on the stream: %d", e.res);
 	printf("  SAVE after a stream: %u blocks, %.3f ms of host time to prepare, signal and "
