@@ -217,6 +217,21 @@ static int peer_pidfd(int sock)
 #endif
 }
 
+/* The slots registered with CUDA (mapped, portable), once per session region. */
+static int register_slots(struct kvs_client *c)
+{
+	struct client_fences *fx = c->fx;
+	int r;
+
+	if (fx->dptr)
+		return 0;
+	r = client_cuda_host_register(fx->slots, (size_t)fx->nr * sizeof(*fx->slots), &fx->dptr);
+	if (r < 0)
+		client_log(c, KVS_LOG_ERR, "cannot register the fence slots with CUDA: %s",
+			   kvs_strerror(r));
+	return r;
+}
+
 int client_fences_attach(struct kvs_client *c, struct kvs_fence *slots, uint64_t bytes)
 {
 	struct client_fences *fx = c->fx;
@@ -254,6 +269,15 @@ int client_fences_attach(struct kvs_client *c, struct kvs_fence *slots, uint64_t
 	fx->wd_new = true;
 	pthread_mutex_unlock(&fx->lock);
 	kick(fx);
+	/*
+	 * A CUDA session's slots are registered now, not in its first
+	 * kvs_prep_save_stream() or kvs_prep_load_progress(): registering
+	 * host memory may wait for the device, and there it would wait behind
+	 * the engine's queued work, the very work the fence is meant to
+	 * order after.  A failure is tried again, and reported, at first use.
+	 */
+	if (c->opts.device_kind == KVS_DEVICE_CUDA)
+		register_slots(c);
 	return 0;
 }
 
@@ -408,22 +432,14 @@ static int check_ref(struct kvs_client *c, const struct kvs_fence_ref *fence, ui
 	return 0;
 }
 
-/* The slots' device address, registering them with CUDA on first use. */
+/* The slots' device address; registered at attach, or here if that failed. */
 static int device_addr(struct kvs_client *c, uint32_t slot, uint64_t *ret)
 {
-	struct client_fences *fx = c->fx;
+	int r = register_slots(c);
 
-	if (!fx->dptr) {
-		int r = client_cuda_host_register(fx->slots, (size_t)fx->nr * sizeof(*fx->slots),
-						  &fx->dptr);
-
-		if (r < 0) {
-			client_log(c, KVS_LOG_ERR, "cannot register the fence slots with CUDA: %s",
-				   kvs_strerror(r));
-			return r;
-		}
-	}
-	*ret = fx->dptr + (uint64_t)slot * sizeof(struct kvs_fence);
+	if (r < 0)
+		return r;
+	*ret = c->fx->dptr + (uint64_t)slot * sizeof(struct kvs_fence);
 	return 0;
 }
 

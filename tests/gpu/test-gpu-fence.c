@@ -118,6 +118,7 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	struct kvs_cqe e;
 	uint64_t lease = 0;
 	double t0, t_host;
+	cudaError_t q;
 	static int open;
 
 	test_keys(keys, N, 101);
@@ -141,8 +142,11 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	CHECK(kvs_prep_save_stream(c, sqe, keys, src, N, s, 1) == 0, "prep SAVE on the stream");
 	CHECK(kvs_submit(c) == 1, "submit");
 	t_host = now_ms() - t_host;
-	CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "the stream finished before the SAVE was "
-						       "submitted: the test proves nothing");
+	q = cudaStreamQuery(s);
+	CHECK(q == cudaErrorNotReady,
+	      "the writer's stream is not held at its gate once the SAVE is submitted (%s): the "
+	      "test proves nothing",
+	      cudaGetErrorString(q));
 	/* Pairs with the load in gate(): the KV is written from here on. */
 	__atomic_store_n(&open, 1, __ATOMIC_RELEASE);
 	e = wait_cqe(c);
