@@ -5,10 +5,10 @@
 
 #include <shmq/shmq.h>
 
+#include "base/util.h"
 #include "io/batch.h"
 #include "io/mem.h"
 #include "store/pool.h"
-#include "base/util.h"
 #include "wire/layout.h"
 
 int copy_batch_add(struct copy_batch *b, uint64_t dev, uint8_t *pool, uint64_t len)
@@ -51,7 +51,8 @@ int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
 
 		for (uint32_t seg = 0; seg < v->segments; seg++) {
 			uint64_t dev = mems[v->mem].base + layer_block_offset(v, block_id, seg);
-			int r = copy_batch_add(b, dev, slot->addr + v->slot_off + seg * v->segment_bytes,
+			int r = copy_batch_add(b, dev,
+					       slot->addr + v->slot_off + seg * v->segment_bytes,
 					       v->segment_bytes);
 
 			if (r < 0)

@@ -83,8 +83,8 @@ int copy_batch_add(struct copy_batch *b, uint64_t dev, uint8_t *pool, uint64_t l
  * The layout iterator, for SAVE and LOAD alike: append layers [@first,
  * @first + @count) of engine block @block_id (in the allocations of
  * @mems, which @lay's views index) against the same layers of @slot,
- * segment by segment; ranges merge within the slot's extent only.  Returns 0 or -ENOMEM (the batch keeps what
- * it had; the caller fails it).
+ * segment by segment; ranges merge within the slot's extent only.
+ * Returns 0 or -ENOMEM (the batch keeps what it had; the caller fails it).
  */
 int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
 			 const struct mem_import *mems, uint32_t block_id, const struct slot *slot,

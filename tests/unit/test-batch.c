@@ -17,9 +17,9 @@
 #include "wire/layout.h"
 #include "unit.h"
 
-#define SEG 4096u
+#define SEG    4096u
 #define LAYERS 2u
-#define BLOCK (LAYERS * SEG)
+#define BLOCK  (LAYERS * SEG)
 
 static struct layout *lay;
 static struct mem_import mem;

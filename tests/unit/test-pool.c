@@ -754,7 +754,8 @@ END_TEST
 UNIT_TESTS(test_create, test_create_sizes, test_classes, test_class_limit, test_alloc_until_full,
 	   test_alloc_odd_size, test_slot_generation, test_free_returns_extents,
 	   test_class_outlives_users, test_mixed_sizes, test_under_share, test_pick_extent,
-	   test_pick_respects_share, test_pin_chunks, test_pin_fails, test_pin_units, test_pin_unit_fails)
+	   test_pick_respects_share, test_pin_chunks, test_pin_fails, test_pin_units,
+	   test_pin_unit_fails)
 
 const struct unit_suite unit_suite = {
 	.name = "pool",

@@ -61,7 +61,7 @@ struct cuda_stream {
 	cudaStream_t part[MAX_PARTS];
 	cudaEvent_t join[MAX_PARTS];
 	cudaEvent_t fork;
-	unsigned nparts; /* streams in part[] (0: none made) */
+	unsigned nparts;	   /* streams in part[] (0: none made) */
 	struct cds_list_head fifo; /* batches in submission order (copy_batch.node) */
 	struct kvs_desc *ring;	   /* mapped pinned descriptors */
 	uint64_t cap;		   /* descriptors */
@@ -131,10 +131,10 @@ static int batch_room(struct cuda_worker *cw, size_t n)
 
 /*
  * One cudaMemcpyBatchAsync for the copies [@at, @at + @n) already in the
- * arrays, on stream @on.  Source
- * order is the stream's: a SAVE's source is engine memory whose writer
- * a stream wait may yet order (GPU-side ordering), a LOAD's a slot that
- * was filled before the batch was submitted.  The overlap flag asks the
+ * arrays, on stream @on.  Source order is the stream's: a SAVE's source
+ * is engine memory whose writer a stream wait may yet order (GPU-side
+ * ordering), a LOAD's a slot that was filled before the batch was
+ * submitted.  The overlap flag asks the
  * driver to keep the copies off the engine's compute, which is why this
  * path exists.
  */
@@ -231,7 +231,8 @@ static void parts_init(struct cuda_worker *cw)
 		while (s->nparts < cw->batch_streams) {
 			unsigned k = s->nparts;
 
-			if (cudaStreamCreateWithFlags(&s->part[k], cudaStreamNonBlocking) != cudaSuccess)
+			if (cudaStreamCreateWithFlags(&s->part[k], cudaStreamNonBlocking) !=
+			    cudaSuccess)
 				break;
 			if (cudaEventCreateWithFlags(&s->join[k], cudaEventDisableTiming) !=
 			    cudaSuccess) {
@@ -243,8 +244,8 @@ static void parts_init(struct cuda_worker *cw)
 	}
 	cudaGetLastError();
 	if (cw->st[0].nparts < cw->batch_streams || cw->st[1].nparts < cw->batch_streams)
-		log_warning("cuda: worker %u: %u and %u of %u copy streams for split batches", cw->wid,
-			    cw->st[0].nparts, cw->st[1].nparts, cw->batch_streams);
+		log_warning("cuda: worker %u: %u and %u of %u copy streams for split batches",
+			    cw->wid, cw->st[0].nparts, cw->st[1].nparts, cw->batch_streams);
 }
 
 static int cuda_worker_init(unsigned dev, unsigned wid, struct mover **ret)
