@@ -5,7 +5,6 @@
 
 #include <shmq/shmq.h>
 
-#include "base/util.h"
 #include "io/batch.h"
 #include "io/mem.h"
 #include "store/pool.h"
@@ -44,7 +43,7 @@ int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
 	uint64_t ext = ((uint64_t)slot->region << 32 | slot->ext) + 1;
 
 	if (ext != b->last_extent)
-		b->merge_floor = MAX(b->merge_floor, b->n);
+		b->merge_floor = b->n; /* never above n: it only ever moves up to it */
 	b->last_extent = ext;
 	for (uint32_t l = first; l < first + count; l++) {
 		const struct layer_view *v = &lay->layers[l];
