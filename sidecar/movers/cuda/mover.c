@@ -492,22 +492,16 @@ static int launch_dma(struct cuda_stream *s, const struct copy_batch *b, uint32_
 }
 
 /*
- * How many parts for pieces [@first, @end): one unless the pieces are
- * small (average below kernel_below, where one copy engine is the limit:
- * on the H200, 32 KiB pieces of 32 blocks 22 GB/s on one stream, 35 GB/s
- * on four) and there are enough of them for every part to be worth a call.
+ * How many parts for @n pieces of @bytes together: one unless the pieces
+ * are small (average below kernel_below, where one copy engine is the
+ * limit: on the H200, 32 KiB pieces of 32 blocks 22 GB/s on one stream,
+ * 35 GB/s on four) and there are enough of them for every part to be
+ * worth a call.
  */
-static unsigned parts_for(const struct cuda_worker *cw, const struct cuda_stream *s,
-			  const struct copy_batch *b, uint32_t first, uint32_t end)
+static unsigned parts_for(const struct cuda_worker *cw, const struct cuda_stream *s, uint32_t n,
+			  uint64_t bytes)
 {
-	uint64_t bytes = 0;
-	uint32_t n = end - first;
-
-	if (s->nparts < 2 || n < 2 * PART_MIN_PIECES)
-		return 1;
-	for (uint32_t i = first; i < end; i++)
-		bytes += b->pieces[i].len;
-	if (bytes / n >= cw->kernel_below)
+	if (s->nparts < 2 || n < 2 * PART_MIN_PIECES || bytes / n >= cw->kernel_below)
 		return 1;
 	return MIN(s->nparts, n / PART_MIN_PIECES);
 }
@@ -539,7 +533,8 @@ static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const str
 			uint32_t first, uint32_t end)
 {
 	uint32_t n = end - first;
-	unsigned k = parts_for(cw, s, b, first, end);
+	uint64_t bytes = 0;
+	unsigned k;
 	cudaError_t e;
 
 	if (batch_room(cw, n) < 0)
@@ -551,7 +546,9 @@ static int launch_batch(struct cuda_worker *cw, struct cuda_stream *s, const str
 		cw->bdst[i] = b->dir == COPY_TO_POOL ? p->pool : eng;
 		cw->bsrc[i] = b->dir == COPY_TO_POOL ? eng : p->pool;
 		cw->blen[i] = p->len;
+		bytes += p->len;
 	}
+	k = parts_for(cw, s, n, bytes);
 	e = k > 1 ? batch_split(cw, s, n, k) : batch_call(cw, n, s->stream);
 	if (e == cudaSuccess)
 		return 0;
