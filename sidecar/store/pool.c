@@ -291,14 +291,10 @@ static int region_map(struct pool_region *r)
 	return 0;
 }
 
-static const char *page_kind(const struct pool_region *r)
-{
-	return r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised";
-}
-
 static int region_init(struct pool *pool, struct pool_region *r, const struct kvs_config *cfg)
 {
 	uint64_t t0 = now_ns(), t1, lock_ns;
+	char then[96];
 	unsigned threads;
 	int err;
 
@@ -341,20 +337,16 @@ static int region_init(struct pool *pool, struct pool_region *r, const struct kv
 		CDS_INIT_LIST_HEAD(&r->cls[c].partial);
 	r->ready_ns = now_ns() - t0;
 	if (r->pinned)
-		log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u chunks, "
-			 "faulting for up to %.2f s, pinned alongside in %u pins of %" PRIu64
-			 " MiB, done after up to %.2f s; %u extents of %" PRIu64 " KiB)",
-			 r->node, r->size >> 20, r->ready_ns / 1e9,
-			 (double)r->size / (double)r->ready_ns, page_kind(r), r->nr_chunks,
-			 r->fault_ns / 1e9, r->nr_pins, r->pin_unit >> 20, r->pin_ns / 1e9,
-			 r->nr_extents, pool->extent_size >> 10);
+		snprintf(then, sizeof(then),
+			 "pinned alongside in %u pins of %" PRIu64 " MiB, done after up to %.2f s",
+			 r->nr_pins, r->pin_unit >> 20, r->pin_ns / 1e9);
 	else
-		log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u chunks, "
-			 "faulting for up to %.2f s, then locked in %.2f s; %u extents of %" PRIu64
-			 " KiB)",
-			 r->node, r->size >> 20, r->ready_ns / 1e9,
-			 (double)r->size / (double)r->ready_ns, page_kind(r), r->nr_chunks,
-			 r->fault_ns / 1e9, lock_ns / 1e9, r->nr_extents, pool->extent_size >> 10);
+		snprintf(then, sizeof(then), "then locked in %.2f s", lock_ns / 1e9);
+	log_info("pool: node %d: %" PRIu64 " MiB ready in %.2f s = %.1f GB/s (%s; %u chunks, "
+		 "faulting for up to %.2f s, %s; %u extents of %" PRIu64 " KiB)",
+		 r->node, r->size >> 20, r->ready_ns / 1e9, (double)r->size / (double)r->ready_ns,
+		 r->huge ? "hugetlb 2 MiB pages" : "transparent hugepages advised", r->nr_chunks,
+		 r->fault_ns / 1e9, then, r->nr_extents, pool->extent_size >> 10);
 	return 0;
 }
 
