@@ -119,7 +119,7 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	uint64_t lease = 0;
 	double t0, t_host;
 	cudaError_t q;
-	static int open;
+	static int gate_open;
 
 	test_keys(keys, N, 101);
 	permute(src, N, 7);
@@ -132,8 +132,8 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	t0 = now_ms();
 	/* The forward pass that is still running, then the KV it writes. */
 	CHECK(gpu_spin_on(s, 1, SPIN_ITERS) == 0, "spin");
-	__atomic_store_n(&open, 0, __ATOMIC_RELEASE);
-	CHECK(cudaLaunchHostFunc(s, gate, &open) == cudaSuccess, "gate");
+	__atomic_store_n(&gate_open, 0, __ATOMIC_RELEASE);
+	CHECK(cudaLaunchHostFunc(s, gate, &gate_open) == cudaSuccess, "gate");
 	for (unsigned i = 0; i < N; i++)
 		CHECK(gpu_kv_fill_on(s, &kv, src[i], 500 + i) == 0, "fill");
 	t_host = now_ms();
@@ -148,7 +148,7 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	      "test proves nothing",
 	      cudaGetErrorString(q));
 	/* Pairs with the load in gate(): the KV is written from here on. */
-	__atomic_store_n(&open, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&gate_open, 1, __ATOMIC_RELEASE);
 	e = wait_cqe(c);
 	CHECK(e.res == (int)N, "SAVE on the stream: %d", e.res);
 	printf("  SAVE after a stream: %u blocks, %.3f ms of host time to prepare, signal and "
