@@ -137,10 +137,9 @@ def main() -> int:
     finally:
         daemon.terminate()
         daemon.wait()
+    brows = rows  # every prompt's baseline run, for the decode table
     if args.decode_only:
-        rows, brows = [], rows
-    else:
-        brows = rows
+        rows = []  # no warm runs: no TTFT table
     if rows:
         reps = f", warm runs: median of {args.repeat} (TTFT spread in brackets)" if args.repeat > 1 else ""
         print(f"\nmodel {args.model}, layout {args.layout}, {args.gen - 1} decode tokens; times in ms{reps}"
