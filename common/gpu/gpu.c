@@ -15,7 +15,7 @@ static struct {
 	PFN_cuModuleLoadData_v2000 load;
 	PFN_cuModuleGetFunction_v2000 get;
 	PFN_cuLaunchKernel_v4000 launch;
-	CUfunction fill, check, count_ne, spin;
+	CUfunction fill, fill_blocks, check, count_ne, spin;
 	unsigned long long *counter; /* device */
 	float *scratch;
 } G;
@@ -55,6 +55,7 @@ int gpu_init(void)
 		return -ENOSYS;
 	if (G.load(&mod, gpu_test_fatbin) != CUDA_SUCCESS ||
 	    G.get(&G.fill, mod, "t_fill") != CUDA_SUCCESS ||
+	    G.get(&G.fill_blocks, mod, "t_fill_blocks") != CUDA_SUCCESS ||
 	    G.get(&G.check, mod, "t_check") != CUDA_SUCCESS ||
 	    G.get(&G.count_ne, mod, "t_count_ne") != CUDA_SUCCESS ||
 	    G.get(&G.spin, mod, "t_spin") != CUDA_SUCCESS) {
@@ -305,6 +306,38 @@ int gpu_kv_fill_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed)
 		for (unsigned s = 0; s < gpu_kv_segments(kv); s++)
 			if (gpu_fill_on(stream, gpu_kv_seg(kv, l, b, s), kv->seg, seg_seed(seed, l, s)))
 				return -EIO;
+	return 0;
+}
+
+#define FILL_IDS 64 /* kernels.cu's T_FILL_IDS */
+
+int gpu_kv_fill_blocks_on(void *stream, struct gpu_kv *kv, const uint32_t *blocks, unsigned n,
+			  uint64_t seed0)
+{
+	struct {
+		uint32_t b[FILL_IDS];
+	} ids;
+	unsigned int nseg = gpu_kv_segments(kv);
+	unsigned long long n8 = kv->seg / 8;
+
+	for (unsigned first = 0; first < n; first += FILL_IDS) {
+		unsigned m = n - first < FILL_IDS ? n - first : FILL_IDS;
+
+		memset(&ids, 0, sizeof(ids));
+		memcpy(ids.b, blocks + first, m * sizeof(*blocks));
+		for (unsigned int l = 0; l < kv->layers; l++) {
+			const struct kvs_cuda_layer *y = &kv->lays[l];
+			unsigned long long base = y->base, bs = y->block_stride, ks = y->kv_stride;
+			unsigned long long s0 = seed0 + first;
+			void *params[] = { &base, &bs, &ks, &nseg, &n8, &l, &s0, &ids };
+
+			if (G.launch(G.fill_blocks, grid_for(n8), m * nseg, 1, 256, 1, 1, 0,
+				     (CUstream)stream, params, NULL) != CUDA_SUCCESS) {
+				fprintf(stderr, "kernel launch failed\n");
+				return -EIO;
+			}
+		}
+	}
 	return 0;
 }
 

@@ -68,6 +68,14 @@ int gpu_kv_fill(struct gpu_kv *kv, unsigned b, uint64_t seed);
 long long gpu_kv_check(struct gpu_kv *kv, unsigned b, uint64_t seed, unsigned l0, unsigned n);
 /* gpu_kv_fill() of every layer, and the check of layer @l, on @stream (see gpu_fill_on()). */
 int gpu_kv_fill_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed);
+/*
+ * gpu_kv_fill(@seed0 + i) of blocks @blocks[i] (of @n) on @stream, in one
+ * launch per layer and 64 blocks: to queue behind work that holds the
+ * stream, where one launch per segment would fill the driver's queue of
+ * pending launches and block the calling thread.
+ */
+int gpu_kv_fill_blocks_on(void *stream, struct gpu_kv *kv, const uint32_t *blocks, unsigned n,
+			  uint64_t seed0);
 int gpu_kv_check_layer_on(void *stream, struct gpu_kv *kv, unsigned b, uint64_t seed, unsigned l,
 			  unsigned long long *dev_bad);
 int gpu_kv_poison(struct gpu_kv *kv, unsigned b, uint8_t v);

@@ -134,8 +134,12 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	CHECK(gpu_spin_on(s, 1, SPIN_ITERS) == 0, "spin");
 	__atomic_store_n(&gate_open, 0, __ATOMIC_RELEASE);
 	CHECK(cudaLaunchHostFunc(s, gate, &gate_open) == cudaSuccess, "gate");
-	for (unsigned i = 0; i < N; i++)
-		CHECK(gpu_kv_fill_on(s, &kv, src[i], 500 + i) == 0, "fill");
+	CHECK(gpu_kv_fill_blocks_on(s, &kv, src, N, 500) == 0, "fill");
+	q = cudaStreamQuery(s);
+	CHECK(q == cudaErrorNotReady,
+	      "the writer's stream finished %.1f ms after its first kernel, before the SAVE was "
+	      "prepared (%s)",
+	      now_ms() - t0, cudaGetErrorString(q));
 	t_host = now_ms();
 	sqe = kvs_get_sqe(c);
 	CHECK(sqe, "sqe");
@@ -144,9 +148,9 @@ static void save_after_stream(const struct kvsd *d, cudaStream_t s)
 	t_host = now_ms() - t_host;
 	q = cudaStreamQuery(s);
 	CHECK(q == cudaErrorNotReady,
-	      "the writer's stream is not held at its gate once the SAVE is submitted (%s): the "
-	      "test proves nothing",
-	      cudaGetErrorString(q));
+	      "the writer's stream is not held at its gate once the SAVE is submitted (%s, %.1f ms "
+	      "to prepare and submit, %.1f ms after the first kernel): the test proves nothing",
+	      cudaGetErrorString(q), t_host, now_ms() - t0);
 	/* Pairs with the load in gate(): the KV is written from here on. */
 	__atomic_store_n(&gate_open, 1, __ATOMIC_RELEASE);
 	e = wait_cqe(c);
