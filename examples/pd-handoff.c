@@ -19,7 +19,11 @@
  *   kvstash-example-pd --prefill-socket PATH --decode-socket PATH
  *                      [--hint ADDR:PORT] [--ns NAME] [--tp N] [--layers N]
  *                      [--segment-bytes N] [--blocks N] [--runs N]
- *                      [--replicated] [--allow-partial]
+ *                      [--replicated] [--allow-partial] [--seed N]
+ *
+ * --seed N: prompt r's keys and bytes come from N * 1000 + r + 1 instead
+ * of the process id, so that another program can name the blocks (a test
+ * that locks them from elsewhere).
  *
  * --replicated: an MLA-like layout every rank holds whole
  * (KVS_REGISTER_REPLICATED): prefill's rank 0 alone SAVEs, each block is
@@ -51,6 +55,7 @@ struct args {
 	unsigned tp, layers, blocks, runs;
 	uint64_t seg;
 	bool partial, replicated;
+	uint64_t seed; /* 0: the process id */
 };
 
 /* Shards a block has: one per rank, or one for all (--replicated). */
@@ -201,7 +206,9 @@ static int prefill(const struct args *a, int out, int done)
 		goto out;
 	}
 	for (unsigned run = 0; run < a->runs; run++) {
-		struct handoff h = { .prompt = (uint64_t)getpid() * 1000u + run + 1 };
+		struct handoff h = {
+			.prompt = (a->seed ? a->seed : (uint64_t)getpid()) * 1000u + run + 1
+		};
 		uint64_t t0;
 
 		make_keys(keys, a->blocks, h.prompt);
@@ -370,7 +377,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: kvstash-example-pd --prefill-socket PATH --decode-socket PATH\n"
 		   "       [--hint ADDR:PORT] [--ns NAME] [--tp N] [--layers N]\n"
 		   "       [--segment-bytes N] [--blocks N] [--runs N] [--replicated]\n"
-		   "       [--allow-partial]\n");
+		   "       [--allow-partial] [--seed N]\n");
 }
 
 int main(int argc, char **argv)
@@ -381,7 +388,7 @@ int main(int argc, char **argv)
 		{ "tp", 1, NULL, 't' },		    { "layers", 1, NULL, 'l' },
 		{ "segment-bytes", 1, NULL, 's' },  { "blocks", 1, NULL, 'b' },
 		{ "runs", 1, NULL, 'r' },	    { "allow-partial", 0, NULL, 'P' },
-		{ "replicated", 0, NULL, 'R' },
+		{ "replicated", 0, NULL, 'R' },	    { "seed", 1, NULL, 'S' },
 		{ "help", 0, NULL, 'h' },	    { 0 },
 	};
 	/* The seed's gate: 33 blocks of a Qwen3-8B-like page-first layout, 74.2 MiB. */
@@ -403,6 +410,7 @@ int main(int argc, char **argv)
 		case 'r': a.runs = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'P': a.partial = true; break;
 		case 'R': a.replicated = true; break;
+		case 'S': a.seed = strtoull(optarg, NULL, 0); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

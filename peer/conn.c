@@ -73,6 +73,7 @@ struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const str
 	plist_init(&c->link);
 	plist_init(&c->idle_link);
 	plist_init(&c->dead_link);
+	plist_init(&c->unauth_link);
 	plist_init(&c->locks);
 	c->events = side == SIDE_SERVE ? (EPOLLIN | EPOLLRDHUP) : EPOLLOUT;
 	ev.events = c->events;
@@ -108,7 +109,7 @@ void conn_close(struct conn *c, int err)
 	c->fd = -1;
 	if (c->side == SIDE_SERVE) {
 		serve_drop_locks(c, true);
-		serve_acct_put(kp, c);
+		admit_release(kp, c);
 	} else {
 		/*
 		 * UCX first: closing the endpoint completes its gets (with an

@@ -119,10 +119,18 @@ struct plock {
 	struct lock_shard *shards; /* nr_blocks x nr_shards */
 };
 
-/* Per peer address (server side): what the per-peer limits count. */
+/* A peer host: family and address bytes, no port (admit.c). */
+struct peer_host {
+	uint32_t family; /* AF_INET (addr[0..4)) or AF_INET6 */
+	uint8_t addr[16];
+};
+
+/* Per peer host (server side): what the per-host limits count (admit.c). */
 struct peer_acct {
-	struct sockaddr_storage addr; /* port zeroed */
-	uint32_t conns;
+	struct peer_host host;
+	struct peer_acct *hnext; /* hash chain, or the free list */
+	uint32_t conns;		 /* open */
+	uint32_t unauth;	 /* of them, not authenticated yet */
 	uint32_t locks;
 };
 
@@ -142,6 +150,7 @@ struct conn {
 	struct plist link;	/* kp->conns */
 	struct plist idle_link; /* a peer_ent's idle list */
 	struct plist dead_link; /* kp->dead */
+	struct plist unauth_link; /* kp->unauth, oldest first, until authenticated (serve) */
 	struct kvspeer *kp;
 	int fd;
 	enum conn_side side;
@@ -319,8 +328,15 @@ struct kvspeer {
 	struct plist fetches; /* running */
 	struct plist peers;   /* peer_ent, client side */
 	uint32_t nr_peers;
+	/* Admission (admit.c): accounts per host, the unauthenticated ones by age. */
 	uint32_t nr_serve_conns;
-	struct peer_acct *accts; /* max_conns of them */
+	struct peer_acct *accts;      /* max_conns of them */
+	struct peer_acct **acct_hash; /* by host */
+	uint32_t acct_mask;
+	struct peer_acct *acct_free;
+	struct plist unauth;	/* struct conn.unauth_link */
+	uint32_t nr_unauth;
+	uint32_t *unauth_hist; /* [k]: hosts holding k unauthenticated connections */
 	uint64_t next_tick_ns;
 
 	pthread_mutex_t reg_lock;
@@ -401,7 +417,27 @@ int serve_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payloa
 int serve_stream_next(struct conn *c);
 void serve_drop_locks(struct conn *c, bool closing);
 void serve_tick(struct kvspeer *kp, uint64_t now);
-void serve_acct_put(struct kvspeer *kp, struct conn *c);
+
+/* ---- admit.c ------------------------------------------------------------------ */
+
+int admit_init(struct kvspeer *kp);
+void admit_fini(struct kvspeer *kp);
+/*
+ * May a connection from @sa be accepted?  0 and its host's account in
+ * *@ret (possibly after closing another unauthenticated connection to
+ * make room), or -EUSERS (counted by reason).
+ */
+int admit_accept(struct kvspeer *kp, const struct sockaddr_storage *sa, struct peer_acct **ret);
+/* @c, just made, counts against @a, unauthenticated. */
+void admit_attach(struct kvspeer *kp, struct conn *c, struct peer_acct *a);
+void admit_authenticated(struct kvspeer *kp, struct conn *c);
+/* @c closed (its locks already ended). */
+void admit_release(struct kvspeer *kp, struct conn *c);
+/* May @c's host take one more lock?  false (counted) at max_locks_per_peer. */
+bool admit_may_lock(struct kvspeer *kp, const struct conn *c);
+/* @c's host holds one more lock, one fewer. */
+void admit_locked(struct conn *c);
+void admit_unlock(struct conn *c);
 
 /* ---- fetch.c ------------------------------------------------------------------- */
 

@@ -161,6 +161,8 @@ static int check_params(struct kvspeer *kp, const struct kvspeer_params *p)
 	if (!p->max_conns || p->max_conns > 65536 || !p->max_conns_per_peer ||
 	    !p->max_locks_per_peer)
 		BAD("connection and lock limits must be positive (max_conns at most 65536)");
+	if (p->max_unauth > p->max_conns || p->max_unauth_per_peer > 1024)
+		BAD("max_unauth must be at most max_conns, max_unauth_per_peer at most 1024");
 	if (!p->hello_timeout_ms || !p->io_timeout_ms || !p->idle_timeout_ms)
 		BAD("timeouts must be positive");
 	if (!p->max_shard_bytes)
@@ -516,7 +518,7 @@ static void kp_destroy(struct kvspeer *kp)
 	peer_secret_wipe(&kp->secret);
 	pthread_mutex_destroy(&kp->cmd_lock);
 	pthread_mutex_destroy(&kp->reg_lock);
-	free(kp->accts);
+	admit_fini(kp);
 	free((char *)kp->p.listen);
 	free((char *)kp->p.allow);
 	free((char *)kp->p.ucx_devices);
@@ -551,6 +553,11 @@ int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
 		goto fail;
 	kp->p = *p;
 	kp->p.listen = kp->p.allow = kp->p.ucx_devices = kp->p.secret_file = NULL;
+	/* 0: the defaults (a caller built before these fields passes zeros). */
+	if (!kp->p.max_unauth)
+		kp->p.max_unauth = kp->p.max_conns / 4 ? kp->p.max_conns / 4 : 1;
+	if (!kp->p.max_unauth_per_peer)
+		kp->p.max_unauth_per_peer = 4;
 	kp->p.secret_file = strdup(p->secret_file);
 	if ((p->listen && !(kp->p.listen = strdup(p->listen))) ||
 	    (p->allow && !(kp->p.allow = strdup(p->allow))) ||
@@ -589,11 +596,9 @@ int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
 			goto fail;
 		}
 		kp->serving = true;
-		kp->accts = calloc(p->max_conns, sizeof(*kp->accts));
-		if (!kp->accts) {
-			r = -ENOMEM;
+		r = admit_init(kp);
+		if (r < 0)
 			goto fail;
-		}
 	}
 	kp->epfd = epoll_create1(EPOLL_CLOEXEC);
 	kp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -49,46 +49,6 @@ int serve_listen(struct kvspeer *kp)
 	return 0;
 }
 
-/* The address without its port: what per-peer limits count. */
-static void host_of(const struct sockaddr_storage *sa, struct sockaddr_storage *ret)
-{
-	*ret = *sa;
-	if (ret->ss_family == AF_INET)
-		((struct sockaddr_in *)ret)->sin_port = 0;
-	else if (ret->ss_family == AF_INET6)
-		((struct sockaddr_in6 *)ret)->sin6_port = 0;
-}
-
-static struct peer_acct *acct_get(struct kvspeer *kp, const struct sockaddr_storage *sa)
-{
-	struct sockaddr_storage h;
-	struct peer_acct *free_slot = NULL;
-
-	host_of(sa, &h);
-	for (uint32_t i = 0; i < kp->p.max_conns; i++) {
-		struct peer_acct *a = &kp->accts[i];
-
-		if (a->conns && !memcmp(&a->addr, &h, sizeof(h)))
-			return a;
-		if (!a->conns && !free_slot)
-			free_slot = a;
-	}
-	if (free_slot) {
-		memset(free_slot, 0, sizeof(*free_slot));
-		free_slot->addr = h;
-	}
-	return free_slot;
-}
-
-void serve_acct_put(struct kvspeer *kp, struct conn *c)
-{
-	if (c->acct) {
-		c->acct->conns--;
-		c->acct = NULL;
-		kp->nr_serve_conns--;
-	}
-}
-
 void serve_accept(struct kvspeer *kp)
 {
 	for (int i = 0; i < 64; i++) {
@@ -116,8 +76,8 @@ void serve_accept(struct kvspeer *kp)
 			close(fd);
 			continue;
 		}
-		a = kp->nr_serve_conns < kp->p.max_conns ? acct_get(kp, &sa) : NULL;
-		if (!a || a->conns >= kp->p.max_conns_per_peer) {
+		/* Per host, not per connection: admit.c says who gets in. */
+		if (admit_accept(kp, &sa, &a) < 0) {
 			SFAIL(kp, LIMIT);
 			kp_log_peer(kp, KVSPEER_LOG_WARNING, "refused %s: connection limit", addr);
 			close(fd);
@@ -129,9 +89,7 @@ void serve_accept(struct kvspeer *kp)
 			close(fd);
 			continue;
 		}
-		a->conns++;
-		c->acct = a;
-		kp->nr_serve_conns++;
+		admit_attach(kp, c, a);
 		c->deadline_ns = peer_now_ns() + kp->p.hello_timeout_ms * NSEC_PER_MSEC;
 		STAT_ADD(kp, conns_accepted, 1);
 	}
@@ -157,8 +115,7 @@ static void lock_end(struct conn *c, struct plock *lk, uint64_t *why)
 	pthread_mutex_unlock(&kp->reg_lock);
 	plist_del(&lk->link);
 	c->nr_locks--;
-	if (c->acct)
-		c->acct->locks--;
+	admit_unlock(c);
 	if (why)
 		__atomic_fetch_add(why, 1, __ATOMIC_RELAXED);
 	/* Pairs with the acquire loads in kvspeer_stats(). */
@@ -345,6 +302,7 @@ static int on_auth(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	c->state = CS_READY;
 	c->deadline_ns = 0;
+	admit_authenticated(kp, c);
 	kp_log_peer(kp, KVSPEER_LOG_DEBUG, "peer %s (%s) authenticated", c->addr_str, c->node);
 	return send_auth_ok(c, h->seq);
 }
@@ -372,7 +330,8 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	if (r < 0)
 		return refuse(c, h->seq, r, h->type, KVSPEER_FAIL_RANGE, why);
-	if (c->acct && c->acct->locks >= kp->p.max_locks_per_peer)
+	/* Counted per host: more connections from one host do not buy more locks. */
+	if (!admit_may_lock(kp, c))
 		return refuse(c, h->seq, -EUSERS, h->type, KVSPEER_FAIL_LIMIT,
 			      "too many locks held by this peer");
 	shards = calloc((size_t)q.nr_keys * q.nr_shards, sizeof(*shards));
@@ -462,8 +421,7 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	}
 	plist_add_tail(&lk->link, &c->locks);
 	c->nr_locks++;
-	if (c->acct)
-		c->acct->locks++;
+	admit_locked(c);
 	STAT_ADD(kp, locks_held, 1);
 	STAT_ADD(kp, locks_granted, 1);
 

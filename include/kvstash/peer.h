@@ -201,10 +201,10 @@ struct kvspeer_params {
 	const char *ucx_devices;     /* UCX transport: UCX_NET_DEVICES (NULL: UCX's choice) */
 	uint32_t lock_ttl_ms;	     /* longest lock a peer gets; default 10000 */
 	uint32_t max_conns;	     /* serving: connections at once; default 256 */
-	uint32_t max_conns_per_peer; /* serving: per peer address; default 16 */
-	uint32_t max_locks_per_peer; /* serving: locks per peer address; default 64 */
+	uint32_t max_conns_per_peer; /* serving: per peer host (address, any port); default 16 */
+	uint32_t max_locks_per_peer; /* serving: locks per peer host; default 64 */
 	uint32_t max_keys;	     /* keys per lock request; default and limit KVSPEER_MAX_KEYS */
-	uint32_t hello_timeout_ms;   /* handshake must finish within; default 5000 */
+	uint32_t hello_timeout_ms;   /* HELLO and AUTH must be done within; default 5000 */
 	uint32_t
 		io_timeout_ms; /* a message or a send stalled this long ends the connection; default 5000 */
 	uint32_t idle_timeout_ms; /* serving: an idle connection without locks; default 60000 */
@@ -216,7 +216,14 @@ struct kvspeer_params {
 	void *host;	    /* first argument of every host op */
 	kvspeer_log_fn log; /* optional */
 	void *log_arg;
-	uint64_t resv[8];
+	/*
+	 * Serving: connections not authenticated yet, from all hosts together
+	 * (0: the default, max_conns / 4, at least 1) and from one host (0: the
+	 * default, 4).  See kvspeer(7), ADMISSION.
+	 */
+	uint32_t max_unauth;
+	uint32_t max_unauth_per_peer;
+	uint64_t resv[7];
 };
 
 /* Fill @p with the defaults above (everything else zero / NULL). */
@@ -418,7 +425,18 @@ struct kvspeer_stats {
 	uint64_t conns_open;	 /* now, both sides */
 	uint64_t conns_accepted;
 	uint64_t serve_fail[KVSPEER_FAIL__MAX];
-	uint64_t resv[8];
+	/*
+	 * Admission (serving; each also counted as serve_fail[LIMIT]): why a
+	 * connection or a lock was refused.  kvspeer(7), ADMISSION.
+	 */
+	uint64_t conns_unauth;		/* now: connections not authenticated yet */
+	uint64_t refused_host_conns;	/* the host holds max_conns_per_peer */
+	uint64_t refused_host_unauth;	/* the host holds max_unauth_per_peer unauthenticated */
+	uint64_t refused_unauth_budget; /* max_unauth reached, the host holds the most of it */
+	uint64_t refused_total;		/* max_conns reached, every connection authenticated */
+	uint64_t evicted_unauth;	/* unauthenticated, closed to make room for a newcomer */
+	uint64_t locks_refused_host;	/* the host holds max_locks_per_peer locks */
+	uint64_t resv[1];
 };
 
 int kvspeer_stats(struct kvspeer *kp, struct kvspeer_stats *ret_stats);

@@ -595,6 +595,39 @@
 	KVS_STATS_PEER_FAIL(X, serve, stall)                                                       \
 	KVS_STATS_PEER_FAIL(X, serve, host)                                                        \
 	KVS_STATS_PEER_FAIL(X, serve, transport)                                                   \
+	X(F, U64, conns_unauth, GAUGE, SMP, COUNT, "conns", "unauthenticated", "conns",            \
+	  ", %s not authenticated", "kvstash_peer_connections_unauthenticated",                    \
+	  "Peer connections served that have not authenticated yet.")                              \
+	X(F, U64, refused_host_conns, COUNTER, SMP, COUNT, "refused", "host_conns", "refused",     \
+	  "%s over a host's connections", "kvstash_peer_refused_total{reason=\"host_conns\"}",     \
+	  "Peer connections and locks refused, by the limit: a host's connections "                \
+	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
+	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
+	X(F, U64, refused_host_unauth, COUNTER, SMP, COUNT, "refused", "host_unauth", "refused",   \
+	  ", %s over its unauthenticated", "kvstash_peer_refused_total{reason=\"host_unauth\"}",   \
+	  "Peer connections and locks refused, by the limit: a host's connections "                \
+	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
+	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
+	X(F, U64, refused_unauth_budget, COUNTER, SMP, COUNT, "refused", "unauth_budget",          \
+	  "refused", ", %s over the unauthenticated budget",                                       \
+	  "kvstash_peer_refused_total{reason=\"unauth_budget\"}",                                  \
+	  "Peer connections and locks refused, by the limit: a host's connections "                \
+	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
+	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
+	X(F, U64, refused_total, COUNTER, SMP, COUNT, "refused", "max_conns", "refused",           \
+	  ", %s over every connection", "kvstash_peer_refused_total{reason=\"max_conns\"}",        \
+	  "Peer connections and locks refused, by the limit: a host's connections "                \
+	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
+	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
+	X(F, U64, locks_refused_host, COUNTER, SMP, COUNT, "refused", "host_locks", "refused",     \
+	  ", %s locks over a host's", "kvstash_peer_refused_total{reason=\"host_locks\"}",         \
+	  "Peer connections and locks refused, by the limit: a host's connections "                \
+	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
+	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
+	X(F, U64, evicted_unauth, COUNTER, SMP, COUNT, "refused", "evicted_unauth", "refused",     \
+	  "; %s unauthenticated closed for a newcomer", "kvstash_peer_unauth_evicted_total",       \
+	  "Unauthenticated peer connections closed to make room for a newcomer (the host "         \
+	  "holding the most of the unauthenticated budget gives its oldest).")                     \
 	X(S, PEER_INFO, "", "per_peer", NULL)
 
 /*

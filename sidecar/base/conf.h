@@ -140,6 +140,9 @@ struct kvs_config {
 	uint32_t peer_max_conns;
 	uint32_t peer_max_conns_per_peer;
 	uint32_t peer_max_locks_per_peer;
+	uint32_t peer_max_unauth; /* 0: libkvspeer's default */
+	uint32_t peer_max_unauth_per_peer;
+	uint32_t peer_handshake_timeout_ms;
 	uint32_t peer_fetch_timeout_ms;
 	uint32_t peer_fetch_max_keys;
 	/* [ssd] (sidecar/ssd/ssd.h): no path, no SSD tier */

@@ -349,6 +349,13 @@ static bool sample_peer(struct daemon *d, struct kvs_msg_stats_peer *m,
 	m->locks_dropped = st.locks_dropped;
 	m->conns_open = st.conns_open;
 	m->conns_accepted = st.conns_accepted;
+	m->conns_unauth = st.conns_unauth;
+	m->refused_host_conns = st.refused_host_conns;
+	m->refused_host_unauth = st.refused_host_unauth;
+	m->refused_unauth_budget = st.refused_unauth_budget;
+	m->refused_total = st.refused_total;
+	m->locks_refused_host = st.locks_refused_host;
+	m->evicted_unauth = st.evicted_unauth;
 	for (unsigned k = 0; k < KVSPEER_FAIL__MAX; k++) {
 		m->fetch_failures += st.fetch_fail[k];
 		m->serve_failures += st.serve_fail[k];

@@ -394,6 +394,14 @@ static int peer_params(const struct kvs_config *cfg, struct kvspeer_params *kp, 
 	kp->max_conns = cfg->peer_max_conns;
 	kp->max_conns_per_peer = cfg->peer_max_conns_per_peer;
 	kp->max_locks_per_peer = cfg->peer_max_locks_per_peer;
+	kp->max_unauth = cfg->peer_max_unauth;
+	kp->max_unauth_per_peer = cfg->peer_max_unauth_per_peer;
+	kp->hello_timeout_ms = cfg->peer_handshake_timeout_ms;
+	if (kp->max_unauth > kp->max_conns) {
+		snprintf(why, wl, "[cluster] peer_max_unauth (%u) above peer_max_conns (%u)",
+			 kp->max_unauth, kp->max_conns);
+		return -EINVAL;
+	}
 	kp->log = peer_log;
 	return 0;
 }

@@ -200,6 +200,7 @@ for k in mine:
     labels = k.partition("{")[2]
     assert not labels or re.fullmatch(
         r'(result="(full|partial|empty)"|end="(released|expired|dropped)"|'
+        r'reason="(host_conns|host_unauth|unauth_budget|max_conns|host_locks)"|'
         r'side="(fetch|serve)",kind="[a-z_]+"|le="[^"]+")\}', labels), f"{k}: unknown label"
     assert "127." not in k, f"{k}: a label per peer"
 want = {"kvstash_peer_peers": "gauge", "kvstash_peer_peers_failed": "gauge",
@@ -210,7 +211,9 @@ want = {"kvstash_peer_peers": "gauge", "kvstash_peer_peers_failed": "gauge",
         "kvstash_peer_locks_held": "gauge", "kvstash_peer_locks_granted_total": "counter",
         "kvstash_peer_locks_total": "counter", "kvstash_peer_connections": "gauge",
         "kvstash_peer_connections_accepted_total": "counter",
-        "kvstash_peer_failures_total": "counter"}
+        "kvstash_peer_failures_total": "counter",
+        "kvstash_peer_connections_unauthenticated": "gauge",
+        "kvstash_peer_refused_total": "counter", "kvstash_peer_unauth_evicted_total": "counter"}
 for name, t in want.items():
     assert types.get(name) == t, f"{name}: type {types.get(name)}, want {t}"
 assert mine["kvstash_peer_peers"] == p["peers"] == 2

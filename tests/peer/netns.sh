@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Sourced by the peer tests: two network namespaces joined by a veth pair,
-# on a private range (10.213.0.0/30) that exists inside the namespaces only
+# on a private range (10.213.0.0/30, or /$NETNS_PREFIX when set before: a
+# test that dials from more addresses of NS_B, netns_addr) that exists
+# inside the namespaces only
 # (each test makes its own pair, so tests running at once do not meet),
 # the programs under test started in them, and bounded polls on what they
 # print.  Exits 77 only when namespaces cannot be made (not root).
@@ -72,12 +74,18 @@ fi
 ip netns add "$NS_B" || fail "ip netns add $NS_B"
 ip link add "$VETH_A" type veth peer name "$VETH_B" || fail "veth pair"
 ip link set "$VETH_A" netns "$NS_A" && ip link set "$VETH_B" netns "$NS_B" || fail "veth into namespaces"
-ip -n "$NS_A" addr add "$ADDR_A/30" dev "$VETH_A" || fail "address A"
-ip -n "$NS_B" addr add "$ADDR_B/30" dev "$VETH_B" || fail "address B"
+NETNS_PREFIX=${NETNS_PREFIX:-30}
+ip -n "$NS_A" addr add "$ADDR_A/$NETNS_PREFIX" dev "$VETH_A" || fail "address A"
+ip -n "$NS_B" addr add "$ADDR_B/$NETNS_PREFIX" dev "$VETH_B" || fail "address B"
 for ns in "$NS_A" "$NS_B"; do
 	ip -n "$ns" link set lo up
 done
 ip -n "$NS_A" link set "$VETH_A" up && ip -n "$NS_B" link set "$VETH_B" up || fail "links up"
+
+# netns_addr ADDR: one more address of NS_B (inside the /$NETNS_PREFIX), to dial from.
+netns_addr() {
+	ip -n "$NS_B" addr add "$1/$NETNS_PREFIX" dev "$VETH_B" || fail "address $1"
+}
 
 # The cluster secret: 0600, owned by us.
 SECRET=$tmp/cluster.key

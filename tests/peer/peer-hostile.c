@@ -37,7 +37,7 @@ static struct peer_secret secret;
 static const char *cluster = "test";
 static const char *peer_addr;
 static const char *bind_addr; /* dial from here (--bind), else the kernel's choice */
-static int io_ms = 10000; /* how long to wait for the other side to act */
+static int io_ms = 10000;     /* how long to wait for the other side to act */
 static struct geo g;
 static uint32_t nblocks = 64;
 static uint64_t seed = 1;
@@ -642,6 +642,210 @@ static int c_conn_flood(const char *name)
 	OK("%d of %d connections refused", refused, n);
 }
 
+/*
+ * Admission attacks (kvspeer(7), ADMISSION), as tools for a test that
+ * watches a legitimate node fetch meanwhile: the bounds are checked here
+ * (what this host could hold) and by the test (the node's counters).
+ */
+static unsigned sl_conns = 64, sl_gap_ms = 5, sl_hold_ms = 3000, sl_expect_max;
+static const char *sl_pattern = "partial", *sl_binds;
+
+/* --binds A,B,...: the addresses dialled from, in turn (else --bind or the kernel's). */
+static unsigned split_binds(char (*out)[64], unsigned max)
+{
+	unsigned n = 0;
+	const char *p = sl_binds;
+
+	while (p && *p && n < max) {
+		size_t l = strcspn(p, ",");
+
+		snprintf(out[n++], sizeof(out[0]), "%.*s:0", (int)l, p);
+		p += l + (p[l] == ',');
+	}
+	return n;
+}
+
+/*
+ * Slow handshakes: --conns connections --gap-ms apart, each sending
+ * nothing (silent), a HELLO's header and half its payload (partial), or
+ * the HELLO one byte every 100 ms (drip), held for --hold-ms after the
+ * last.  A connection counts as held once it stayed open 300 ms (a
+ * refusal closes it sooner).  --expect-max N: fail when more than N were
+ * held at once.
+ */
+static int c_slowloris(const char *name)
+{
+	enum { MAXC = 1024, HELD_MS = 300 };
+	static int fds[MAXC];
+	static uint64_t opened_at[MAXC];
+	static size_t sent[MAXC];
+	uint8_t hello[sizeof(struct pw_hdr) + sizeof(struct pw_hello)];
+	struct pw_hdr *h = (struct pw_hdr *)hello;
+	char binds[16][64];
+	unsigned nb = split_binds(binds, 16), opened = 0, refused = 0, failed = 0, closed_later = 0;
+	unsigned max_held = 0, alive_end = 0;
+	bool drip = !strcmp(sl_pattern, "drip"), silent = !strcmp(sl_pattern, "silent");
+	uint64_t t0 = now_ms(), next_open = t0, end = 0, next_drip = t0;
+
+	if (sl_conns > MAXC)
+		FAIL("--conns above %d", MAXC);
+	*h = (struct pw_hdr){
+		.magic = PW_MAGIC, .type = PW_HELLO, .len = sizeof(struct pw_hello), .seq = 1
+	};
+	make_hello((struct pw_hello *)(h + 1), cluster);
+	for (;;) {
+		uint64_t now = now_ms();
+		unsigned held = 0;
+
+		if (opened < sl_conns && now >= next_open) {
+			if (nb)
+				bind_addr = binds[opened % nb];
+			fds[opened] = dial();
+			opened_at[opened] = now;
+			sent[opened] = 0;
+			if (fds[opened] < 0) {
+				failed++;
+			} else if (!silent) {
+				size_t first = drip ? 1 : sizeof(*h) + sizeof(struct pw_hello) / 2;
+
+				if (send_all(fds[opened], hello, first) == 0)
+					sent[opened] = first;
+			}
+			opened++;
+			next_open = now + sl_gap_ms;
+			if (opened == sl_conns)
+				end = now + sl_hold_ms;
+		}
+		for (unsigned i = 0; i < opened; i++) {
+			struct pollfd pfd = { .fd = fds[i], .events = POLLIN };
+			uint8_t junk[512];
+
+			if (fds[i] < 0)
+				continue;
+			if (poll(&pfd, 1, 0) > 0) {
+				ssize_t r = recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT);
+
+				if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+					if (now - opened_at[i] < HELD_MS)
+						refused++;
+					else
+						closed_later++;
+					close(fds[i]);
+					fds[i] = -1;
+					continue;
+				}
+			}
+			if (drip && now >= next_drip && sent[i] < sizeof(hello) &&
+			    send_all(fds[i], hello + sent[i], 1) == 0)
+				sent[i]++;
+			if (now - opened_at[i] >= HELD_MS)
+				held++;
+		}
+		if (drip && now >= next_drip)
+			next_drip = now + 100;
+		if (held > max_held)
+			max_held = held;
+		if (end && now >= end)
+			break;
+		usleep(2000);
+	}
+	for (unsigned i = 0; i < opened; i++)
+		if (fds[i] >= 0) {
+			alive_end++;
+			close(fds[i]);
+		}
+	printf("case %s: %s opened=%u failed=%u refused=%u closed_later=%u max_held=%u "
+	       "alive_at_end=%u ms=%llu\n",
+	       name, sl_expect_max && max_held > sl_expect_max ? "FAIL" : "ok", opened, failed,
+	       refused, closed_later, max_held, alive_end, (unsigned long long)(now_ms() - t0));
+	return sl_expect_max && max_held > sl_expect_max;
+}
+
+/*
+ * The first block of kvstash-example-pd's prompt --pd-seed N (its first
+ * run: --seed N), in namespace --pd-ns of --layers layers of
+ * --seg-bytes, as a kvstashd names it: its key (the example's
+ * derivation) and the namespace digest (kvspeer_kvstash_ns()).
+ */
+static uint64_t pd_seed, pd_seg = 16384;
+static const char *pd_ns = "admit";
+
+static uint64_t pd_mix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int pd_block(uint8_t key[KVSPEER_KEY_SIZE], uint8_t digest[KVSPEER_DIGEST_SIZE])
+{
+	struct kvspeer_kvstash_layer lay[64];
+	struct kvspeer_kvstash_ns kns = { .name = pd_ns, .tp_size = 1, .nr_layers = g.layers };
+	uint64_t s = (pd_seed * 1000u + 1) ^ 0x70646b657973ull, k[2];
+
+	if (!g.layers || g.layers > 64)
+		return -EINVAL;
+	for (uint32_t l = 0; l < g.layers; l++)
+		lay[l] = (struct kvspeer_kvstash_layer){ .segments = 1, .segment_bytes = pd_seg };
+	kns.layers = lay;
+	k[0] = pd_mix(&s);
+	k[1] = pd_mix(&s);
+	memcpy(key, k, sizeof(k));
+	return kvspeer_kvstash_ns(&kns, digest, NULL);
+}
+
+/*
+ * Locks from one host over many connections: --conns authenticated
+ * connections, each asking for locks until refused.  --expect-max N:
+ * fail when more than N locks were granted in all.  With --pd-seed, the
+ * lock is on a kvstashd's block that kvstash-example-pd --seed saved.
+ */
+static int c_lock_hog(const char *name)
+{
+	int fds[256];
+	unsigned n = sl_conns < 256 ? sl_conns : 256, total = 0, conns = 0;
+	uint8_t key[KVSPEER_KEY_SIZE];
+	struct pw_query q = { .nr_keys = 1, .nr_shards = g.tp };
+
+	make_key(seed, 0, key);
+	make_digest(ns, &g, q.digest);
+	if (pd_seed && pd_block(key, q.digest) < 0)
+		FAIL("--pd-seed: no digest for %u layers", g.layers);
+	for (unsigned c = 0; c < n; c++) {
+		fds[c] = authed();
+		if (fds[c] < 0)
+			continue;
+		conns++;
+		for (int i = 0; i < 1000; i++) {
+			uint8_t buf[4096];
+			struct pw_hdr h;
+
+			struct pw_query_reply rep;
+
+			send_msg(fds[c], PW_QUERY, (uint32_t)(3 + i), &q, sizeof(q), key,
+				 sizeof(key));
+			if (recv_msg(fds[c], &h, buf, sizeof(buf), io_ms) < 0 ||
+			    h.type != PW_QUERY_REPLY || h.len < sizeof(rep))
+				break;
+			memcpy(&rep, buf, sizeof(rep));
+			if (!rep.nr_blocks)
+				FAIL("the block to lock is not there (lock request %d)", i);
+			total++;
+		}
+	}
+	for (unsigned c = 0; c < n; c++)
+		if (fds[c] >= 0)
+			close(fds[c]);
+	if (!conns)
+		FAIL("no connection authenticated");
+	if (sl_expect_max && total > sl_expect_max)
+		FAIL("%u locks over %u connections from one host (limit %u)", total, conns,
+		     sl_expect_max);
+	OK("%u locks over %u connections from one host", total, conns);
+}
+
 /* ---- Server cases: one connection from a real fetcher ---------------------------------- */
 
 static int srv_accept(const char *listen_addr)
@@ -852,10 +1056,16 @@ static int s_case(const char *name, const char *listen_addr)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "peer", 1, NULL, 'p' },   { "listen", 1, NULL, 'l' },	 { "secret", 1, NULL, 's' },
-		{ "case", 1, NULL, 'c' },   { "cluster", 1, NULL, 'C' }, { "io-ms", 1, NULL, 'i' },
-		{ "blocks", 1, NULL, 'b' }, { "tp", 1, NULL, 't' },	 { "layers", 1, NULL, 'L' },
-		{ "bind", 1, NULL, 'B' },   { NULL, 0, NULL, 0 },
+		{ "peer", 1, NULL, 'p' },      { "listen", 1, NULL, 'l' },
+		{ "secret", 1, NULL, 's' },    { "case", 1, NULL, 'c' },
+		{ "cluster", 1, NULL, 'C' },   { "io-ms", 1, NULL, 'i' },
+		{ "blocks", 1, NULL, 'b' },    { "tp", 1, NULL, 't' },
+		{ "layers", 1, NULL, 'L' },    { "bind", 1, NULL, 'B' },
+		{ "conns", 1, NULL, 'n' },     { "gap-ms", 1, NULL, 'g' },
+		{ "hold-ms", 1, NULL, 'H' },   { "pattern", 1, NULL, 'P' },
+		{ "binds", 1, NULL, 'X' },     { "expect-max", 1, NULL, 'E' },
+		{ "pd-seed", 1, NULL, 'S' },   { "pd-ns", 1, NULL, 'N' },
+		{ "seg-bytes", 1, NULL, 'G' }, { NULL, 0, NULL, 0 },
 	};
 	static const struct {
 		const char *name;
@@ -868,7 +1078,8 @@ int main(int argc, char **argv)
 		{ "forged-lock", c_forged_lock },   { "out-of-range", c_out_of_range },
 		{ "stall-header", c_stall_header }, { "stall-payload", c_stall_payload },
 		{ "stall-reader", c_stall_reader }, { "lock-flood", c_lock_flood },
-		{ "conn-flood", c_conn_flood },
+		{ "conn-flood", c_conn_flood },	    { "slowloris", c_slowloris },
+		{ "lock-hog", c_lock_hog },
 	};
 	const char *secret_file = NULL, *listen_addr = NULL, *name = NULL;
 	uint32_t tp = 1, layers = 0;
@@ -906,6 +1117,33 @@ int main(int argc, char **argv)
 			break;
 		case 'B':
 			bind_addr = optarg;
+			break;
+		case 'n':
+			sl_conns = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'g':
+			sl_gap_ms = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'H':
+			sl_hold_ms = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'P':
+			sl_pattern = optarg;
+			break;
+		case 'X':
+			sl_binds = optarg;
+			break;
+		case 'E':
+			sl_expect_max = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'S':
+			pd_seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'N':
+			pd_ns = optarg;
+			break;
+		case 'G':
+			pd_seg = strtoull(optarg, NULL, 0);
 			break;
 		default:
 			return 2;
