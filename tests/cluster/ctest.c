@@ -11,6 +11,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "../lib/hub.h"
 #include "ctest.h"
 
 #define MAX_NODES 8
@@ -177,8 +178,8 @@ const char *ct_secret(void)
 	return secret_path;
 }
 
-static void start(struct cnode *n, const struct redis *rd, const char *name, bool peer,
-		  const char *cluster_ini, const char *extra_ini)
+static void start(struct cnode *n, const struct hub_host *h, const struct redis *rd,
+		  const char *name, bool peer, const char *cluster_ini, const char *extra_ini)
 {
 	static unsigned started;
 	char ini[4096], pini[512] = "";
@@ -188,7 +189,13 @@ static void start(struct cnode *n, const struct redis *rd, const char *name, boo
 	memset(n, 0, sizeof(*n));
 	snprintf(n->name, sizeof(n->name), "%s", name);
 	++started;
-	if (peer) {
+	if (peer && h) {
+		/* Its host's address, peers allowed from the hub's network. */
+		snprintf(n->peer, sizeof(n->peer), "%s:7471", h->addr);
+		snprintf(pini, sizeof(pini),
+			 "peer_listen = %s\npeer_allow = " HUB_NET "0/24\nsecret_file = %s\n",
+			 n->peer, ct_secret());
+	} else if (peer) {
 		/*
 		 * A loopback address of this run's own (127.0.0.0/8 is all
 		 * loopback), so parallel runs never meet: peers allowed from
@@ -210,29 +217,35 @@ static void start(struct cnode *n, const struct redis *rd, const char *name, boo
 	 * never turns an answer into -ETIMEDOUT.
 	 */
 	snprintf(ini, sizeof(ini),
-		 "[cluster]\nredis = 127.0.0.1:%d\nname = %s\nnode = %s\npeer_address = %s\n"
+		 "[cluster]\nredis = %s:%d\nname = %s\nnode = %s\npeer_address = %s\n"
 		 "lease_ttl = 30s\nconnect_timeout = 5s\ncommand_timeout = 10s\n"
 		 "flush_timeout = 20s\nquery_timeout = 10s\n%s%s\n%s\n",
-		 rd->port, cluster, name, n->peer, pini, cluster_ini ? cluster_ini : "",
-		 extra_ini ? extra_ini : "");
+		 redis_host(rd), rd->port, cluster, name, n->peer, pini,
+		 cluster_ini ? cluster_ini : "", extra_ini ? extra_ini : "");
 	for (slot = 0; slot < MAX_NODES && nodes[slot]; slot++)
 		;
 	CHECK(slot < MAX_NODES, "too many nodes");
 	nodes[slot] = n;
-	r = kvsd_start(&n->d, ini);
+	r = kvsd_start_in(&n->d, h, ini);
 	CHECK(r == 0, "kvstashd %s did not start: %s", name, strerror(-r));
+}
+
+void cnode_start_in(struct cnode *n, const struct hub_host *h, const struct redis *rd,
+		    const char *name, bool peer, const char *cluster_ini, const char *extra_ini)
+{
+	start(n, h, rd, name, peer, cluster_ini, extra_ini);
 }
 
 void cnode_start(struct cnode *n, const struct redis *rd, const char *name, const char *cluster_ini,
 		 const char *extra_ini)
 {
-	start(n, rd, name, false, cluster_ini, extra_ini);
+	start(n, NULL, rd, name, false, cluster_ini, extra_ini);
 }
 
 void cnode_start_peer(struct cnode *n, const struct redis *rd, const char *name,
 		      const char *cluster_ini, const char *extra_ini)
 {
-	start(n, rd, name, true, cluster_ini, extra_ini);
+	start(n, NULL, rd, name, true, cluster_ini, extra_ini);
 }
 
 void cnode_term(struct cnode *n)
@@ -301,7 +314,7 @@ int ct_redis_cmd(const struct redis *rd, char *out, size_t len, const char *fmt,
 	va_list ap;
 	int r = 0;
 
-	c = redisConnectWithTimeout("127.0.0.1", rd->port, tv);
+	c = redisConnectWithTimeout(redis_host(rd), rd->port, tv);
 	if (!c || c->err) {
 		redisFree(c);
 		return -ECONNREFUSED;
@@ -417,7 +430,8 @@ struct kvs_client *ct_worker_rank(const struct cnode *n, const char *ns, const c
 
 struct kvs_client *ct_worker_kind(const struct cnode *n, const char *ns, const char *instance,
 				  uint32_t rank, uint32_t tp, enum test_layout_kind kind,
-				  struct test_kv *kv, unsigned layers, unsigned blocks, uint64_t seg)
+				  struct test_kv *kv, unsigned layers, unsigned blocks,
+				  uint64_t seg)
 {
 	struct kvs_client *c = ct_connect(n, KVS_ROLE_WORKER, ns, instance, rank, tp);
 	int r;

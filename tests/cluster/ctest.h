@@ -68,6 +68,14 @@ void ct_redis_start(struct redis *rd);
 void cnode_start(struct cnode *n, const struct redis *rd, const char *name, const char *cluster_ini,
 		 const char *extra_ini);
 /*
+ * As cnode_start() (@peer: cnode_start_peer()), in host @h's network
+ * namespace (tests/lib/hub.h; the redis of @rd reachable from it): its
+ * peer service on @h's address, peers allowed from the hub's /24.
+ */
+struct hub_host;
+void cnode_start_in(struct cnode *n, const struct hub_host *h, const struct redis *rd,
+		    const char *name, bool peer, const char *cluster_ini, const char *extra_ini);
+/*
  * As cnode_start(), with the peer service: peer_listen and peer_address
  * are n->peer, a loopback address of this run's own (127.B.A.k:7471),
  * peer_allow that /24, secret_file ct_secret().

@@ -13,6 +13,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "../lib/hub.h"
 #include "rtest.h"
 
 #define MAX_PROCS 32
@@ -129,7 +130,10 @@ static int spawn_redis(struct redis *rd)
 	argv[argc++] = "--port";
 	argv[argc++] = port;
 	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
+	argv[argc++] = redis_host(rd);
+	/* On a host of the test's own network, the other hosts are its clients. */
+	argv[argc++] = "--protected-mode";
+	argv[argc++] = rd->host ? "no" : "yes";
 	argv[argc++] = "--save";
 	argv[argc++] = "";
 	argv[argc++] = "--appendonly";
@@ -153,6 +157,8 @@ static int spawn_redis(struct redis *rd)
 
 		dup2(fd, 0);
 		dup2(fd, 1);
+		if (hub_enter(rd->host) < 0)
+			_exit(126);
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -173,6 +179,11 @@ static int spawn_redis(struct redis *rd)
 		usleep(10000);
 	}
 	return -ETIMEDOUT;
+}
+
+const char *redis_host(const struct redis *rd)
+{
+	return rd->host ? rd->host->addr : "127.0.0.1";
 }
 
 int redis_start(struct redis *rd)
@@ -222,7 +233,7 @@ void redis_stop(struct redis *rd)
 
 void redis_addr(const struct redis *rd, char *buf, size_t len)
 {
-	snprintf(buf, len, "127.0.0.1:%d", rd->port);
+	snprintf(buf, len, "%s:%d", redis_host(rd), rd->port);
 }
 
 static void reply_text(const redisReply *r, char *out, size_t len)
@@ -255,7 +266,7 @@ static void reply_text(const redisReply *r, char *out, size_t len)
 int redis_cmd(const struct redis *rd, char *out, size_t len, const char *fmt, ...)
 {
 	struct timeval tv = { 2, 0 };
-	redisContext *c = redisConnectWithTimeout("127.0.0.1", rd->port, tv);
+	redisContext *c = redisConnectWithTimeout(redis_host(rd), rd->port, tv);
 	redisReply *r;
 	va_list ap;
 

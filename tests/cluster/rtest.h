@@ -27,12 +27,19 @@
 		}                                                                        \
 	} while (0)
 
+struct hub_host;
+
 struct redis {
 	pid_t pid;
 	int port;
 	char dir[128];
 	char extra[512]; /* more redis-server arguments, space-separated */
+	/* Set before redis_start(): the host it runs in and binds (tests/lib/hub.h); NULL: loopback. */
+	const struct hub_host *host;
 };
+
+/* Its address to connect to: the host's, or 127.0.0.1. */
+const char *redis_host(const struct redis *rd);
 
 struct node {
 	pid_t pid;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hub.h"
 
 uint64_t test_now_ns(void)
 {
@@ -75,6 +76,8 @@ static int spawn(struct kvsd *d)
 	if (d->pid == 0) {
 		dup2(logfd, 1);
 		dup2(logfd, 2);
+		if (hub_enter(d->host) < 0)
+			_exit(126);
 		execl(bin, "kvstashd", "--config", d->conf, (char *)NULL);
 		_exit(127);
 	}
@@ -99,10 +102,16 @@ static int spawn(struct kvsd *d)
 
 int kvsd_start(struct kvsd *d, const char *extra_ini)
 {
+	return kvsd_start_in(d, NULL, extra_ini);
+}
+
+int kvsd_start_in(struct kvsd *d, const struct hub_host *h, const char *extra_ini)
+{
 	const char *tmp = getenv("TMPDIR");
 	FILE *f;
 
 	memset(d, 0, sizeof(*d));
+	d->host = h;
 	snprintf(d->dir, sizeof(d->dir), "%s/kvstash-test.XXXXXX", tmp ? tmp : "/tmp");
 	if (!mkdtemp(d->dir))
 		return -errno;

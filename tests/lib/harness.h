@@ -16,12 +16,15 @@
 
 #define SKIP 77
 
+struct hub_host;
+
 struct kvsd {
 	pid_t pid;
 	char dir[128];	/* temporary directory, removed by kvsd_cleanup() */
 	char sock[160];
 	char conf[160];
 	char log[160];
+	const struct hub_host *host; /* the network namespace it runs in (hub.h); NULL: ours */
 };
 
 /*
@@ -31,6 +34,8 @@ struct kvsd {
  * answers and the daemon has logged that it is ready.  Returns 0 or -errno (the log is printed on failure).
  */
 int kvsd_start(struct kvsd *d, const char *extra_ini);
+/* The same in host @h's network namespace (tests/lib/hub.h), for restarts too. */
+int kvsd_start_in(struct kvsd *d, const struct hub_host *h, const char *extra_ini);
 /* Start again on the same directory and config (after a kill). */
 int kvsd_restart(struct kvsd *d);
 /* SIGTERM and wait; returns the exit status (or -errno). */
