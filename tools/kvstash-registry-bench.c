@@ -103,8 +103,8 @@ static void flush_holder(void)
 {
 	struct registry_mark m;
 
-	registry_mark(holder, &m);
-	if (registry_flush(holder, &m, 60000, on_flush, NULL) < 0)
+	if (registry_mark(holder, NULL, &m) < 0 ||
+	    registry_flush(holder, &m, 60000, on_flush, NULL) < 0)
 		exit(1);
 	wait_flag();
 	if (fres.status) {
@@ -129,8 +129,8 @@ static void *producer(void *p)
 			redis_bench_key(k[j], w->seed, i + j);
 		/* A full queue refuses; this producer offers again (the bench wants no drops). */
 		while (got < c) {
-			uint32_t g = registry_insert(holder, ns, (const uint8_t(*)[16])(k + got),
-						     c - got);
+			uint32_t g = registry_insert(holder, NULL, ns,
+						     (const uint8_t(*)[16])(k + got), c - got);
 
 			got += g;
 			if (!g)
@@ -322,7 +322,8 @@ int main(int argc, char **argv)
 			pthread_create(&t, NULL, producer, &w);
 			pthread_join(t, NULL);
 			t0 = now_s();
-			registry_mark(holder, &m);
+			if (registry_mark(holder, NULL, &m) < 0)
+				exit(1);
 			registry_flush(holder, &m, 60000, on_flush, NULL);
 			wait_flag();
 			tf = now_s() - t0;

@@ -175,9 +175,11 @@ struct kvs_sqe {
  *   +CLUSTER -ESHUTDOWN                registered       (overflow, registry
  *                                                       unreachable, failed)
  *
- * A cluster FLUSH's counts are of the node's registry changes (every
- * session's) before the barrier, since this session's previous cluster
- * FLUSH.  A cluster QUERY's CQE is a QUERY's, with KVS_CQE_CLUSTER set;
+ * A cluster FLUSH's counts are of this session's registrations (its
+ * blocks that SAVE or a fetch sealed; with KVS_FLUSH_INSTANCE the
+ * instance's) before the barrier, since its previous cluster FLUSH (the
+ * instance's previous one): no other session's.  -EAGAIN: the registry's
+ * queue is full even for the barrier (try again).  A cluster QUERY's CQE is a QUERY's, with KVS_CQE_CLUSTER set;
  * its cluster part is the struct kvs_cluster_answer at the CQE's ring
  * index in KVS_PART_CLUSTER, written before the CQE is published.
  */

@@ -311,9 +311,10 @@ int kvs_query_fetch_sync(struct kvs_client *client, const void *keys, uint32_t n
 			 uint32_t flags, const char *hint, int timeout_ms, uint64_t *ret_lease);
 /*
  * A FLUSH with KVS_FLUSH_CLUSTER added to @flags: returns res (0,
- * -ETIMEDOUT, -ESHUTDOWN, -EOPNOTSUPP ...), the registry changes
- * delivered and dropped since this session's previous cluster FLUSH in
- * *@ret_registered and *@ret_dropped (when res >= 0 or -ETIMEDOUT).
+ * -ETIMEDOUT, -ESHUTDOWN, -EAGAIN, -EOPNOTSUPP ...), this session's
+ * registrations (its instance's with KVS_FLUSH_INSTANCE) delivered and
+ * dropped since its previous cluster FLUSH in *@ret_registered and
+ * *@ret_dropped (when res >= 0 or -ETIMEDOUT).
  */
 int kvs_flush_cluster_sync(struct kvs_client *client, uint32_t flags, int timeout_ms,
 			   uint64_t *ret_registered, uint64_t *ret_dropped);

@@ -170,8 +170,8 @@ class ClusterQueryResult(_ClusterQueryHits):
 
 
 class ClusterFlushResult(NamedTuple):
-    """Cluster FLUSH: registry changes delivered and dropped since the
-    session's previous cluster FLUSH (the node's, every session's)."""
+    """Cluster FLUSH: the session's registrations (its instance's with
+    FLUSH_INSTANCE) delivered and dropped since its previous cluster FLUSH."""
 
     registered: int
     dropped: int

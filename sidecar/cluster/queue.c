@@ -6,11 +6,11 @@
 
 #include "cluster/queue.h"
 
-int rq_init(struct rq *q, uint32_t entries, int wake_fd)
+int rq_init(struct rq *q, uint32_t entries, uint32_t reserve, int wake_fd)
 {
 	struct rq_cell *c;
 
-	if (entries < 2 || (entries & (entries - 1)))
+	if (entries < 2 || (entries & (entries - 1)) || reserve >= entries)
 		return -EINVAL;
 	c = aligned_alloc(64, (size_t)entries * sizeof(*c));
 	if (!c)
@@ -20,6 +20,7 @@ int rq_init(struct rq *q, uint32_t entries, int wake_fd)
 		c[i].seq = i;
 	q->cells = c;
 	q->mask = entries - 1;
+	q->reserve = reserve;
 	q->wake_fd = wake_fd;
 	return 0;
 }
@@ -52,45 +53,71 @@ static void rq_wake(struct rq *q)
 	}
 }
 
-uint32_t rq_push(struct rq *q, uint8_t op, const uint8_t ns[16], const uint8_t (*keys)[16],
-		 uint32_t n)
+/*
+ * Claim a position with @free cells free from it on (the reserve for a
+ * change, 0 for a mark): its cell, or NULL when the queue is that full.
+ */
+static struct rq_cell *claim(struct rq *q, uint64_t free, uint64_t *ret_pos)
+{
+	uint64_t pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
+
+	for (;;) {
+		struct rq_cell *c = &q->cells[pos & q->mask];
+		uint64_t seq;
+		int64_t dif;
+
+		/*
+		 * Load-acquire of the cell's turn pairs with the consumer's
+		 * store-release in rq_pop(): its reads of the previous lap's
+		 * entry are done before we write.
+		 */
+		seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+		dif = (int64_t)(seq - pos);
+		if (dif == 0) {
+			/*
+			 * The reserve: the cell @free ahead must be free for its
+			 * position too (the previous lap's entry there is taken).
+			 * Acquire as above; a stale look only refuses early.
+			 */
+			if (free) {
+				const struct rq_cell *f = &q->cells[(pos + free) & q->mask];
+
+				if ((int64_t)(__atomic_load_n(&f->seq, __ATOMIC_ACQUIRE) -
+					      (pos + free)) < 0)
+					return NULL;
+			}
+			/* Claim pos; relaxed: the cell's seq orders the data. */
+			if (__atomic_compare_exchange_n(&q->tail, &pos, pos + 1, true,
+							__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+				*ret_pos = pos;
+				return c;
+			}
+		} else if (dif < 0) {
+			return NULL; /* the previous lap's entry is still there */
+		} else {
+			pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+uint32_t rq_push(struct rq *q, uint8_t op, void *tag, const uint8_t ns[16],
+		 const uint8_t (*keys)[16], uint32_t n)
 {
 	uint32_t done = 0;
 
 	for (; done < n; done++) {
-		uint64_t pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
-		struct rq_cell *c;
+		uint64_t pos;
+		struct rq_cell *c = claim(q, q->reserve, &pos);
 
-		for (;;) {
-			uint64_t seq;
-			int64_t dif;
-
-			c = &q->cells[pos & q->mask];
-			/*
-			 * Load-acquire of the cell's turn pairs with the
-			 * consumer's store-release in rq_pop(): its reads of
-			 * the previous lap's entry are done before we write.
-			 */
-			seq = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
-			dif = (int64_t)(seq - pos);
-			if (dif == 0) {
-				/* Claim pos; relaxed: the cell's seq orders the data. */
-				if (__atomic_compare_exchange_n(&q->tail, &pos, pos + 1, true,
-								__ATOMIC_RELAXED, __ATOMIC_RELAXED))
-					break;
-			} else if (dif < 0) {
-				goto full; /* the previous lap's entry is still there */
-			} else {
-				pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
-			}
-		}
+		if (!c)
+			break;
 		c->op = op;
+		c->tag = tag;
 		memcpy(c->ns, ns, 16);
 		memcpy(c->key, keys[done], 16);
 		/* Store-release publishes the entry; pairs with rq_pop()'s load-acquire. */
 		__atomic_store_n(&c->seq, pos + 1, __ATOMIC_RELEASE);
 	}
-full:
 	if (done < n)
 		__atomic_fetch_add(&q->overflow, n - done, __ATOMIC_RELAXED);
 	if (done) {
@@ -98,6 +125,21 @@ full:
 		rq_wake(q);
 	}
 	return done;
+}
+
+bool rq_push_mark(struct rq *q, void *tag)
+{
+	uint64_t pos;
+	struct rq_cell *c = claim(q, 0, &pos);
+
+	if (!c)
+		return false;
+	c->op = RQ_MARK;
+	c->tag = tag;
+	/* Store-release publishes the mark; pairs with rq_pop()'s load-acquire. */
+	__atomic_store_n(&c->seq, pos + 1, __ATOMIC_RELEASE);
+	rq_wake(q);
+	return true;
 }
 
 bool rq_pop(struct rq *q, struct rq_item *ret)
@@ -109,6 +151,7 @@ bool rq_pop(struct rq *q, struct rq_item *ret)
 	if (seq != q->head + 1)
 		return false; /* empty, or claimed and not yet published */
 	ret->pos = q->head;
+	ret->tag = c->tag;
 	ret->op = c->op;
 	memcpy(ret->ns, c->ns, 16);
 	memcpy(ret->key, c->key, 16);

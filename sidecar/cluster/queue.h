@@ -8,6 +8,12 @@
  * waiting.  The position a producer claims is the change's place in the
  * stream that flush marks refer to (registry_mark()).
  *
+ * Besides changes it carries marks (RQ_MARK: registry_mark(), a flush
+ * barrier's place in the stream), for which the last cells are kept: a
+ * change is refused while fewer than @reserve cells are free, a mark only
+ * when none is.  Each entry has a tag, its producer's (a change: whose it
+ * is, struct registry_tally; a mark: its flush).
+ *
  * Wake-up: the consumer sleeps in epoll.  Before it sleeps it sets
  * need_wake and looks at the queue once more; a producer that published
  * looks at need_wake and, if set, takes it and writes the eventfd.  Both
@@ -24,16 +30,19 @@
 
 #define RQ_INSERT 1
 #define RQ_REMOVE 2
+#define RQ_MARK	  3
 
 struct rq_cell {
 	uint64_t seq; /* atomic: pos when free for position pos, pos + 1 when full */
-	uint8_t op;   /* RQ_INSERT, RQ_REMOVE */
+	void *tag;
+	uint8_t op; /* RQ_INSERT, RQ_REMOVE, RQ_MARK */
 	uint8_t ns[16];
 	uint8_t key[16];
 };
 
 struct rq_item {
 	uint64_t pos;
+	void *tag;
 	uint8_t op;
 	uint8_t ns[16];
 	uint8_t key[16];
@@ -49,16 +58,22 @@ struct rq {
 	uint32_t need_wake;	    /* atomic: the consumer is about to sleep */
 	int wake_fd;		    /* eventfd, or -1 */
 	alignas(128) uint64_t mask;
+	uint64_t reserve; /* cells only marks may take */
 	struct rq_cell *cells;
 };
 
-/* @entries: a power of two >= 2.  -EINVAL, -ENOMEM. */
-int rq_init(struct rq *q, uint32_t entries, int wake_fd);
+/* @entries: a power of two >= 2, @reserve below it.  -EINVAL, -ENOMEM. */
+int rq_init(struct rq *q, uint32_t entries, uint32_t reserve, int wake_fd);
 void rq_fini(struct rq *q);
 
-/* Producers: queue @n keys; returns how many fit, counts the rest as overflow. */
-uint32_t rq_push(struct rq *q, uint8_t op, const uint8_t ns[16], const uint8_t (*keys)[16],
-		 uint32_t n);
+/*
+ * Producers: queue @n changes (RQ_INSERT, RQ_REMOVE) of @tag; returns how
+ * many fit, counts the rest as overflow.
+ */
+uint32_t rq_push(struct rq *q, uint8_t op, void *tag, const uint8_t ns[16],
+		 const uint8_t (*keys)[16], uint32_t n);
+/* Producers: queue a mark (its flush @tag); false when no cell is free at all. */
+bool rq_push_mark(struct rq *q, void *tag);
 
 /* Consumer: take the next published entry; false when there is none (yet). */
 bool rq_pop(struct rq *q, struct rq_item *ret);

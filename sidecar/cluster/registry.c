@@ -35,6 +35,7 @@
 #include <hiredis/hiredis.h>
 
 #include "cluster/addr.h"
+#include "cluster/ledger.h"
 #include "cluster/queue.h"
 #include "cluster/registry.h"
 #include "cluster/reply.h"
@@ -47,7 +48,6 @@
 #define QUERY_CHUNK	  1024u
 #define QUERY_WINDOW	  4u /* chunks of one query in flight */
 #define QUERY_MAX_KEYS	  (1u << 20)
-#define HISTORY		  1024u /* resolved segments kept for flush counts */
 #define BACKOFF_MIN_MS	  50u
 #define BACKOFF_MAX_MS	  2000u
 #define READ_BUFFER_MAX	  ((size_t)REPLY_MAX_BYTES + (1u << 20))
@@ -61,9 +61,11 @@ static const char *const script_src[NR_SCRIPTS] = {
 enum req_kind { K_AUTH, K_LOAD, K_ACQUIRE, K_RENEW, K_RELEASE, K_BATCH, K_QUERY };
 
 struct batch {
-	uint64_t start, end; /* queue positions covered: [start, end) */
-	uint32_t nkeys;	     /* block keys sent */
-	uint32_t nbackfill;  /* of which from the backfill */
+	uint64_t start, end;	 /* queue positions covered: [start, end) */
+	uint32_t nkeys;		 /* block keys sent */
+	uint32_t nbackfill;	 /* of which from the backfill */
+	struct ledger_run *runs; /* whose changes [start, end) are (ledger.h) */
+	uint32_t nruns;
 };
 
 struct query;
@@ -84,14 +86,6 @@ struct req {
 			int last;	/* the chunk's last request */
 		} qc;
 	};
-};
-
-struct flush_wait {
-	struct registry_mark mark;
-	uint64_t deadline;
-	registry_flush_cb *cb;
-	void *arg;
-	struct flush_wait *next;
 };
 
 struct qcand {
@@ -115,12 +109,6 @@ struct query {
 	registry_query_cb *cb;
 	void *arg;
 	struct query *next;
-};
-
-struct seg {
-	uint64_t start, end;
-	uint64_t del_before, drop_before;
-	int ok;
 };
 
 struct net_op {
@@ -200,12 +188,9 @@ struct registry {
 	char (*gcount)[12];		   /* a REGISTER's group sizes, as text */
 	const uint8_t **gdigest, **member; /* its groups' digests, its bare keys */
 
-	/* resolution, in position order */
-	uint64_t resolved, del_cum, drop_cum;
-	struct seg hist[HISTORY];
-	uint32_t hist_n, hist_head;
+	/* resolution, in position order, and the flushes (ledger.h) */
+	struct ledger led;
 
-	struct flush_wait *flushes;
 	struct query *queries;
 	struct query_node *qtmp; /* one chunk's answer, parsed */
 
@@ -279,54 +264,16 @@ static void want_close(struct registry *r, const char *why)
 	}
 }
 
-/* ---- resolution and flush counts ----------------------------------------- */
+/* ---- resolution ------------------------------------------------------------ */
 
-static void resolve(struct registry *r, uint64_t start, uint64_t end, int ok)
+/* Positions [start, end) resolved (ledger.h); delivered ones counted. */
+static void resolve(struct registry *r, uint64_t start, uint64_t end, int ok,
+		    const struct ledger_run *runs, uint32_t nruns)
 {
-	struct seg *s;
+	uint64_t n = ledger_resolve(&r->led, start, end, ok, runs, nruns);
 
-	if (end <= start)
-		return;
-	/* Batches resolve in position order (one connection, FIFO replies). */
-	if (start != r->resolved)
-		start = r->resolved;
-	if (end <= start)
-		return;
-	s = &r->hist[(r->hist_head + r->hist_n) % HISTORY];
-	if (r->hist_n == HISTORY)
-		r->hist_head = (r->hist_head + 1) % HISTORY;
-	else
-		r->hist_n++;
-	*s = (struct seg){ start, end, r->del_cum, r->drop_cum, ok };
-	if (ok) {
-		r->del_cum += end - start;
-		ST_ADD(r, delivered, end - start);
-	} else {
-		r->drop_cum += end - start;
-	}
-	r->resolved = end;
-}
-
-/* Cumulative delivered/dropped over positions below @m (m <= resolved). */
-static void cum_at(const struct registry *r, uint64_t m, uint64_t *del, uint64_t *drop)
-{
-	*del = r->del_cum;
-	*drop = r->drop_cum;
-	if (m >= r->resolved || !r->hist_n)
-		return;
-	for (uint32_t i = r->hist_n; i-- > 0;) {
-		const struct seg *s = &r->hist[(r->hist_head + i) % HISTORY];
-
-		if (m >= s->start || i == 0) {
-			uint64_t in = m > s->start ? m - s->start : 0;
-
-			if (in > s->end - s->start)
-				in = s->end - s->start;
-			*del = s->del_before + (s->ok ? in : 0);
-			*drop = s->drop_before + (s->ok ? 0 : in);
-			return;
-		}
-	}
+	if (ok)
+		ST_ADD(r, delivered, n);
 }
 
 /* ---- the batch being built ------------------------------------------------ */
@@ -378,6 +325,7 @@ static void batch_reset(struct registry *r)
 	if (r->nops)
 		memset(r->net, 0, NET_SLOTS * sizeof(*r->net));
 	r->nops = 0;
+	ledger_clear_runs(&r->led);
 	r->pend_backfill = 0;
 	r->pend_start = r->pend_end = r->q.head;
 }
@@ -898,8 +846,9 @@ static void batch_done(struct registry *r, struct req *q, const redisReply *repl
 	char e[128];
 
 	r->batches_inflight--;
+	resolve(r, b->start, b->end, rc == 0, b->runs, b->nruns);
+	free(b->runs);
 	if (rc == 0) {
-		resolve(r, b->start, b->end, 1);
 		ST_ADD(r, backfilled, b->nbackfill);
 		if (r->writes_failing) {
 			r->writes_failing = 0;
@@ -907,7 +856,6 @@ static void batch_done(struct registry *r, struct req *q, const redisReply *repl
 		}
 		return;
 	}
-	resolve(r, b->start, b->end, 0);
 	ST_ADD(r, dropped_failed, b->end - b->start);
 	if (!reply)
 		return; /* the connection went: logged there */
@@ -943,18 +891,21 @@ static void batch_send(struct registry *r)
 		return;
 	if (!n) {
 		/* Every change netted away?  Cannot happen: a key's last change stays. */
-		resolve(r, r->pend_start, r->pend_end, 1);
+		resolve(r, r->pend_start, r->pend_end, 1, r->led.runs, r->led.nruns);
 		batch_reset(r);
 		return;
 	}
 	q = req_new(K_BATCH);
-	if (!q) {
-		resolve(r, r->pend_start, r->pend_end, 0);
+	b = (struct batch){ r->pend_start, r->pend_end, n, r->pend_backfill };
+	if (q)
+		b.runs = ledger_take_runs(&r->led, &b.nruns);
+	if (!q || (r->led.nruns && !b.runs)) {
+		resolve(r, r->pend_start, r->pend_end, 0, r->led.runs, r->led.nruns);
 		ST_ADD(r, dropped_failed, r->pend_end - r->pend_start);
 		batch_reset(r);
+		free(q);
 		return;
 	}
-	b = (struct batch){ r->pend_start, r->pend_end, n, r->pend_backfill };
 	q->batch = b;
 	for (uint32_t i = 0; i < n; i++)
 		r->ops_buf[i].sent = 0;
@@ -1019,33 +970,54 @@ static void batch_send(struct registry *r)
 	if (send_script(r, q, S_REGISTER, 1, k - 4, r->argv, r->argvlen) == 0) {
 		r->batches_inflight++;
 	} else {
-		resolve(r, b.start, b.end, 0); /* q is freed */
+		resolve(r, b.start, b.end, 0, b.runs, b.nruns); /* q is freed */
+		free(b.runs);
 		ST_ADD(r, dropped_failed, b.end - b.start);
 	}
+}
+
+/* A mark taken from the queue: the batch before it goes first (no batch spans a mark). */
+static void mark_popped(struct registry *r, const struct rq_item *it)
+{
+	ledger_mark_popped(&r->led, it->tag, it->pos);
+	r->pend_start = r->pend_end = it->pos + 1;
+}
+
+/* The changes taken so far but not batched, [pend_start, pend_end): dropped. */
+static void drop_pending(struct registry *r)
+{
+	if (r->pend_end > r->pend_start) {
+		resolve(r, r->pend_start, r->pend_end, 0, r->led.runs, r->led.nruns);
+		ST_ADD(r, dropped_offline, r->pend_end - r->pend_start);
+	}
+	batch_reset(r);
 }
 
 /* Not leased: what the queue holds is dropped (the next lease backfills). */
 static void drain_offline(struct registry *r)
 {
 	struct rq_item it;
-	uint64_t start = r->q.head, n = 0;
 
 	/* Batches still in flight resolve first: resolution stays in position order. */
 	if (r->batches_inflight)
 		return;
-	if (!batch_empty(r)) {
-		resolve(r, r->pend_start, r->pend_end, 0);
-		ST_ADD(r, dropped_offline, r->pend_end - r->pend_start);
-		batch_reset(r);
-		start = r->q.head;
+	if (!batch_empty(r))
+		drop_pending(r);
+	while (rq_pop(&r->q, &it)) {
+		if (it.op == RQ_MARK) {
+			drop_pending(r);
+			mark_popped(r, &it);
+			continue;
+		}
+		/* Runs full (one per change of alternating tallies): drop what they hold first. */
+		if (!ledger_run_add(&r->led, it.tag)) {
+			drop_pending(r);
+			r->pend_start = it.pos;
+			ledger_run_add(&r->led, it.tag);
+		}
+		r->pend_end = it.pos + 1;
 	}
-	while (rq_pop(&r->q, &it))
-		n++;
-	if (n) {
-		resolve(r, start, start + n, 0);
-		ST_ADD(r, dropped_offline, n);
-	}
-	r->pend_start = r->pend_end = r->q.head;
+	drop_pending(r);
 }
 
 static void fill_and_send(struct registry *r)
@@ -1054,6 +1026,8 @@ static void fill_and_send(struct registry *r)
 
 	while (r->state == REG_READY && r->ac && !r->want_close &&
 	       r->batches_inflight < BATCHES_IN_FLIGHT) {
+		bool marked = false;
+
 		/*
 		 * Backfill entries first, then the queue: a change dequeued
 		 * after a backfill read goes after it (registry.h, backfill).
@@ -1080,15 +1054,24 @@ static void fill_and_send(struct registry *r)
 		while (r->nops < BATCH_MAX) {
 			if (!rq_pop(&r->q, &it))
 				break;
+			if (it.op == RQ_MARK) {
+				/* The batch ends at the mark; the next turn starts the next. */
+				batch_send(r);
+				mark_popped(r, &it);
+				marked = true;
+				break;
+			}
 			if (!net_add(r, it.op, it.ns, it.key)) {
 				/* Full probe: send what we have, this one starts the next batch. */
 				batch_send(r);
 				r->pend_start = it.pos;
 				net_add(r, it.op, it.ns, it.key);
 			}
+			/* At most BATCH_MAX changes, so at most that many runs. */
+			ledger_run_add(&r->led, it.tag);
 			r->pend_end = it.pos + 1;
 		}
-		if (batch_empty(r))
+		if (batch_empty(r) && !marked)
 			break;
 		batch_send(r);
 	}
@@ -1098,36 +1081,9 @@ static void fill_and_send(struct registry *r)
 
 static void flush_complete_ready(struct registry *r, uint64_t now, int shutting)
 {
-	struct flush_wait **pp = &r->flushes, *done = NULL, **dt = &done;
-
-	while (*pp) {
-		struct flush_wait *w = *pp;
-		int ready = r->resolved >= w->mark.pos;
-
-		if (ready || shutting || now >= w->deadline) {
-			*pp = w->next;
-			w->next = NULL;
-			*dt = w;
-			dt = &w->next;
-		} else {
-			pp = &w->next;
-		}
-	}
-	while (done) {
-		struct flush_wait *w = done;
-		struct registry_flush_result res = { 0 };
-		uint64_t m = w->mark.pos, upto = m < r->resolved ? m : r->resolved;
-
-		done = w->next;
-		cum_at(r, upto, &res.delivered, &res.dropped);
-		if (upto < m) {
-			res.dropped += m - upto; /* unresolved at the deadline: not delivered */
-			res.status = shutting ? -ESHUTDOWN : -ETIMEDOUT;
-		}
-		res.dropped += w->mark.overflow;
-		w->cb(w->arg, &res);
-		free(w);
-	}
+	ledger_complete(&r->led, now, shutting);
+	/* Tallies whose last change resolved: their owners put them. */
+	ledger_gc(&r->led);
 }
 
 /* ---- queries ------------------------------------------------------------------- */
@@ -1427,8 +1383,11 @@ static void arm_timer(struct registry *r, uint64_t now)
 	}
 	if (r->state == REG_CONFLICT || r->state == REG_HANDSHAKE)
 		AT(r->acquire_retry_at);
-	for (struct flush_wait *w = r->flushes; w; w = w->next)
-		AT(w->deadline);
+	{
+		uint64_t d = ledger_next_deadline(&r->led);
+
+		AT(d != UINT64_MAX ? d : 0);
+	}
 	for (struct query *q = r->queries; q; q = q->next)
 		if (!q->done)
 			AT(q->deadline);
@@ -1557,46 +1516,66 @@ int registry_fd(const struct registry *r)
 
 /* ---- public: producers ------------------------------------------------------------- */
 
-uint32_t registry_insert(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
-			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n)
+uint32_t registry_insert(struct registry *r, struct registry_tally *t,
+			 const uint8_t ns[REG_DIGEST_SIZE], const uint8_t (*keys)[REG_KEY_SIZE],
+			 uint32_t n)
 {
-	return rq_push(&r->q, RQ_INSERT, ns, keys, n);
+	uint32_t done = rq_push(&r->q, RQ_INSERT, t, ns, keys, n);
+
+	/* After the push: a mark taken after this call sees the count (ledger_mark_new()). */
+	ledger_count(t, done, n - done);
+	return done;
 }
 
-uint32_t registry_remove(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
-			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n)
+uint32_t registry_remove(struct registry *r, struct registry_tally *t,
+			 const uint8_t ns[REG_DIGEST_SIZE], const uint8_t (*keys)[REG_KEY_SIZE],
+			 uint32_t n)
 {
-	return rq_push(&r->q, RQ_REMOVE, ns, keys, n);
+	uint32_t done = rq_push(&r->q, RQ_REMOVE, t, ns, keys, n);
+
+	ledger_count(t, done, n - done);
+	return done;
 }
 
-void registry_mark(struct registry *r, struct registry_mark *ret)
+int registry_mark(struct registry *r, struct registry_tally *t, struct registry_mark *ret)
 {
+	struct reg_mark *m = ledger_mark_new(&r->led, t);
+
+	if (!m)
+		return -ENOMEM;
 	/*
-	 * Overflow first: a change refused before the mark is counted even
-	 * if its producer raced us; tail's acquire-load sees every claim that
-	 * happened before this call (coherence of the CAS in rq_push()).
+	 * Its counts were read first: every change its caller made before
+	 * is both counted there and queued before it.  The push's
+	 * store-release publishes the mark's fields to the consumer.
 	 */
-	ret->overflow = __atomic_load_n(&r->q.overflow, __ATOMIC_ACQUIRE);
-	ret->pos = rq_tail(&r->q);
+	if (!rq_push_mark(&r->q, m)) {
+		free(m);
+		return -EAGAIN;
+	}
+	ret->m = m;
+	return 0;
 }
 
 int registry_flush(struct registry *r, const struct registry_mark *mark, uint32_t timeout_ms,
 		   registry_flush_cb *cb, void *arg)
 {
-	struct flush_wait *w = calloc(1, sizeof(*w)), **pp = &r->flushes;
+	uint64_t deadline = now_ns() + (uint64_t)(timeout_ms ? timeout_ms : r->flush_ms) * MS;
 
-	if (!w)
-		return -ENOMEM;
-	w->mark = *mark;
-	w->deadline = now_ns() + (uint64_t)(timeout_ms ? timeout_ms : r->flush_ms) * MS;
-	w->cb = cb;
-	w->arg = arg;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = w;
+	ledger_wait(&r->led, mark->m, deadline, cb, arg);
 	ST_ADD(r, flushes, 1);
 	kick(r); /* completes from registry_dispatch(), never from here */
 	return 0;
+}
+
+struct registry_tally *registry_tally_new(struct registry *r, struct registry_tally *parent)
+{
+	return ledger_tally_new(&r->led, parent);
+}
+
+void registry_tally_put(struct registry *r, struct registry_tally *t)
+{
+	if (r)
+		ledger_tally_put(&r->led, t, rq_tail(&r->q));
 }
 
 int registry_query(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
@@ -1727,7 +1706,11 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	e.data.u32 = 2;
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &e) < 0)
 		goto fail_errno;
-	rc = rq_init(&r->q, cfg->queue_entries, r->evfd);
+	/* A 64th of the queue is kept for flush marks (queue.h): a full queue still takes them. */
+	rc = rq_init(&r->q, cfg->queue_entries, cfg->queue_entries / 64, r->evfd);
+	if (rc < 0)
+		goto fail;
+	rc = ledger_init(&r->led, BATCH_MAX, &r->q.enqueued, &r->q.overflow);
 	if (rc < 0)
 		goto fail;
 	ST_SET(r, queue_capacity, cfg->queue_entries);
@@ -1776,6 +1759,9 @@ void registry_free(struct registry *r)
 	r->closing = 1;
 	if (r->ac)
 		conn_close(r, "freed", 0);
+	/* Every batch came back (conn_close()): what the queue still holds, marks too, goes. */
+	if (r->q.cells && r->led.runs)
+		drain_offline(r);
 	flush_complete_ready(r, UINT64_MAX, 1);
 	queries_pump(r, UINT64_MAX, 1);
 	while (r->queries) {
@@ -1784,6 +1770,7 @@ void registry_free(struct registry *r)
 		r->queries = qu->next;
 		query_free(qu);
 	}
+	ledger_fini(&r->led);
 	rq_fini(&r->q);
 	if (r->epfd >= 0)
 		close(r->epfd);

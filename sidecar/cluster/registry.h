@@ -33,7 +33,9 @@
  *   registry_insert, registry_remove       any (I/O workers) lock-free, never
  *                                                            blocks; drops and
  *                                                            counts when full
- *   registry_mark                          any               lock-free
+ *   registry_mark                          any               lock-free (one
+ *                                                            malloc)
+ *   registry_tally_new, registry_tally_put control
  *   registry_get_stats                     any               relaxed reads
  *   registry_digest, _read_secret,
  *   _config_check, _state_name             any               pure
@@ -56,6 +58,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/flush.h"
 #include "cluster/limits.h"
 
 struct registry;
@@ -212,45 +215,57 @@ void registry_tick(struct registry *r);
 /* ---- registration (any thread) -------------------------------------- */
 
 /*
- * Enqueue inserts (block visible: every shard sealed) or removes
- * (evicted) of @n keys of namespace @ns.  Never blocks: returns how many
- * were queued; the rest are dropped and counted (dropped_overflow).
- * Safe from any thread while the registry lives (free it only after the
- * producers stopped).
+ * Whose changes: a tally counts what became of the changes made under it
+ * (a session's, an instance's: its parent, which counts them too), so
+ * that a flush reports exactly its owner's (ledger.h).  Made and put on
+ * the control thread; its owner stops making changes under it before the
+ * put (the registry frees it once every change queued before resolved).
+ * NULL from registry_tally_new(): no memory.  registry_tally_put()
+ * accepts NULL, and after registry_free() nothing is to be put.
  */
-uint32_t registry_insert(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
-			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n);
-uint32_t registry_remove(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
-			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n);
+struct registry_tally;
+struct registry_tally *registry_tally_new(struct registry *r, struct registry_tally *parent);
+void registry_tally_put(struct registry *r, struct registry_tally *t);
+
+/*
+ * Enqueue inserts (block visible: every shard sealed) or removes
+ * (evicted) of @n keys of namespace @ns, made under @t (NULL: nobody's:
+ * an eviction).  Never blocks: returns how many were queued; the rest
+ * are dropped and counted (dropped_overflow, and in @t).  Safe from any
+ * thread while the registry lives (free it only after the producers
+ * stopped).
+ */
+uint32_t registry_insert(struct registry *r, struct registry_tally *t,
+			 const uint8_t ns[REG_DIGEST_SIZE], const uint8_t (*keys)[REG_KEY_SIZE],
+			 uint32_t n);
+uint32_t registry_remove(struct registry *r, struct registry_tally *t,
+			 const uint8_t ns[REG_DIGEST_SIZE], const uint8_t (*keys)[REG_KEY_SIZE],
+			 uint32_t n);
 
 /* ---- the flush barrier ----------------------------------------------- */
 
 /*
- * A point in the stream of changes: every registry_insert/remove that
- * returned before registry_mark() was called is before the mark.  Take it
- * on any thread (e.g. the I/O worker, once the FLUSH's prior SAVEs are
- * sealed), hand it to the control thread for registry_flush().
+ * A point in the stream of changes, queued as a mark: every
+ * registry_insert/remove that returned before registry_mark() was called
+ * is before it.  Take it on any thread (e.g. the I/O worker, once the
+ * FLUSH's prior SAVEs are sealed) for @t's changes (NULL: everyone's),
+ * hand it to the control thread for registry_flush(), which must follow
+ * (every mark is flushed once).  0; -ENOMEM; -EAGAIN when the queue is
+ * full even for marks (a few of its entries are kept for them).
  */
+struct reg_mark;
 struct registry_mark {
-	uint64_t pos;	   /* queue positions below this */
-	uint64_t overflow; /* dropped_overflow when the mark was taken */
+	struct reg_mark *m;
 };
-void registry_mark(struct registry *r, struct registry_mark *ret);
-
-struct registry_flush_result {
-	int status;	    /* 0; -ETIMEDOUT (deadline); -ESHUTDOWN */
-	uint64_t delivered; /* changes before the mark delivered to Redis (cumulative) */
-	uint64_t dropped;   /* changes before the mark dropped: overflow, offline,
-			       failed attempt, or unresolved at the deadline (cumulative) */
-};
-typedef void registry_flush_cb(void *arg, const struct registry_flush_result *res);
+int registry_mark(struct registry *r, struct registry_tally *t, struct registry_mark *ret);
 
 /*
  * Call @cb once every change before @mark was delivered or dropped after a
  * failed attempt, or at the deadline (@timeout_ms, 0: the configured
- * flush_timeout), or at shutdown; never later.  The counts are cumulative
- * since registry_new() over changes before the mark: a caller that wants
- * "since my last flush" subtracts its previous result.  0, -ENOMEM.
+ * flush_timeout), or at shutdown; never later.  The counts are of the
+ * mark's tally's changes before the mark and since that tally's previous
+ * flush (its previous mark, in queue order): exactly what its owner did
+ * since.  Unresolved at the deadline counts as dropped.  0.
  */
 int registry_flush(struct registry *r, const struct registry_mark *mark, uint32_t timeout_ms,
 		   registry_flush_cb *cb, void *arg);

@@ -70,30 +70,49 @@ void registry_tick(struct registry *r)
 	(void)r;
 }
 
-uint32_t registry_insert(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
-			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n)
+uint32_t registry_insert(struct registry *r, struct registry_tally *t,
+			 const uint8_t ns[REG_DIGEST_SIZE], const uint8_t (*keys)[REG_KEY_SIZE],
+			 uint32_t n)
 {
 	(void)r;
+	(void)t;
 	(void)ns;
 	(void)keys;
 	(void)n;
 	return 0;
 }
 
-uint32_t registry_remove(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
-			 const uint8_t (*keys)[REG_KEY_SIZE], uint32_t n)
+uint32_t registry_remove(struct registry *r, struct registry_tally *t,
+			 const uint8_t ns[REG_DIGEST_SIZE], const uint8_t (*keys)[REG_KEY_SIZE],
+			 uint32_t n)
 {
 	(void)r;
+	(void)t;
 	(void)ns;
 	(void)keys;
 	(void)n;
 	return 0;
 }
 
-void registry_mark(struct registry *r, struct registry_mark *ret)
+int registry_mark(struct registry *r, struct registry_tally *t, struct registry_mark *ret)
 {
 	(void)r;
-	memset(ret, 0, sizeof(*ret));
+	(void)t;
+	(void)ret;
+	return -EOPNOTSUPP;
+}
+
+struct registry_tally *registry_tally_new(struct registry *r, struct registry_tally *parent)
+{
+	(void)r;
+	(void)parent;
+	return NULL;
+}
+
+void registry_tally_put(struct registry *r, struct registry_tally *t)
+{
+	(void)r;
+	(void)t;
 }
 
 int registry_flush(struct registry *r, const struct registry_mark *mark, uint32_t timeout_ms,

@@ -8,6 +8,7 @@
 #include "cluster/registry.h"
 #include "control/cluster.h"
 #include "control/daemon.h"
+#include "control/instance.h"
 #include "control/peer.h"
 #include "control/session.h"
 #include "obs/log.h"
@@ -23,13 +24,18 @@ _Static_assert(REG_NAME_MAX == KVS_CLUSTER_NAME_MAX && REG_ADDR_MAX == KVS_CLUST
 
 /* ---- the store's hooks (any thread, store lock held) ---------------- */
 
-static void on_visible(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE])
+static void on_visible(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE],
+		       void *owner)
 {
 	struct daemon *d = arg;
 
-	/* Set before the workers start, freed after they stopped (daemon.c). */
+	/*
+	 * Set before the workers start, freed after they stopped (daemon.c).
+	 * @owner: the tally of the session whose SAVE sealed it (its worker's
+	 * finish_save()), or NULL.
+	 */
 	if (d->reg)
-		registry_insert(d->reg, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);
+		registry_insert(d->reg, owner, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);
 }
 
 static void on_gone(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE])
@@ -37,7 +43,7 @@ static void on_gone(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t ke
 	struct daemon *d = arg;
 
 	if (d->reg)
-		registry_remove(d->reg, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);
+		registry_remove(d->reg, NULL, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);
 }
 
 void cluster_store_hooks(struct daemon *d, struct store_hooks *ret)
@@ -159,19 +165,15 @@ void cluster_fini(struct daemon *d)
 static void flush_cb(void *arg, const struct registry_flush_result *res)
 {
 	struct op *op = arg;
-	struct session *s = session_of(op->s);
 
 	/*
-	 * The counts are the registry's since it started: report what came
-	 * since this session's previous cluster FLUSH.  Flushes of a session
-	 * complete in mark order (one deadline for all, later marks later),
-	 * but never let a count go back all the same.
+	 * The mark's tally's counts since its previous flush: what this
+	 * session (or instance, KVS_FLUSH_INSTANCE) registered and dropped,
+	 * nobody else's.
 	 */
 	op->res = res->status;
-	op->r0 = res->delivered > s->cl_delivered ? res->delivered - s->cl_delivered : 0;
-	op->r1 = res->dropped > s->cl_dropped ? res->dropped - s->cl_dropped : 0;
-	s->cl_delivered = MAX(s->cl_delivered, res->delivered);
-	s->cl_dropped = MAX(s->cl_dropped, res->dropped);
+	op->r0 = res->delivered;
+	op->r1 = res->dropped;
 	worker_cluster_done(op);
 }
 
@@ -244,6 +246,11 @@ void cluster_on_op(struct daemon *d, struct op *op)
 		return;
 	}
 
+	/* Every mark is flushed: shutting down, the registry completes it with -ESHUTDOWN. */
+	if (d->reg && op->opcode == KVS_OP_FLUSH) {
+		registry_flush(d->reg, &op->rmark, 0, flush_cb, op);
+		return;
+	}
 	if (d->reg && !d->reg_closing) {
 		if (op->opcode == KVS_OP_FLUSH)
 			r = registry_flush(d->reg, &op->rmark, 0, flush_cb, op);
@@ -264,4 +271,45 @@ void cluster_on_op(struct daemon *d, struct op *op)
 		op->ans->status = r == -ENOMEM ? -ENOTCONN : r;
 	}
 	worker_cluster_done(op);
+}
+
+/* ---- sessions' tallies ------------------------------------------------------ */
+
+int cluster_session_open(struct daemon *d, struct session *s)
+{
+	struct instance *inst = s->inst;
+
+	if (!d->reg || !(s->hello.flags & KVS_HELLO_CLUSTER))
+		return 0;
+	if (!inst->reg_tally) {
+		inst->reg_tally = registry_tally_new(d->reg, NULL);
+		if (!inst->reg_tally)
+			return -ENOMEM;
+	}
+	s->w.reg_tally = registry_tally_new(d->reg, inst->reg_tally);
+	if (!s->w.reg_tally) {
+		if (!inst->reg_users) {
+			registry_tally_put(d->reg, inst->reg_tally);
+			inst->reg_tally = NULL;
+		}
+		return -ENOMEM;
+	}
+	s->w.reg_itally = inst->reg_tally;
+	inst->reg_users++;
+	return 0;
+}
+
+void cluster_session_close(struct daemon *d, struct session *s)
+{
+	struct instance *inst = s->inst;
+
+	if (!s->w.reg_tally)
+		return;
+	/* After the DETACH ack: its worker makes no change under them any more. */
+	registry_tally_put(d->reg, s->w.reg_tally);
+	s->w.reg_tally = s->w.reg_itally = NULL;
+	if (--inst->reg_users == 0) {
+		registry_tally_put(d->reg, inst->reg_tally);
+		inst->reg_tally = NULL;
+	}
 }

@@ -57,4 +57,16 @@ void cluster_fini(struct daemon *d);
 /* A worker handed @op over (its WCMD_CLUSTER ack). */
 void cluster_on_op(struct daemon *d, struct op *op);
 
+/*
+ * A session that connected with KVS_CONNECT_CLUSTER gets its registry
+ * tallies (its own, its instance's, shared by the instance's cluster
+ * sessions) before ATTACH, so that its cluster FLUSH counts exactly its
+ * own registrations (or its instance's); the last of an instance's
+ * sessions to close puts the instance's.  No registry: nothing.
+ * -ENOMEM.  cluster_session_close() after the DETACH ack.
+ */
+struct session;
+int cluster_session_open(struct daemon *d, struct session *s);
+void cluster_session_close(struct daemon *d, struct session *s);
+
 #endif /* KVS_CONTROL_CLUSTER_H */

@@ -29,6 +29,7 @@
 #include "store/lease.h"
 
 struct instance_table;
+struct registry_tally;
 struct session;
 struct store;
 struct store_tenant;
@@ -52,6 +53,13 @@ struct instance {
 	struct cds_list_head node;
 	/* SAVEs in flight in the whole instance, oldest first: FLUSH_INSTANCE */
 	struct save_order saves;
+	/*
+	 * The registry's count of the instance's registrations, shared by its
+	 * sessions that connected with KVS_CONNECT_CLUSTER (reg_users of
+	 * them): control/cluster.c, on the control thread.
+	 */
+	struct registry_tally *reg_tally;
+	uint32_t reg_users;
 };
 
 /* A table whose instances are tenants of @store. */

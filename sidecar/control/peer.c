@@ -223,13 +223,17 @@ static void fetch_done(void *arg, struct kvspeer_fetch *f, int nr_blocks)
 	int err = 0;
 
 	(void)kvspeer_fetch_result(f, &err);
-	/* Seal the verified prefix (registering it), drop every other slot taken. */
+	/*
+	 * Seal the verified prefix (registering it, as the fetching session's:
+	 * its own from now on, kvstash(7)), drop every other slot taken.
+	 */
 	for (uint32_t i = 0; i < pf->nkeys; i++)
 		for (uint32_t s = 0; s < nshards; s++) {
 			struct save_ent *e = &pf->ents[(size_t)i * nshards + s];
 
 			if (e->shard)
-				store_save_end(st, e, 1, i < (uint32_t)nr_blocks);
+				store_save_end(st, e, 1, i < (uint32_t)nr_blocks,
+					       pf->op->s->reg_tally);
 		}
 	/* Off the list first: a QUERY that finds it now joins, one that does not re-fetches. */
 	pthread_mutex_lock(&pf->p->lock);

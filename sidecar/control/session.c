@@ -11,6 +11,7 @@
 
 #include "common/wireio.h"
 #include "store/store.h"
+#include "control/cluster.h"
 #include "control/daemon.h"
 #include "control/instance.h"
 #include "wire/layout.h"
@@ -274,6 +275,8 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 			 r == -EUSERS ? "too many namespaces" : strerror(-r));
 	} else if ((r = instance_join(d->instances, s, why, sizeof(why), &s->inst)) < 0) {
 		/* why set */
+	} else if ((r = cluster_session_open(d, s)) < 0) {
+		snprintf(why, sizeof(why), "registry tally: %s", strerror(-r));
 	} else {
 		r = create_region(s, why, sizeof(why));
 	}
@@ -686,6 +689,7 @@ static void session_free(struct session *s)
 		s->w.reg = NULL;
 	}
 	registration_free(s->w.retired);
+	cluster_session_close(d, s);
 	instance_leave(s);
 	nspace_put(s->ns);
 	/* After the DETACH ack: no copy stream of the worker writes the slots any more. */

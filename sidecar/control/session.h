@@ -90,11 +90,6 @@ struct session {
 	 * [server] max_mapped_bytes_per_uid bound.  Control thread only.
 	 */
 	uint64_t mapped_host;
-	/*
-	 * The registry's cumulative counts at this session's last cluster
-	 * FLUSH: a FLUSH reports what came since (control/cluster.c).
-	 */
-	uint64_t cl_delivered, cl_dropped;
 
 	struct counters_session st;
 	uint64_t created_ns;

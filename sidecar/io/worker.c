@@ -323,7 +323,8 @@ static void finish_save(struct worker *w, struct op *op)
 	bool ok = op->batch.err == 0;
 	uint64_t ns = now_ns() - op->t0;
 
-	store_save_end(w->store, op->ents, op->nents, ok);
+	/* Its blocks that seal count in the session's registry tally (control/cluster.c). */
+	store_save_end(w->store, op->ents, op->nents, ok, s->reg_tally);
 	cds_list_del(&op->snode);
 	save_order_leave(s->order, &op->imark);
 	s->copies--;
@@ -443,10 +444,21 @@ static bool check_flushes(struct worker *w)
 			/*
 			 * Every SAVE before it sealed, so their inserts are
 			 * queued (store_save_end() ran the hook): the mark is
-			 * past them.
+			 * past them.  It counts the session's registrations,
+			 * or the instance's (FLUSH_INSTANCE).
 			 */
-			registry_mark(w->reg, &op->rmark);
-			cluster_send(w, op);
+			int r = registry_mark(w->reg,
+					      (op->flags & KVS_FLUSH_INSTANCE) ? op->s->reg_itally
+									  : op->s->reg_tally,
+					      &op->rmark);
+
+			if (r == 0) {
+				cluster_send(w, op);
+				continue;
+			}
+			/* -EAGAIN: the registry's queue is full even for barriers. */
+			post(w, op->s, op->user_data, r, 0, 0);
+			op_free(op);
 			continue;
 		}
 		post(w, op->s, op->user_data, op->s->detaching ? -ECANCELED : 0, 0, 0);

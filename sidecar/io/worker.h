@@ -122,6 +122,12 @@ struct wsession {
 	struct store_tenant *tenant; /* the instance's account in the store */
 	struct lease_holder *lh;     /* the instance's leases */
 	struct store_ns *ns;	     /* the namespace's blocks */
+	/*
+	 * With [cluster] and KVS_CONNECT_CLUSTER (else NULL): what the
+	 * registry did with the session's registrations and the instance's
+	 * (control/cluster.c); a cluster FLUSH reports from them.
+	 */
+	struct registry_tally *reg_tally, *reg_itally;
 
 	/*
 	 * Set by the control thread (store-release, wsession_publish_reg())

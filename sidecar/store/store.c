@@ -985,8 +985,8 @@ void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns 
 	*ret_quota = quota;
 }
 
-/* Store lock held: every shard is DONE, publish the block. */
-static void seal(struct store *st, struct block *b)
+/* Store lock held: every shard is DONE, publish the block (@owner: the hook's). */
+static void seal(struct store *st, struct block *b, void *owner)
 {
 	/* Evictable from now on: no tenant holds it any more. */
 	for (uint32_t i = 0; i < b->nshards; i++)
@@ -1004,10 +1004,10 @@ static void seal(struct store *st, struct block *b)
 	__atomic_store_n(&b->sealed, 1, __ATOMIC_RELEASE);
 	/* After the seal: a listener told now finds the block when it asks. */
 	if (st->hooks && b->ns->tagged)
-		st->hooks->visible(st->hooks->arg, b->ns->tag, b->key);
+		st->hooks->visible(st->hooks->arg, b->ns->tag, b->key, owner);
 }
 
-void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok)
+void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok, void *owner)
 {
 	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
@@ -1019,7 +1019,7 @@ void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok
 		if (ok) {
 			sh->state = SHARD_DONE;
 			if (++b->present == b->nshards)
-				seal(st, b);
+				seal(st, b, owner);
 			continue;
 		}
 		uncharge(st, sh);
@@ -1164,7 +1164,7 @@ static void read_sealed(struct store *st, struct block *b)
 	 */
 	__atomic_store_n(&b->tier, BLOCK_RESIDENT, __ATOMIC_RELEASE);
 	if (st->hooks && b->ns->tagged)
-		st->hooks->visible(st->hooks->arg, b->ns->tag, b->key);
+		st->hooks->visible(st->hooks->arg, b->ns->tag, b->key, NULL);
 }
 
 /* Store lock held: one shard's read ended with @res; true once the block's last one did. */

@@ -220,8 +220,9 @@ struct store_stats {
  * then on see every change.
  */
 struct store_hooks {
-	void (*visible)(void *arg, const uint8_t tag[KVS_KEY_SIZE],
-			const uint8_t key[KVS_KEY_SIZE]);
+	/* @owner: store_save_end()'s, whose SAVE sealed it (NULL: a fetch, a read back). */
+	void (*visible)(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE],
+			void *owner);
 	void (*gone)(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE]);
 	void *arg;
 };
@@ -274,7 +275,7 @@ void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns 
 		      uint32_t *ret_nospace, uint32_t *ret_quota);
 
 /* SAVE, phase 2 (after the copy): DONE and seal when @ok, else drop. */
-void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok);
+void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok, void *owner);
 
 /*
  * QUERY: the longest prefix of @keys whose blocks are sealed in @ns.

@@ -15,7 +15,8 @@
  *   geom NS NAME LAYERS SEGMENTS SEGBYTES TP REPLICATED  define namespace NS
  *   insert NS SEED FIRST N    resident + registry_insert()  -> ok ENQUEUED
  *   remove NS SEED FIRST N    not resident + registry_remove() -> ok ENQUEUED
- *   flush TIMEOUT_MS          registry_mark() + registry_flush()
+ *   flush TIMEOUT_MS          registry_mark() + registry_flush() (everyone's
+ *                             changes since the previous flush)
  *                             -> flush STATUS DELIVERED DROPPED
  *   query NS SEED FIRST N TIMEOUT_MS
  *                             -> query STATUS BEST NHOLDERS node:blocks:epoch:addr...
@@ -175,8 +176,9 @@ static void *producer(void *p)
 {
 	struct produce *w = p;
 
-	w->done = w->op == 1 ? registry_insert(reg, w->ns, (const uint8_t(*)[16])w->keys, w->n)
-			     : registry_remove(reg, w->ns, (const uint8_t(*)[16])w->keys, w->n);
+	w->done = w->op == 1
+			  ? registry_insert(reg, NULL, w->ns, (const uint8_t(*)[16])w->keys, w->n)
+			  : registry_remove(reg, NULL, w->ns, (const uint8_t(*)[16])w->keys, w->n);
 	return NULL;
 }
 
@@ -272,8 +274,8 @@ static int handle(char *line, int *quit)
 
 		if (sscanf(line, "%llu", &tmo) != 1)
 			return -1;
-		registry_mark(reg, &m);
-		if (registry_flush(reg, &m, (uint32_t)tmo, flush_done, (void *)(uintptr_t)id) < 0)
+		if (registry_mark(reg, NULL, &m) < 0 ||
+		    registry_flush(reg, &m, (uint32_t)tmo, flush_done, (void *)(uintptr_t)id) < 0)
 			return -1;
 	} else if (!strcmp(cmd, "query")) {
 		uint8_t(*keys)[REG_KEY_SIZE];

@@ -100,7 +100,7 @@ uint32_t st_save(struct store *st, struct store_tenant *t, struct store_ns *ns,
 	static struct st_save s;
 
 	st_save_begin(st, t, ns, p, first, n, &s);
-	store_save_end(st, s.ents, s.nents, true);
+	store_save_end(st, s.ents, s.nents, true, NULL);
 	return s.nents;
 }
 

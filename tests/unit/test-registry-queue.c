@@ -49,7 +49,7 @@ static void *producer(void *p)
 			memcpy(k[j], &w->id, 4);
 			memcpy(k[j] + 4, &v, 4);
 		}
-		got = rq_push(&q, RQ_INSERT, ns, (const uint8_t(*)[16])k, n);
+		got = rq_push(&q, RQ_INSERT, NULL, ns, (const uint8_t(*)[16])k, n);
 		/* Refused ones are re-offered: a producer that retries sees no loss. */
 		w->refused += n - got;
 		i += got;
@@ -67,7 +67,7 @@ START_TEST(test_mpsc_order_and_wake)
 	struct rq_item it;
 
 	ck_assert_int_ge(efd, 0);
-	ck_assert_int_eq(rq_init(&q, 256, efd), 0);
+	ck_assert_int_eq(rq_init(&q, 256, 0, efd), 0);
 	for (uint32_t i = 0; i < PRODUCERS; i++) {
 		p[i] = (struct prod){ i, 0 };
 		ck_assert_int_eq(pthread_create(&t[i], NULL, producer, &p[i]), 0);
@@ -117,16 +117,16 @@ START_TEST(test_full_refuses_and_counts)
 	struct rq_item it;
 
 	memset(k, 0, sizeof(k));
-	ck_assert_int_eq(rq_init(&q, 100, -1), -EINVAL);
-	ck_assert_int_eq(rq_init(&q, 64, -1), 0);
-	ck_assert_uint_eq(rq_push(&q, RQ_INSERT, ns, (const uint8_t(*)[16])k, 100), 64);
-	ck_assert_uint_eq(rq_push(&q, RQ_REMOVE, ns, (const uint8_t(*)[16])k, 10), 0);
+	ck_assert_int_eq(rq_init(&q, 100, 0, -1), -EINVAL);
+	ck_assert_int_eq(rq_init(&q, 64, 0, -1), 0);
+	ck_assert_uint_eq(rq_push(&q, RQ_INSERT, NULL, ns, (const uint8_t(*)[16])k, 100), 64);
+	ck_assert_uint_eq(rq_push(&q, RQ_REMOVE, NULL, ns, (const uint8_t(*)[16])k, 10), 0);
 	ck_assert_uint_eq(q.overflow, 46);
 	ck_assert_uint_eq(rq_depth(&q), 64);
 	ck_assert(rq_pop(&q, &it));
 	ck_assert_uint_eq(it.op, RQ_INSERT);
 	/* One taken, one room: positions keep counting. */
-	ck_assert_uint_eq(rq_push(&q, RQ_REMOVE, ns, (const uint8_t(*)[16])k, 2), 1);
+	ck_assert_uint_eq(rq_push(&q, RQ_REMOVE, NULL, ns, (const uint8_t(*)[16])k, 2), 1);
 	ck_assert_uint_eq(rq_tail(&q), 65);
 	for (int i = 0; i < 64; i++)
 		ck_assert(rq_pop(&q, &it));
@@ -137,7 +137,46 @@ START_TEST(test_full_refuses_and_counts)
 }
 END_TEST
 
-UNIT_TESTS(test_mpsc_order_and_wake, test_full_refuses_and_counts)
+/*
+ * The cells kept for marks: changes stop @reserve cells short of full, a
+ * mark takes one of them, and a mark is refused only with no cell at all.
+ * Entries keep their tags and their positions.
+ */
+START_TEST(test_reserve_for_marks)
+{
+	uint8_t k[64][16];
+	int tag_a, tag_m;
+	struct rq_item it;
+
+	memset(k, 0, sizeof(k));
+	ck_assert_int_eq(rq_init(&q, 64, 64, -1), -EINVAL);
+	ck_assert_int_eq(rq_init(&q, 64, 4, -1), 0);
+	ck_assert_uint_eq(rq_push(&q, RQ_INSERT, &tag_a, ns, (const uint8_t(*)[16])k, 64), 60);
+	ck_assert_uint_eq(q.overflow, 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert(rq_push_mark(&q, &tag_m));
+	ck_assert(!rq_push_mark(&q, &tag_m));
+	ck_assert(rq_pop(&q, &it));
+	ck_assert_ptr_eq(it.tag, &tag_a);
+	ck_assert_uint_eq(it.op, RQ_INSERT);
+	/* One cell free, but it is the reserve's: a change is refused, a mark is not. */
+	ck_assert_uint_eq(rq_push(&q, RQ_REMOVE, &tag_a, ns, (const uint8_t(*)[16])k, 1), 0);
+	ck_assert(rq_push_mark(&q, &tag_m));
+	for (int i = 1; i < 60; i++)
+		ck_assert(rq_pop(&q, &it));
+	for (int i = 0; i < 5; i++) {
+		ck_assert(rq_pop(&q, &it));
+		ck_assert_uint_eq(it.op, RQ_MARK);
+		ck_assert_ptr_eq(it.tag, &tag_m);
+		ck_assert_uint_eq(it.pos, 60 + (uint64_t)i);
+	}
+	ck_assert(!rq_pop(&q, &it));
+	ck_assert_uint_eq(rq_push(&q, RQ_REMOVE, NULL, ns, (const uint8_t(*)[16])k, 1), 1);
+	rq_fini(&q);
+}
+END_TEST
+
+UNIT_TESTS(test_mpsc_order_and_wake, test_full_refuses_and_counts, test_reserve_for_marks)
 
 const struct unit_suite unit_suite = {
 	.name = "registry-queue",

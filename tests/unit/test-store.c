@@ -96,7 +96,7 @@ START_TEST(test_save_query)
 	ck_assert_uint_eq(stats().partial, 16);
 	ck_assert_uint_eq(stats().resident, 0);
 
-	store_save_end(st, s.ents, s.nents, true);
+	store_save_end(st, s.ents, s.nents, true, NULL);
 	ck_assert_uint_eq(stats().partial, 0);
 	ck_assert_uint_eq(stats().resident, 16);
 	ck_assert_uint_eq(__atomic_load_n(&ns.blocks, __ATOMIC_RELAXED), 16);
@@ -121,7 +121,7 @@ START_TEST(test_save_query)
 	st_save_begin(st, NULL, &ns, &p, 0, 20, &again);
 	ck_assert_uint_eq(again.skipped, 16);
 	ck_assert_uint_eq(again.nents, 4);
-	store_save_end(st, again.ents, again.nents, true);
+	store_save_end(st, again.ents, again.nents, true, NULL);
 	ck_assert_uint_eq(st_query(st, &ns, 0, 32, NULL, NULL), 20);
 	ck_assert_uint_eq(stats().resident, 24);
 	ck_assert_uint_eq(pool_used_bytes(pool), 24 * ST_SLOT);
@@ -136,7 +136,7 @@ START_TEST(test_save_failed)
 	st_save_begin(st, NULL, &ns, &p, 0, 8, &s);
 	ck_assert_uint_eq(s.nents, 8);
 	ck_assert_uint_eq(pool_used_bytes(pool), 8 * ST_SLOT);
-	store_save_end(st, s.ents, s.nents, false);
+	store_save_end(st, s.ents, s.nents, false, NULL);
 	/* Nothing of it is left: no block, no slot, no count. */
 	ck_assert_uint_eq(st_query(st, &ns, 0, 8, NULL, NULL), 0);
 	ck_assert_uint_eq(pool_used_bytes(pool), 0);
@@ -148,7 +148,7 @@ START_TEST(test_save_failed)
 	st_save_begin(st, NULL, &ns, &p, 0, 8, &s);
 	ck_assert_uint_eq(s.nents, 8);
 	ck_assert_uint_eq(s.skipped, 0);
-	store_save_end(st, s.ents, s.nents, true);
+	store_save_end(st, s.ents, s.nents, true, NULL);
 	ck_assert_uint_eq(st_query(st, &ns, 0, 8, NULL, NULL), 8);
 }
 END_TEST
@@ -183,14 +183,14 @@ START_TEST(test_seal_across_shards)
 		ck_assert_uint_eq(st_query(st, &ns, 0, SEAL_KEYS, NULL, NULL), 0);
 		if ((int)k == c->fail) {
 			/* A failed copy of one shard: the others stay, the block partial. */
-			store_save_end(st, s.ents, s.nents, false);
+			store_save_end(st, s.ents, s.nents, false, NULL);
 			ck_assert_uint_eq(st_query(st, &ns, 0, SEAL_KEYS, NULL, NULL), 0);
 			ck_assert_uint_eq(stats().partial, k ? SEAL_KEYS : 0);
 			ck_assert_uint_eq(pool_used_bytes(pool), k * SEAL_KEYS * ST_SLOT);
 			st_save_begin(st, NULL, &ns, &p, 0, SEAL_KEYS, &s);
 			ck_assert_uint_eq(s.nents, SEAL_KEYS);
 		}
-		store_save_end(st, s.ents, s.nents, true);
+		store_save_end(st, s.ents, s.nents, true, NULL);
 		ck_assert_uint_eq(pool_used_bytes(pool), (k + 1) * SEAL_KEYS * ST_SLOT);
 		ck_assert_uint_eq(__atomic_load_n(&ns.blocks, __ATOMIC_RELAXED), SEAL_KEYS);
 		if (!last) {
@@ -274,7 +274,7 @@ START_TEST(test_reclaim_partial)
 	/* Gone: the other rank's shard starts a new block. */
 	ck_assert_uint_eq(st_save(st, NULL, &ns, &p1, 0, 1), 1);
 	ck_assert_uint_eq(st_query(st, &ns, 0, 1, NULL, NULL), 0);
-	store_save_end(st, writing.ents, writing.nents, true);
+	store_save_end(st, writing.ents, writing.nents, true, NULL);
 	ck_assert_uint_eq(store_reclaim_partial(st, 0), 3);
 	ck_assert_uint_eq(stats().partial, 0);
 	ck_assert_uint_eq(pool_used_bytes(pool), 0);
@@ -330,10 +330,10 @@ START_TEST(test_tenant_share)
 	st_save_begin(st, b, &ns, &p0, 1000, c->n, &sb);
 	ck_assert_uint_eq(sb.nents, c->stored);
 	ck_assert_uint_eq(sb.quota, c->quota);
-	store_save_end(st, sb.ents, sb.nents, false);
+	store_save_end(st, sb.ents, sb.nents, false, NULL);
 	ck_assert_uint_eq(b->unsealed, 0);
 	/* A finished copy still counts while the block waits for other shards... */
-	store_save_end(st, sa.ents, sa.nents, true);
+	store_save_end(st, sa.ents, sa.nents, true, NULL);
 	ck_assert_uint_eq(a->unsealed, c->nshards > 1 ? c->stored * ST_SLOT : 0);
 	/* ... and no longer once it is sealed: a sealed block is nobody's. */
 	for (uint32_t k = 1; k < c->nshards; k++) {
@@ -347,7 +347,7 @@ START_TEST(test_tenant_share)
 	st_save_begin(st, a, &ns, &p0, 2000, c->n, &sa);
 	ck_assert_uint_eq(sa.nents, c->stored);
 	ck_assert_uint_eq(sa.quota, c->quota);
-	store_save_end(st, sa.ents, sa.nents, true);
+	store_save_end(st, sa.ents, sa.nents, true, NULL);
 	/*
 	 * Gone while still charged (a, when its blocks wait for shards): the
 	 * account lives until its last charge goes, here with the store.
@@ -374,7 +374,7 @@ START_TEST(test_reclaim_for_room)
 	st_save_begin(st, b, &ns, &p, 1000, 100, &s);
 	ck_assert_uint_eq(s.nents, ST_SLOTS / 2);
 	ck_assert_uint_eq(s.nospace, 100 - ST_SLOTS / 2);
-	store_save_end(st, s.ents, s.nents, true);
+	store_save_end(st, s.ents, s.nents, true, NULL);
 	ck_assert_uint_eq(stats().partial_reclaimed, ST_SLOTS / 2);
 	ck_assert_uint_eq(a->unsealed, b->unsealed);
 	/* The oldest went (a's first half), the newest stayed. */
