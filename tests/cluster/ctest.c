@@ -555,13 +555,14 @@ int ct_reap(pid_t pid, int timeout_ms)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* ---- the peer service's counters ------------------------------------ */
+/* ---- the daemon's stats groups ---------------------------------------- */
 
 struct stat_req {
 	uint32_t type;
 	const struct kvs_stats_field *f;
 	bool found;
 	uint64_t value;
+	char text[KVS_NAME_MAX];
 };
 
 static int stat_cb(void *arg, const struct kvs_msg_hdr *m)
@@ -572,7 +573,9 @@ static int stat_cb(void *arg, const struct kvs_msg_hdr *m)
 	if (m->type != q->type || q->found || m->size < q->f->offset + q->f->size)
 		return 0;
 	q->found = true;
-	if (q->f->size == 8) {
+	if (q->f->type == KVS_STATS_T_NAME) {
+		snprintf(q->text, sizeof(q->text), "%.*s", (int)q->f->size, (const char *)p);
+	} else if (q->f->size == 8) {
 		memcpy(&q->value, p, 8);
 	} else {
 		uint32_t v;
@@ -583,17 +586,17 @@ static int stat_cb(void *arg, const struct kvs_msg_hdr *m)
 	return 0;
 }
 
-int64_t ct_peer_stat(const struct cnode *n, const char *field)
+/* Field @field of @n's group @group, as `kvstash stats` names them (libkvstash's descriptors). */
+static void group_stat(const struct cnode *n, const char *group, const char *field,
+		       struct stat_req *q)
 {
 	struct kvs_stats_group g;
 	struct kvs_stats_field f;
-	struct stat_req q = { 0 };
 	struct kvs_client *admin;
 	int r = -ENOENT;
 
-	/* By the names the library exports: the test reads what `kvstash stats` shows. */
 	for (uint32_t i = 0; kvs_stats_group(i, &g) == 0; i++)
-		if (!strcmp(g.name, "peer")) {
+		if (!strcmp(g.name, group)) {
 			for (uint32_t j = 0; kvs_stats_field(g.msg_type, j, &f) == 0; j++)
 				if (!strcmp(f.name, field)) {
 					r = 0;
@@ -601,16 +604,39 @@ int64_t ct_peer_stat(const struct cnode *n, const char *field)
 				}
 			break;
 		}
-	CHECK(r == 0, "no field %s in the peer stats group", field);
-	q.type = g.msg_type;
-	q.f = &f;
+	CHECK(r == 0, "no field %s in the %s stats group", field, group);
+	memset(q, 0, sizeof(*q));
+	q->type = g.msg_type;
+	q->f = &f;
 	r = test_admin(&n->d, &admin);
 	CHECK(r == 0, "admin session on %s: %s", n->name, kvs_strerror(r));
-	r = kvs_admin_request(admin, KVS_MSG_STATS, stat_cb, &q);
+	r = kvs_admin_request(admin, KVS_MSG_STATS, stat_cb, q);
 	kvs_close(admin);
 	CHECK(r >= 0, "STATS of %s: %s", n->name, kvs_strerror(r));
-	CHECK(q.found, "%s sent no peer stats", n->name);
+	CHECK(q->found, "%s sent no %s stats", n->name, group);
+	q->f = NULL;
+}
+
+int64_t ct_stat(const struct cnode *n, const char *group, const char *field)
+{
+	struct stat_req q;
+
+	group_stat(n, group, field, &q);
 	return (int64_t)q.value;
+}
+
+void ct_stat_text(const struct cnode *n, const char *group, const char *field, char *buf,
+		  size_t len)
+{
+	struct stat_req q;
+
+	group_stat(n, group, field, &q);
+	snprintf(buf, len, "%s", q.text);
+}
+
+int64_t ct_peer_stat(const struct cnode *n, const char *field)
+{
+	return ct_stat(n, "peer", field);
 }
 
 void ct_wait_peer_stat(const struct cnode *n, const char *field, int64_t want)

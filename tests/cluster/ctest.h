@@ -163,9 +163,13 @@ pid_t ct_spawn(int (*fn)(void *arg), void *arg);
 int ct_reap(pid_t pid, int timeout_ms);
 
 /*
- * Field @field of @n's peer stats group (as `kvstash stats` names it, read
- * through libkvstash's descriptors); fails the test without one.
+ * Field @field of @n's stats group @group (as `kvstash stats` names them,
+ * read through libkvstash's descriptors); fails the test without one.
+ * ct_stat_text() for a NAME field, ct_peer_stat() of the peer group.
  */
+int64_t ct_stat(const struct cnode *n, const char *group, const char *field);
+void ct_stat_text(const struct cnode *n, const char *group, const char *field, char *buf,
+		  size_t len);
 int64_t ct_peer_stat(const struct cnode *n, const char *field);
 /* Poll until it reads @want (CT_POLL_MS). */
 void ct_wait_peer_stat(const struct cnode *n, const char *field, int64_t want);

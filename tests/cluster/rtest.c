@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -116,9 +117,31 @@ void rtest_init(void)
 	atexit(cleanup);
 }
 
+/*
+ * A Sentinel's config file (it rewrites it as it learns): monitor the
+ * master, decide quickly (a test's failovers take seconds, not minutes).
+ */
+static int sentinel_conf(const struct redis *rd, char *path, size_t len)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s/sentinel.conf", rd->dir);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"sentinel monitor %s %s %d 2\n"
+		"sentinel down-after-milliseconds %s 1000\n"
+		"sentinel failover-timeout %s 4000\n"
+		"sentinel parallel-syncs %s 1\n",
+		rd->master_name, redis_host(rd->monitor), rd->monitor->port, rd->master_name,
+		rd->master_name, rd->master_name);
+	return fclose(f) == 0 ? 0 : -errno;
+}
+
 static int spawn_redis(struct redis *rd)
 {
-	char port[16], log[200];
+	char port[16], log[200], conf[200];
 	const char *argv[64];
 	char extra[512];
 	int argc = 0;
@@ -127,17 +150,27 @@ static int spawn_redis(struct redis *rd)
 	snprintf(port, sizeof(port), "%d", rd->port);
 	snprintf(log, sizeof(log), "%s/redis.log", rd->dir);
 	argv[argc++] = redis_server();
+	if (rd->sentinel) {
+		int r = sentinel_conf(rd, conf, sizeof(conf));
+
+		if (r < 0)
+			return r;
+		argv[argc++] = conf;
+		argv[argc++] = "--sentinel";
+	}
 	argv[argc++] = "--port";
 	argv[argc++] = port;
 	argv[argc++] = "--bind";
-	argv[argc++] = redis_host(rd);
+	argv[argc++] = rd->bind ? rd->bind : redis_host(rd);
 	/* On a host of the test's own network, the other hosts are its clients. */
 	argv[argc++] = "--protected-mode";
-	argv[argc++] = rd->host ? "no" : "yes";
-	argv[argc++] = "--save";
-	argv[argc++] = "";
-	argv[argc++] = "--appendonly";
-	argv[argc++] = "no";
+	argv[argc++] = rd->host || rd->bind ? "no" : "yes";
+	if (!rd->sentinel) {
+		argv[argc++] = "--save";
+		argv[argc++] = "";
+		argv[argc++] = "--appendonly";
+		argv[argc++] = "no";
+	}
 	argv[argc++] = "--dir";
 	argv[argc++] = rd->dir;
 	argv[argc++] = "--logfile";
@@ -157,6 +190,8 @@ static int spawn_redis(struct redis *rd)
 
 		dup2(fd, 0);
 		dup2(fd, 1);
+		/* Never outlives the test, whatever kills it (a host's namespace would keep it). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (hub_enter(rd->host) < 0)
 			_exit(126);
 		execvp(argv[0], (char *const *)argv);
@@ -183,6 +218,8 @@ static int spawn_redis(struct redis *rd)
 
 const char *redis_host(const struct redis *rd)
 {
+	if (rd->bind)
+		return rd->bind;
 	return rd->host ? rd->host->addr : "127.0.0.1";
 }
 

@@ -36,6 +36,15 @@ struct redis {
 	char extra[512]; /* more redis-server arguments, space-separated */
 	/* Set before redis_start(): the host it runs in and binds (tests/lib/hub.h); NULL: loopback. */
 	const struct hub_host *host;
+	/*
+	 * Set before redis_start(): a Sentinel of @monitor (its master, which
+	 * must run) under the name @master_name, binding @bind (NULL: the
+	 * host's address).  Its config file is in its directory.
+	 */
+	bool sentinel;
+	const char *master_name;
+	const struct redis *monitor;
+	const char *bind;
 };
 
 /* Its address to connect to: the host's, or 127.0.0.1. */

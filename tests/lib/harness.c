@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -76,6 +77,9 @@ static int spawn(struct kvsd *d)
 	if (d->pid == 0) {
 		dup2(logfd, 1);
 		dup2(logfd, 2);
+		/* A daemon in a host of the test's never outlives the test. */
+		if (d->host)
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (hub_enter(d->host) < 0)
 			_exit(126);
 		execl(bin, "kvstashd", "--config", d->conf, (char *)NULL);
