@@ -111,7 +111,7 @@ round() {
 		>"$tmp/attack-$name.out" 2>&1 &
 	hpid=$!
 	pids="$pids $hpid"
-	until_pstat 20 'p["conns"]["unauthenticated"] >= 1'
+	wait_for "$tmp/attack-$name.out" '^attacking' 60 || fail "$name: the attack did not start"
 	node dec "$NS_B" "$ADDR_B" ""
 	"$example" --prefill-socket "$tmp/srv/run/kvstash.sock" \
 		--decode-socket "$tmp/dec/run/kvstash.sock" --hint "$ADDR_A:7471" \
@@ -134,11 +134,11 @@ peer_handshake_timeout = 1500ms"
 # One host: half a HELLO each, 5 ms apart; a HELLO a byte at a time, 20 ms
 # apart; silent connections, 2 ms apart.
 round partial-fast $MAX_UNAUTH_HOST --bind 10.213.0.3:0 --conns 48 --gap-ms 5 --pattern partial \
-	--hold-ms 4000
+	--hold-ms 6000
 round drip-slow $MAX_UNAUTH_HOST --bind 10.213.0.3:0 --conns 48 --gap-ms 20 --pattern drip \
-	--hold-ms 3000
+	--hold-ms 6000
 round silent $MAX_UNAUTH_HOST --bind 10.213.0.3:0 --conns 48 --gap-ms 2 --pattern silent \
-	--hold-ms 3000
+	--hold-ms 6000
 pstat 'p["refused"]["host_unauth"] >= 1 and
        p["serve_failures"]["limit"] >= p["refused"]["host_unauth"]' ||
 	fail "srv does not say it refused one host's unauthenticated connections: $(cat "$tmp/stats.json")"
@@ -148,9 +148,9 @@ echo "ok - one host: at most $MAX_UNAUTH_HOST unauthenticated connections held, 
 
 # Seven hosts at once: more than the budget between them.
 round many-partial $MAX_UNAUTH --binds "$binds" --conns 140 --gap-ms 3 --pattern partial \
-	--hold-ms 4000
+	--hold-ms 6000
 round many-drip $MAX_UNAUTH --binds "$binds" --conns 70 --gap-ms 10 --pattern drip \
-	--hold-ms 3000
+	--hold-ms 6000
 pstat 'p["refused"]["unauth_budget"] + p["refused"]["evicted_unauth"] >= 1' ||
 	fail "srv does not say the budget was full: $(cat "$tmp/stats.json")"
 echo "ok - seven hosts: at most $MAX_UNAUTH unauthenticated connections held, the legitimate node fetched"

@@ -666,12 +666,14 @@ static unsigned split_binds(char (*out)[64], unsigned max)
 }
 
 /*
- * Slow handshakes: --conns connections --gap-ms apart, each sending
- * nothing (silent), a HELLO's header and half its payload (partial), or
- * the HELLO one byte every 100 ms (drip), held for --hold-ms after the
- * last.  A connection counts as held once it stayed open 300 ms (a
- * refusal closes it sooner).  --expect-max N: fail when more than N were
- * held at once.
+ * Slow handshakes, sustained: a connection every --gap-ms for --hold-ms,
+ * each sending nothing (silent), a HELLO's header and half its payload
+ * (partial), or the HELLO one byte every 100 ms (drip), and kept open as
+ * long as the server lets it; at most --conns open at once (a closed
+ * one's place is dialled again).  "attacking" is printed once the first
+ * --conns were dialled.  A connection counts as held once it stayed open
+ * 300 ms (a refusal closes it sooner).  --expect-max N: fail when more
+ * than N were held at once.
  */
 static int c_slowloris(const char *name)
 {
@@ -683,40 +685,51 @@ static int c_slowloris(const char *name)
 	struct pw_hdr *h = (struct pw_hdr *)hello;
 	char binds[16][64];
 	unsigned nb = split_binds(binds, 16), opened = 0, refused = 0, failed = 0, closed_later = 0;
-	unsigned max_held = 0, alive_end = 0;
+	unsigned max_held = 0, alive_end = 0, slots = sl_conns;
 	bool drip = !strcmp(sl_pattern, "drip"), silent = !strcmp(sl_pattern, "silent");
-	uint64_t t0 = now_ms(), next_open = t0, end = 0, next_drip = t0;
+	uint64_t t0 = now_ms(), next_open = t0, end = t0 + sl_hold_ms, next_drip = t0;
 
-	if (sl_conns > MAXC)
-		FAIL("--conns above %d", MAXC);
+	if (!slots || slots > MAXC)
+		FAIL("--conns must be 1..%d", MAXC);
+	for (unsigned i = 0; i < slots; i++)
+		fds[i] = -1;
 	*h = (struct pw_hdr){
 		.magic = PW_MAGIC, .type = PW_HELLO, .len = sizeof(struct pw_hello), .seq = 1
 	};
 	make_hello((struct pw_hello *)(h + 1), cluster);
-	for (;;) {
+	while (now_ms() < end) {
 		uint64_t now = now_ms();
 		unsigned held = 0;
 
-		if (opened < sl_conns && now >= next_open) {
-			if (nb)
-				bind_addr = binds[opened % nb];
-			fds[opened] = dial();
-			opened_at[opened] = now;
-			sent[opened] = 0;
-			if (fds[opened] < 0) {
-				failed++;
-			} else if (!silent) {
-				size_t first = drip ? 1 : sizeof(*h) + sizeof(struct pw_hello) / 2;
+		if (now >= next_open) {
+			unsigned i = 0;
 
-				if (send_all(fds[opened], hello, first) == 0)
-					sent[opened] = first;
+			while (i < slots && fds[i] >= 0)
+				i++;
+			if (i < slots) {
+				if (nb)
+					bind_addr = binds[opened % nb];
+				fds[i] = dial();
+				opened_at[i] = now;
+				sent[i] = 0;
+				if (fds[i] < 0) {
+					failed++;
+				} else if (!silent) {
+					size_t first =
+						drip ? 1 : sizeof(*h) + sizeof(struct pw_hello) / 2;
+
+					if (send_all(fds[i], hello, first) == 0)
+						sent[i] = first;
+				}
+				if (++opened == slots) {
+					/* For the test that waits to act under the attack. */
+					printf("attacking: %u connections dialled\n", opened);
+					fflush(stdout);
+				}
 			}
-			opened++;
 			next_open = now + sl_gap_ms;
-			if (opened == sl_conns)
-				end = now + sl_hold_ms;
 		}
-		for (unsigned i = 0; i < opened; i++) {
+		for (unsigned i = 0; i < slots; i++) {
 			struct pollfd pfd = { .fd = fds[i], .events = POLLIN };
 			uint8_t junk[512];
 
@@ -745,16 +758,14 @@ static int c_slowloris(const char *name)
 			next_drip = now + 100;
 		if (held > max_held)
 			max_held = held;
-		if (end && now >= end)
-			break;
-		usleep(2000);
+		usleep(1000);
 	}
-	for (unsigned i = 0; i < opened; i++)
+	for (unsigned i = 0; i < slots; i++)
 		if (fds[i] >= 0) {
 			alive_end++;
 			close(fds[i]);
 		}
-	printf("case %s: %s opened=%u failed=%u refused=%u closed_later=%u max_held=%u "
+	printf("case %s: %s dialled=%u failed=%u refused=%u closed_later=%u max_held=%u "
 	       "alive_at_end=%u ms=%llu\n",
 	       name, sl_expect_max && max_held > sl_expect_max ? "FAIL" : "ok", opened, failed,
 	       refused, closed_later, max_held, alive_end, (unsigned long long)(now_ms() - t0));
