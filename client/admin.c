@@ -169,6 +169,17 @@ static size_t expected_size(uint32_t type)
 	}
 }
 
+/*
+ * The size @type had at minor revision @minor, for a daemon older than
+ * us: a group that grew sends its older size (wire.h, the minors).
+ */
+static size_t older_size(uint32_t type, uint32_t minor)
+{
+	if (type == KVS_MSG_STATS_REGISTRY && minor < 5)
+		return 320;
+	return expected_size(type);
+}
+
 /* Is the fixed string @s of @n bytes terminated, as wire.h requires? */
 static bool terminated(const char *s, size_t n)
 {
@@ -221,6 +232,7 @@ int kvs_admin_request(struct kvs_client *c, uint32_t type, kvs_admin_fn cb, void
 	/* timeout_ms bounds the whole train: a daemon that never sends END cannot hold us. */
 	uint64_t deadline = mono_ms() + (uint64_t)c->opts.timeout_ms;
 	bool newer = c->info.daemon_rev_minor > KVS_WIRE_MINOR;
+	bool older = c->info.daemon_rev_minor < KVS_WIRE_MINOR;
 	int stop = 0, r;
 
 	if (type != KVS_MSG_STATUS && type != KVS_MSG_STATS)
@@ -267,6 +279,16 @@ int kvs_admin_request(struct kvs_client *c, uint32_t type, kvs_admin_fn cb, void
 		if (newer && want == 0 && (size_t)n >= sizeof(buf.h) && buf.h.size == (size_t)n &&
 		    buf.h.seq == req.seq)
 			continue;
+		/*
+		 * An older daemon sends a grown group at its older size: the
+		 * fields it did not have read as zero, as reserved words do.
+		 */
+		if (older && want && (size_t)n < want && buf.h.size == (size_t)n &&
+		    (size_t)n == older_size(buf.h.type, c->info.daemon_rev_minor)) {
+			memset(buf.b + n, 0, want - (size_t)n);
+			n = (ssize_t)want;
+			buf.h.size = (uint32_t)want;
+		}
 		if ((size_t)n < sizeof(buf.h) || buf.h.size != (size_t)n || buf.h.seq != req.seq ||
 		    want == 0 || (newer ? (size_t)n < want : (size_t)n != want) ||
 		    !strings_ok(&buf.h)) {

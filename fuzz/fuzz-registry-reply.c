@@ -9,7 +9,8 @@
  * the reader.  Promises: the reader never builds more than the budget
  * allows; a validator either refuses with -EIO/-EPROTO or returns fields
  * that are bounded, NUL-terminated and syntax-checked (names, epochs,
- * runs within the chunk, tokens carrying our nonce, SHA1 hex).
+ * runs within the chunk, tokens carrying our nonce, SHA1 hex, the
+ * sentinels' master addresses).
  */
 #include <errno.h>
 
@@ -80,6 +81,24 @@ static void check_reply(const redisReply *r, uint32_t chunk)
 	if (!rc)
 		FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == chunk, "register count");
 	check_query(r, chunk);
+	{
+		struct sentinel_master m;
+
+		rc = reply_sentinel_master(r, &m);
+		FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO, "sentinel master: %d", rc);
+		if (!rc)
+			FUZZ_CHECK(memchr(m.ip, 0, sizeof(m.ip)) && m.ip[0] && m.port > 0 &&
+					   m.port < 65536,
+				   "sentinel master %s:%d", m.ip, m.port);
+		rc = reply_switch_master(r, "mymaster", &m);
+		FUZZ_CHECK(rc == 0 || rc == -ENOENT || rc == -EPROTO, "switch-master: %d", rc);
+		if (!rc)
+			FUZZ_CHECK(memchr(m.ip, 0, sizeof(m.ip)) && m.ip[0] && m.port > 0 &&
+					   m.port < 65536,
+				   "switch-master %s:%d", m.ip, m.port);
+		rc = reply_role_master(r, &v);
+		FUZZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO, "role: %d", rc);
+	}
 	{
 		uint32_t lead = UINT32_MAX;
 

@@ -312,7 +312,30 @@
 	  ", %s with a holder",                                                                    \
 	  "kvstash_registry_query_hits_total", "Cluster queries answered with another holder.")    \
 	X(F, U64, flushes, COUNTER, SMP, COUNT, "", "flushes", "ops", ", %s flushes",              \
-	  "kvstash_registry_flushes_total", "Cluster flushes asked of the registry.")
+	  "kvstash_registry_flushes_total", "Cluster flushes asked of the registry.")              \
+	X(F, NAME, master, GAUGE, SMP, NONE, "redis", "master", "master", "%s",                    \
+	  NULL, "The Redis this node registers with (HOST:PORT), or last did; empty: none yet.")    \
+	X(F, NAME, discovery, GAUGE, SMP, NONE, "redis", "discovery", "master", " (%s)",            \
+	  NULL, "How it was found: direct ([cluster] redis) or sentinel ([cluster] sentinels).")   \
+	X(F, NAME, master_name, GAUGE, SMP, NONE, "redis", "master_name", NULL, NULL,        \
+	  NULL, "With Sentinel: the master's name ([cluster] master_name); else empty.")           \
+	X(F, U32, sentinels, GAUGE, SMP, COUNT, "redis", "sentinels", NULL, NULL,                  \
+	  NULL, "Sentinels configured.")                                                           \
+	X(F, U32, sentinels_up, GAUGE, SMP, COUNT, "redis", "sentinels_up", NULL, NULL,            \
+	  "kvstash_registry_sentinels_up",                                                         \
+	  "Sentinels that answered this node's last look for the master.")                         \
+	X(F, U64, failovers, COUNTER, SMP, COUNT, "redis", "failovers", "failover", "%s followed", \
+	  "kvstash_registry_failovers_total",                                                      \
+	  "Failovers followed: the registry moved to another master the sentinels named.")        \
+	X(F, U64, last_failover_ms, GAUGE, SMP, MS, "redis", "last_failover_ms", "failover",       \
+	  ", the last %s ms ago", NULL,                                                            \
+	  "Time since the last failover followed; 0: none.")                                       \
+	X(F, NAME, last_failover_from, GAUGE, SMP, NONE, "redis", "last_failover_from", NULL,      \
+	  NULL, NULL, "The master before the last failover followed.")                            \
+	X(F, NAME, incarnation, GAUGE, SMP, NONE, "", "incarnation", "state",                      \
+	  ", incarnation %s", NULL,                                                                \
+	  "This process's incarnation id: with the node and the epoch it names this node's "       \
+	  "incarnation, never repeated even when Redis forgot every epoch.")
 
 /*
  * The SSD tier (sidecar/ssd/ssd.h, sidecar/store/store.h): the tier-wide
@@ -628,6 +651,9 @@
 	  "; %s unauthenticated closed for a newcomer", "kvstash_peer_unauth_evicted_total",       \
 	  "Unauthenticated peer connections closed to make room for a newcomer (the host "         \
 	  "holding the most of the unauthenticated budget gives its oldest).")                     \
+	X(F, U64, fetch_staged_bytes, GAUGE, SMP, BYTES, "fetches", "staged_bytes", "staged",      \
+	  "%s held by fetches in flight", "kvstash_peer_fetch_staged_bytes",                       \
+	  "Pool bytes fetches in flight hold, counted in their instances' unsealed share.")         \
 	X(S, PEER_INFO, "", "per_peer", NULL)
 
 /*
@@ -679,7 +705,7 @@
 #define KVS_STATS_GLOBAL_SIZE  304u
 #define KVS_STATS_NODE_SIZE    88u
 #define KVS_STATS_SESSION_SIZE 200u
-#define KVS_STATS_REGISTRY_SIZE 320u
+#define KVS_STATS_REGISTRY_SIZE 640u /* minor 5; 320 before */
 #define KVS_STATS_SSD_SIZE	 256u
 #define KVS_STATS_SSD_DRIVE_SIZE 448u
 #define KVS_STATS_PEER_SIZE	 512u

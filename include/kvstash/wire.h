@@ -43,7 +43,13 @@
  * Minor 4: GPU-side ordering (KVS_HELLO_FENCES, KVS_PART_FENCES,
  * KVS_SAVE_AFTER, KVS_LOAD_PROGRESS).
  */
-#define KVS_WIRE_MINOR 4u
+/*
+ * Minor 5: the registry's master, how it was found (Sentinel), the
+ * failovers followed and the incarnation: STATS_REGISTRY grows from 320 to
+ * 640 bytes (libkvstash takes the shorter one of an older daemon, the new
+ * fields zero); a cluster FLUSH may complete with -EAGAIN.
+ */
+#define KVS_WIRE_MINOR 5u
 
 #define KVS_MSG_MAX 131072u	/* largest packet either side sends */
 #define KVS_MAX_FDS 64u		/* most fds one REGISTER may carry */

@@ -115,7 +115,12 @@ struct kvs_config {
 	uint32_t cuda_batch_streams;
 
 	/* [cluster] (sidecar/cluster/registry.h) */
-	char *cluster_redis; /* empty: no cluster */
+	char *cluster_redis; /* empty: no cluster (unless sentinels) */
+	char *cluster_sentinels; /* or the sentinels that name the master */
+	char *cluster_master_name;
+	char *cluster_sentinel_user;
+	char *cluster_sentinel_password_file;
+	uint32_t cluster_sentinel_check_ms;
 	char *cluster_user;
 	char *cluster_password_file;
 	char *cluster_name;

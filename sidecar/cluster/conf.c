@@ -16,6 +16,7 @@
 #include "base/conf.h"
 #include "cluster/addr.h"
 #include "cluster/registry.h"
+#include "cluster/sentinel.h"
 
 #define WHY(...) (why ? (void)snprintf(why, wl, __VA_ARGS__) : (void)0)
 
@@ -106,17 +107,63 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 	char w[160];
 	uint32_t third;
 
-	if (!cfg || !cfg->redis || !cfg->redis[0]) {
-		WHY("[cluster] redis: no address");
+	bool sentinels = cfg && cfg->sentinels && cfg->sentinels[0];
+
+	if (!cfg || ((!cfg->redis || !cfg->redis[0]) && !sentinels)) {
+		WHY("[cluster] redis: no address (nor sentinels)");
 		return -EINVAL;
 	}
 #if !HAVE_HIREDIS
-	WHY("[cluster] redis is set, but cluster support is not compiled in "
+	WHY("[cluster] %s is set, but cluster support is not compiled in "
 	    "(kvstashd was built without hiredis: apt-get install libhiredis-dev nettle-dev, "
-	    "configure --with-hiredis)");
+	    "configure --with-hiredis)",
+	    sentinels ? "sentinels" : "redis");
 	return -EOPNOTSUPP;
 #endif
-	if (reg_addr_parse(cfg->redis, &a, w, sizeof(w)) < 0) {
+	if (sentinels) {
+		const char *p = cfg->sentinels;
+		unsigned n = 0;
+
+		if (cfg->redis && cfg->redis[0]) {
+			WHY("[cluster] redis and sentinels: one or the other (the sentinels name the "
+			    "master)");
+			return -EINVAL;
+		}
+		if (!name_ok(cfg->master_name)) {
+			WHY("[cluster] master_name: '%s' is not 1-%d characters of A-Z a-z 0-9 . _ - "
+			    "(the name the sentinels monitor the master by)",
+			    cfg->master_name ? cfg->master_name : "", REG_NAME_MAX - 1);
+			return -EINVAL;
+		}
+		while (*p) {
+			size_t l = strcspn(p, ", \t");
+			char one[REG_ADDR_MAX];
+
+			if (!l) {
+				p++;
+				continue;
+			}
+			if (l >= sizeof(one) || ++n > SENTINEL_MAX) {
+				WHY("[cluster] sentinels: at most %u host:port, each below %zu bytes",
+				    SENTINEL_MAX, sizeof(one));
+				return -EINVAL;
+			}
+			memcpy(one, p, l);
+			one[l] = '\0';
+			if (reg_addr_parse(one, &a, w, sizeof(w)) < 0 || a.unix_path) {
+				WHY("[cluster] sentinels: %s",
+				    a.unix_path ? "host:port, not a path" : w);
+				return -EINVAL;
+			}
+			p += l;
+		}
+		if (cfg->sentinel_user && (strlen(cfg->sentinel_user) >= REG_NAME_MAX ||
+					   strpbrk(cfg->sentinel_user, " \t\r\n"))) {
+			WHY("[cluster] sentinel_user: longer than %d bytes or holds blanks",
+			    REG_NAME_MAX - 1);
+			return -EINVAL;
+		}
+	} else if (reg_addr_parse(cfg->redis, &a, w, sizeof(w)) < 0) {
 		WHY("[cluster] redis: %s", w);
 		return -EINVAL;
 	}
@@ -163,8 +210,8 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 	return 0;
 }
 
-int cluster_node_name(const struct kvs_config *c, char *host, size_t hostlen,
-		      const char **ret_name, char *why, size_t wl)
+int cluster_node_name(const struct kvs_config *c, char *host, size_t hostlen, const char **ret_name,
+		      char *why, size_t wl)
 {
 	if (c->cluster_node && c->cluster_node[0]) {
 		*ret_name = c->cluster_node;
@@ -181,23 +228,41 @@ int cluster_node_name(const struct kvs_config *c, char *host, size_t hostlen,
 	return 0;
 }
 
+/* A password file's secret into @buf, the error naming @key. */
+static int read_password(const char *key, const char *path, char *buf, size_t len, char *why,
+			 size_t wl)
+{
+	char w[256];
+	int rc = registry_read_secret(path, buf, len, w, sizeof(w));
+
+	if (rc < 0)
+		WHY("[cluster] %s: %s", key, w);
+	return rc;
+}
+
 int registry_config_from(const struct kvs_config *c, struct registry_config *ret, char *host,
-			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl)
+			 size_t hostlen, struct registry_secrets *secrets, char *why, size_t wl)
 {
 	struct registry_config r = { 0 };
 	int rc;
 
-	if (!c->cluster_redis || !c->cluster_redis[0])
+	if ((!c->cluster_redis || !c->cluster_redis[0]) &&
+	    (!c->cluster_sentinels || !c->cluster_sentinels[0]))
 		return 0;
 	r.redis = c->cluster_redis;
+	r.sentinels = c->cluster_sentinels;
+	r.master_name = c->cluster_master_name;
+	r.sentinel_user = c->cluster_sentinel_user;
+	r.sentinel_check_ms = c->cluster_sentinel_check_ms;
 	r.user = c->cluster_user;
 	r.cluster = c->cluster_name;
 	rc = cluster_node_name(c, host, hostlen, &r.node, why, wl);
 	if (rc < 0)
 		return rc;
 	/* Where peers fetch from: said outright, else where the peer service listens. */
-	r.peer_addr = c->cluster_peer_address && c->cluster_peer_address[0] ? c->cluster_peer_address
-									     : c->peer_listen;
+	r.peer_addr = c->cluster_peer_address && c->cluster_peer_address[0]
+			      ? c->cluster_peer_address
+			      : c->peer_listen;
 	r.lease_ttl_ms = c->cluster_lease_ttl_ms;
 	r.connect_timeout_ms = c->cluster_connect_timeout_ms;
 	r.command_timeout_ms = c->cluster_command_timeout_ms;
@@ -209,14 +274,18 @@ int registry_config_from(const struct kvs_config *c, struct registry_config *ret
 	if (rc < 0)
 		return rc;
 	if (c->cluster_password_file && c->cluster_password_file[0]) {
-		char w[256];
-
-		rc = registry_read_secret(c->cluster_password_file, secret, slen, w, sizeof(w));
-		if (rc < 0) {
-			WHY("[cluster] password_file: %s", w);
+		rc = read_password("password_file", c->cluster_password_file, secrets->redis,
+				   sizeof(secrets->redis), why, wl);
+		if (rc < 0)
 			return rc;
-		}
-		r.password = secret;
+		r.password = secrets->redis;
+	}
+	if (c->cluster_sentinel_password_file && c->cluster_sentinel_password_file[0]) {
+		rc = read_password("sentinel_password_file", c->cluster_sentinel_password_file,
+				   secrets->sentinel, sizeof(secrets->sentinel), why, wl);
+		if (rc < 0)
+			return rc;
+		r.sentinel_password = secrets->sentinel;
 	}
 	*ret = r;
 	return 1;

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +35,14 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "cluster/aconn.h"
 #include "cluster/addr.h"
 #include "cluster/ledger.h"
 #include "cluster/queue.h"
 #include "cluster/registry.h"
 #include "cluster/reply.h"
 #include "cluster/scripts.h"
+#include "cluster/sentinel.h"
 
 #define BATCH_MAX	  4096u /* changes per REGISTER (one round trip) */
 #define BATCHES_IN_FLIGHT 4u
@@ -58,7 +61,10 @@ static const char *const script_src[NR_SCRIPTS] = {
 	SCRIPT_ACQUIRE, SCRIPT_RENEW, SCRIPT_RELEASE, SCRIPT_REGISTER, SCRIPT_QUERY,
 };
 
-enum req_kind { K_AUTH, K_LOAD, K_ACQUIRE, K_RENEW, K_RELEASE, K_BATCH, K_QUERY };
+enum req_kind { K_AUTH, K_ROLE, K_LOAD, K_ACQUIRE, K_RENEW, K_RELEASE, K_BATCH, K_QUERY };
+
+/* epoll data.u32 of the registry's fds: the eventfd, the timer, Redis; the sentinels' from TAG_SENTINELS. */
+enum { TAG_WAKE = 1, TAG_TIMER = 2, TAG_REDIS = 3, TAG_SENTINELS = 16 };
 
 struct batch {
 	uint64_t start, end;	 /* queue positions covered: [start, end) */
@@ -147,16 +153,27 @@ struct registry {
 	uint64_t armed_ns;
 
 	/* connection */
-	redisAsyncContext *ac;
-	int ac_fd;
+	redisAsyncContext *ac; /* mc.ac while we hold it */
+	struct aconn mc;
 	uint64_t gen;
 	int state;
-	int ev_mask; /* EPOLLIN/EPOLLOUT hiredis asked for */
 	int want_close;
 	char close_why[128];
 	struct reply_budget budget;
 	char sha[NR_SCRIPTS][41];
 	uint32_t loads_ok;
+	int role_ok; /* ROLE said master (always, without Sentinel) */
+
+	/*
+	 * With [cluster] sentinels: they name the master (r->ip, addr.port;
+	 * empty until they did), r->redis its "ip:port".  switching: the
+	 * connection is closed for another master, reconnect at once.
+	 */
+	struct sentinel *sent;
+	char master_name[REG_NAME_MAX];
+	int switching;
+	uint64_t sentinel_next;	 /* sentinel_tick()'s next deadline */
+	pthread_mutex_t st_lock; /* st's strings: master, last_failover_from */
 	uint64_t connect_deadline, next_attempt;
 	uint32_t failures; /* consecutive, for the backoff */
 	struct req *inflight_head, *inflight_tail;
@@ -164,6 +181,7 @@ struct registry {
 
 	/* lease */
 	char token[REG_TOKEN_MAX], nonce[17];
+	char inc[17]; /* this process's incarnation id, hex (random at registry_new()) */
 	uint64_t epoch;
 	int ever_leased, acquiring, renewing, releasing, closing;
 	uint64_t renew_at, lease_valid_until, acquire_retry_at;
@@ -417,9 +435,9 @@ static int send_text_script(struct registry *r, struct req *q, int script, uint3
 
 static void send_acquire(struct registry *r)
 {
-	const char *argv[14];
-	size_t lens[14];
-	char ttl[16];
+	const char *argv[16];
+	size_t lens[16];
+	char ttl[16], floor[24];
 	struct req *q = req_new(K_ACQUIRE);
 	uint64_t rnd;
 
@@ -441,8 +459,12 @@ static void send_acquire(struct registry *r)
 	argv[11] = r->peer_addr;
 	argv[12] = r->node;
 	argv[13] = r->lease_prefix;
+	argv[14] = r->inc;
+	/* Above every epoch this process held: epochs never repeat in it (scripts.h). */
+	snprintf(floor, sizeof(floor), "%" PRIu64, r->epoch);
+	argv[15] = floor;
 	r->acquiring = 1;
-	send_text_script(r, q, S_ACQUIRE, 4, 7, argv, lens);
+	send_text_script(r, q, S_ACQUIRE, 4, 9, argv, lens);
 }
 
 static void send_renew(struct registry *r)
@@ -491,56 +513,6 @@ static void lease_lost(struct registry *r, const char *why)
 
 /* ---- connection ---------------------------------------------------------- */
 
-static void ev_update(struct registry *r)
-{
-	struct epoll_event e = { .events = (uint32_t)r->ev_mask, .data.u32 = 3 };
-
-	if (r->ac_fd >= 0)
-		epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->ac_fd, &e);
-}
-
-/* hiredis asks for one event at a time: epoll hears of a change only. */
-static void ev_want(struct registry *r, int event, bool on)
-{
-	int mask = on ? r->ev_mask | event : r->ev_mask & ~event;
-
-	if (mask != r->ev_mask) {
-		r->ev_mask = mask;
-		ev_update(r);
-	}
-}
-
-static void ev_add_read(void *p)
-{
-	ev_want(p, EPOLLIN, true);
-}
-
-static void ev_del_read(void *p)
-{
-	ev_want(p, EPOLLIN, false);
-}
-
-static void ev_add_write(void *p)
-{
-	ev_want(p, EPOLLOUT, true);
-}
-
-static void ev_del_write(void *p)
-{
-	ev_want(p, EPOLLOUT, false);
-}
-
-/* hiredis frees the context right after: forget its fd. */
-static void ev_cleanup(void *p)
-{
-	struct registry *r = p;
-
-	if (r->ac_fd >= 0)
-		epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->ac_fd, NULL);
-	r->ac_fd = -1;
-	r->ev_mask = 0;
-}
-
 static void conn_gone(struct registry *r, const char *why, int err)
 {
 	int was = r->state;
@@ -561,6 +533,16 @@ static void conn_gone(struct registry *r, const char *why, int err)
 	}
 	set_state(r, REG_DISCONNECTED);
 	ST_ADD(r, disconnects, was >= REG_HANDSHAKE ? 1 : 0);
+	/* Any loss may be a failover: ask the sentinels again. */
+	sentinel_look(r->sent);
+	if (r->switching) {
+		/* Left for the master the sentinels named: to it at once. */
+		r->switching = 0;
+		r->failures = 0;
+		r->next_attempt = 0;
+		rlog(r, LOG_NOTICE, 0, "registry: %s", why);
+		return;
+	}
 	/* Capped exponential backoff, with jitter so a fleet does not reconnect in step. */
 	delay = BACKOFF_MIN_MS << (r->failures < 6 ? r->failures : 6);
 	if (delay > BACKOFF_MAX_MS)
@@ -616,7 +598,7 @@ static void conn_close(struct registry *r, const char *why, int err)
 		return;
 	conn_gone(r, why, err);
 	/* Runs every pending callback with NULL (a stale generation: dropped). */
-	redisAsyncFree(ac);
+	aconn_close(&r->mc);
 }
 
 static void send_handshake(struct registry *r)
@@ -643,6 +625,17 @@ static void send_handshake(struct registry *r)
 		if (send_req(r, q, n, argv, lens) < 0)
 			return;
 	}
+	if (r->sent) {
+		/* The sentinels may lag, or a demoted master may come back: write to a master only. */
+		struct req *q = req_new(K_ROLE);
+
+		if (!q)
+			return;
+		argv[0] = "ROLE";
+		lens[0] = 4;
+		if (send_req(r, q, 1, argv, lens) < 0)
+			return;
+	}
 	for (int i = 0; i < NR_SCRIPTS; i++) {
 		struct req *q = req_new(K_LOAD);
 
@@ -662,44 +655,27 @@ static void send_handshake(struct registry *r)
 
 static void conn_open(struct registry *r)
 {
-	redisAsyncContext *ac;
-	struct epoll_event e = { .events = 0, .data.u32 = 3 };
+	char why[128];
+	int rc;
 
-	ac = r->addr.unix_path ? redisAsyncConnectUnix(r->addr.host)
-			       : redisAsyncConnect(r->ip, r->addr.port);
-	if (!ac) {
-		r->ac = NULL;
-		conn_gone(r, "out of memory", ENOMEM);
+	/* With Sentinel: the master the sentinels named; none yet: ask them, wait. */
+	if (r->sent && !r->ip[0]) {
+		sentinel_look(r->sent);
+		r->next_attempt = now_ns() + (uint64_t)r->connect_ms * MS;
 		return;
 	}
-	if (ac->err) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "%s", ac->errstr);
-		redisAsyncFree(ac);
+	r->role_ok = !r->sent;
+	rc = aconn_open(&r->mc, r->addr.unix_path ? r->addr.host : r->ip,
+			r->addr.unix_path ? 0 : r->addr.port, &r->budget, r, on_connect,
+			on_disconnect, why, sizeof(why));
+	if (rc < 0) {
 		r->ac = NULL;
-		conn_gone(r, why, ECONNREFUSED);
+		conn_gone(r, why, -rc);
 		return;
 	}
-	r->ac = ac;
-	ac->data = r;
-	ac->ev.data = r;
-	ac->ev.addRead = ev_add_read;
-	ac->ev.delRead = ev_del_read;
-	ac->ev.addWrite = ev_add_write;
-	ac->ev.delWrite = ev_del_write;
-	ac->ev.cleanup = ev_cleanup;
-	/* Bounded replies: the reader fails (and we disconnect) past the budget. */
-	ac->c.reader->fn = &reply_bounded_fns;
-	ac->c.reader->privdata = &r->budget;
-	r->ev_mask = 0;
-	r->ac_fd = ac->c.fd;
-	epoll_ctl(r->epfd, EPOLL_CTL_ADD, ac->c.fd, &e);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	r->ac = r->mc.ac;
 	set_state(r, REG_CONNECTING);
 	r->connect_deadline = now_ns() + (uint64_t)r->connect_ms * MS;
-	/* Arms the write event that says the connection is up. */
-	redisAsyncSetConnectCallback(ac, on_connect);
 	send_handshake(r);
 }
 
@@ -747,9 +723,10 @@ static void handle_acquire(struct registry *r, const redisReply *reply)
 	ST_ADD(r, leases_acquired, 1);
 	set_state(r, REG_READY);
 	rlog(r, LOG_NOTICE, 0,
-	     "registry: node %s holds its lease on %s, epoch %" PRIu64 "%s%s; re-registering "
-	     "resident blocks",
-	     r->node, r->redis, a.epoch, a.displaced[0] ? ", displacing " : "", a.displaced);
+	     "registry: node %s holds its lease on %s, epoch %" PRIu64 ", incarnation %s%s%s; "
+	     "re-registering resident blocks",
+	     r->node, r->redis, a.epoch, r->inc, a.displaced[0] ? ", displacing " : "",
+	     a.displaced);
 	/* Everything registered under an old epoch is invisible: backfill from the start. */
 	r->backfilling = 1;
 	r->bf_cursor = 0;
@@ -784,6 +761,21 @@ static void on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
 			reply_error_text(reply, e, sizeof(e));
 			ST_ADD(r, errors, 1);
 			want_close(r, rc == -EIO ? e : "malformed AUTH reply");
+		}
+		break;
+	case K_ROLE:
+		if (stale)
+			break;
+		rc = reply_role_master(reply, &v);
+		if (rc < 0) {
+			reply_error_text(reply, e, sizeof(e));
+			ST_ADD(r, errors, 1);
+			want_close(r, rc == -EIO ? e : "malformed ROLE reply");
+		} else if (!v) {
+			want_close(r, "not a master (the sentinels lag, or it was demoted)");
+			sentinel_look(r->sent);
+		} else {
+			r->role_ok = 1;
 		}
 		break;
 	case K_LOAD:
@@ -1383,6 +1375,8 @@ static void arm_timer(struct registry *r, uint64_t now)
 	}
 	if (r->state == REG_CONFLICT || r->state == REG_HANDSHAKE)
 		AT(r->acquire_retry_at);
+	if (r->sent && !r->closing && r->sentinel_next != UINT64_MAX)
+		AT(r->sentinel_next);
 	{
 		uint64_t d = ledger_next_deadline(&r->led);
 
@@ -1407,6 +1401,16 @@ static void arm_timer(struct registry *r, uint64_t now)
 static void pump(struct registry *r)
 {
 	uint64_t now = now_ns();
+
+	/* First: a failover it reports changes where the connection goes. */
+	if (r->sent && !r->closing) {
+		uint32_t n, up;
+
+		r->sentinel_next = sentinel_tick(r->sent, now);
+		sentinel_counts(r->sent, &n, &up);
+		ST_SET(r, sentinels, n);
+		ST_SET(r, sentinels_up, up);
+	}
 
 	for (int round = 0; round < 4; round++) {
 		/* Deadlines of the connection. */
@@ -1437,8 +1441,8 @@ static void pump(struct registry *r)
 		}
 
 		/* Lease: acquire once the scripts are loaded, renew on time. */
-		if (r->ac && !r->closing && r->loads_ok == NR_SCRIPTS && !r->acquiring &&
-		    (r->state == REG_HANDSHAKE || r->state == REG_CONFLICT) &&
+		if (r->ac && !r->closing && r->loads_ok == NR_SCRIPTS && r->role_ok &&
+		    !r->acquiring && (r->state == REG_HANDSHAKE || r->state == REG_CONFLICT) &&
 		    now >= r->acquire_retry_at)
 			send_acquire(r);
 		if (r->ac && r->state == REG_READY && !r->renewing && now >= r->renew_at)
@@ -1480,21 +1484,23 @@ void registry_dispatch(struct registry *r)
 	for (int i = 0; i < n; i++) {
 		uint64_t v;
 
-		if (ev[i].data.u32 == 1 || ev[i].data.u32 == 2) {
-			ssize_t rd = read(ev[i].data.u32 == 1 ? r->evfd : r->tfd, &v, sizeof(v));
+		if (ev[i].data.u32 == TAG_WAKE || ev[i].data.u32 == TAG_TIMER) {
+			ssize_t rd =
+				read(ev[i].data.u32 == TAG_WAKE ? r->evfd : r->tfd, &v, sizeof(v));
 
 			(void)rd;
-			if (ev[i].data.u32 == 2)
+			if (ev[i].data.u32 == TAG_TIMER)
 				r->armed_ns = 0; /* it fired: disarmed, whatever it was set to */
+			continue;
+		}
+		if (sentinel_owns(r->sent, ev[i].data.u32)) {
+			sentinel_event(r->sent, ev[i].data.u32, ev[i].events);
 			continue;
 		}
 		redisAsyncContext *ac = r->ac;
 
-		if (ac && (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-			redisAsyncHandleRead(ac);
-		/* HandleRead may have freed it (on_disconnect cleared r->ac). */
-		if (ac && r->ac == ac && (ev[i].events & EPOLLOUT))
-			redisAsyncHandleWrite(ac);
+		/* HandleRead may free it (on_disconnect cleared r->ac). */
+		aconn_event(&r->mc, ev[i].events);
 		if (r->ac == ac && ac && ac->c.reader &&
 		    ac->c.reader->len - ac->c.reader->pos > READ_BUFFER_MAX) {
 			ST_ADD(r, errors, 1);
@@ -1610,6 +1616,65 @@ int registry_query(struct registry *r, const uint8_t ns[REG_DIGEST_SIZE],
 	return 0;
 }
 
+/* ---- the master, from the sentinels -------------------------------------------------- */
+
+/*
+ * The sentinels name @ip:@port the master (sentinel.h).  Another one than
+ * ours: a failover to follow, at once, whatever state we are in: the
+ * connection (if any) to the old one goes, and the new one takes a new
+ * lease (a new epoch: the ACQUIRE's floor) and re-registers everything
+ * resident, so that what a lagging replica lost comes back.
+ */
+static void on_master(void *arg, const char *ip, int port, bool announced)
+{
+	struct registry *r = arg;
+	char now_addr[REG_ADDR_MAX];
+	bool had = r->ip[0] != '\0';
+
+	if (had && !strcmp(ip, r->ip) && port == r->addr.port)
+		return; /* the one we have */
+	snprintf(now_addr, sizeof(now_addr), strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip, port);
+	pthread_mutex_lock(&r->st_lock);
+	if (had) {
+		snprintf(r->st.last_failover_from, sizeof(r->st.last_failover_from), "%s",
+			 r->redis);
+		ST_SET(r, last_failover_ns, now_ns());
+	}
+	snprintf(r->st.master, sizeof(r->st.master), "%s", now_addr);
+	pthread_mutex_unlock(&r->st_lock);
+	if (had) {
+		ST_ADD(r, failovers, 1);
+		rlog(r, LOG_WARNING, 0,
+		     "registry: failover of %s: the sentinels name %s the master (was %s, %s)",
+		     r->master_name, now_addr, r->redis,
+		     announced ? "announced" : "found by asking them");
+	} else {
+		rlog(r, LOG_NOTICE, 0, "registry: the sentinels name %s the master of %s", now_addr,
+		     r->master_name);
+	}
+	snprintf(r->ip, sizeof(r->ip), "%s", ip);
+	r->addr.port = port;
+	snprintf(r->redis, sizeof(r->redis), "%s", now_addr);
+	if (r->ac) {
+		/* pump() closes it; conn_gone() sees switching and reconnects at once. */
+		r->switching = 1;
+		want_close(r, "following the failover");
+	} else {
+		r->failures = 0;
+		r->next_attempt = 0;
+	}
+	kick(r);
+}
+
+/* The sentinels' lines go where the registry's go. */
+static void sentinel_log(void *arg, int level, int err, const char *msg)
+{
+	struct registry *r = arg;
+
+	if (r->ops.log)
+		r->ops.log(r->ops.arg, level, err, msg);
+}
+
 /* ---- lifetime ------------------------------------------------------------------------ */
 
 static int resolve_host(struct registry *r, char *why, size_t wl)
@@ -1655,8 +1720,16 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->epfd = r->evfd = r->tfd = r->ac_fd = -1;
-	snprintf(r->redis, sizeof(r->redis), "%s", cfg->redis);
+	r->epfd = r->evfd = r->tfd = -1;
+	aconn_init(&r->mc, -1, TAG_REDIS);
+	pthread_mutex_init(&r->st_lock, NULL);
+	if (cfg->sentinels && cfg->sentinels[0]) {
+		snprintf(r->master_name, sizeof(r->master_name), "%s", cfg->master_name);
+		snprintf(r->redis, sizeof(r->redis), "the master of %s", r->master_name);
+	} else {
+		snprintf(r->redis, sizeof(r->redis), "%s", cfg->redis);
+		reg_addr_parse(cfg->redis, &r->addr, w, sizeof(w));
+	}
 	snprintf(r->user, sizeof(r->user), "%s", cfg->user ? cfg->user : "");
 	snprintf(r->cluster, sizeof(r->cluster), "%s", cfg->cluster);
 	snprintf(r->node, sizeof(r->node), "%s", cfg->node);
@@ -1674,7 +1747,6 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	snprintf(r->sprefix, sizeof(r->sprefix), "kvs:%s:n:", r->cluster);
 	snprintf(r->sets_key, sizeof(r->sets_key), "kvs:%s:sets:%s", r->cluster, r->node);
 	snprintf(r->nodes_key, sizeof(r->nodes_key), "kvs:%s:nodes", r->cluster);
-	reg_addr_parse(cfg->redis, &r->addr, w, sizeof(w));
 	rc = -ENOMEM;
 	if (cfg->password && cfg->password[0] && !(r->password = strdup(cfg->password)))
 		goto fail;
@@ -1693,17 +1765,31 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 		goto fail;
 	if (getrandom(&r->net_seed, sizeof(r->net_seed), 0) != sizeof(r->net_seed))
 		r->net_seed = now_ns();
+	/*
+	 * This process's incarnation id: with the node and the epoch it names
+	 * an incarnation that never repeats, even if Redis forgets every
+	 * epoch (a restart then starts the counter over; this id differs).
+	 */
+	{
+		uint64_t inc;
+
+		if (getrandom(&inc, sizeof(inc), 0) != sizeof(inc))
+			inc = now_ns() ^ ((uint64_t)getpid() << 40);
+		snprintf(r->inc, sizeof(r->inc), "%016" PRIx64, inc);
+		snprintf(r->st.incarnation, sizeof(r->st.incarnation), "%s", r->inc);
+	}
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	r->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	r->mc.epfd = r->epfd;
 	if (r->epfd < 0 || r->evfd < 0 || r->tfd < 0) {
 		rc = -errno;
 		goto fail;
 	}
-	e.data.u32 = 1;
+	e.data.u32 = TAG_WAKE;
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->evfd, &e) < 0)
 		goto fail_errno;
-	e.data.u32 = 2;
+	e.data.u32 = TAG_TIMER;
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &e) < 0)
 		goto fail_errno;
 	/* A 64th of the queue is kept for flush marks (queue.h): a full queue still takes them. */
@@ -1714,9 +1800,32 @@ int registry_new(const struct registry_config *cfg, const struct registry_ops *o
 	if (rc < 0)
 		goto fail;
 	ST_SET(r, queue_capacity, cfg->queue_entries);
-	rc = resolve_host(r, why, wl);
-	if (rc < 0)
-		goto fail;
+	if (r->master_name[0]) {
+		const struct sentinel_config sc = {
+			.list = cfg->sentinels,
+			.master_name = cfg->master_name,
+			.user = cfg->sentinel_user,
+			.password = cfg->sentinel_password,
+			.connect_timeout_ms = cfg->connect_timeout_ms,
+			.command_timeout_ms = cfg->command_timeout_ms,
+			.check_ms = cfg->sentinel_check_ms ? cfg->sentinel_check_ms : 1000,
+		};
+		const struct sentinel_ops so = { .master = on_master,
+						 .log = sentinel_log,
+						 .arg = r };
+
+		rc = sentinel_new(&sc, &so, r->epfd, TAG_SENTINELS, &r->sent, why, wl);
+		if (rc < 0)
+			goto fail;
+		sentinel_counts(r->sent, &r->st.sentinels, &r->st.sentinels_up);
+		r->st.sentinel = 1;
+		snprintf(r->st.master_name, sizeof(r->st.master_name), "%s", r->master_name);
+	} else {
+		rc = resolve_host(r, why, wl);
+		if (rc < 0)
+			goto fail;
+		snprintf(r->st.master, sizeof(r->st.master), "%s", r->redis);
+	}
 	set_state(r, REG_DISCONNECTED);
 	r->next_attempt = 0;
 	kick(r); /* the first dispatch connects */
@@ -1770,6 +1879,7 @@ void registry_free(struct registry *r)
 		r->queries = qu->next;
 		query_free(qu);
 	}
+	sentinel_free(r->sent);
 	ledger_fini(&r->led);
 	rq_fini(&r->q);
 	if (r->epfd >= 0)
@@ -1791,11 +1901,12 @@ void registry_free(struct registry *r)
 	free(r->gcount);
 	free(r->gdigest);
 	free(r->member);
+	pthread_mutex_destroy(&r->st_lock);
 	free(r);
 }
 
 _Static_assert(offsetof(struct registry_stats, epoch) == 16 &&
-		       sizeof(struct registry_stats) % 8 == 0,
+		       offsetof(struct registry_stats, sentinels) % 8 == 0,
 	       "registry_get_stats() copies the u64 part word by word");
 
 void registry_get_stats(const struct registry *r, struct registry_stats *ret)
@@ -1808,8 +1919,21 @@ void registry_get_stats(const struct registry *r, struct registry_stats *ret)
 	ret->connected = __atomic_load_n(&r->st.connected, __ATOMIC_RELAXED);
 	ret->leased = __atomic_load_n(&r->st.leased, __ATOMIC_RELAXED);
 	ret->backfilling = __atomic_load_n(&r->st.backfilling, __ATOMIC_RELAXED);
-	for (size_t i = 0; i < (sizeof(*ret) - offsetof(struct registry_stats, epoch)) / 8; i++)
+	for (size_t i = 0; i < (offsetof(struct registry_stats, sentinels) -
+				offsetof(struct registry_stats, epoch)) /
+				       8;
+	     i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	ret->sentinels = __atomic_load_n(&r->st.sentinels, __ATOMIC_RELAXED);
+	ret->sentinels_up = __atomic_load_n(&r->st.sentinels_up, __ATOMIC_RELAXED);
+	ret->sentinel = r->st.sentinel; /* constant */
+	/* The strings change with a failover (control thread), under st_lock. */
+	pthread_mutex_lock((pthread_mutex_t *)&r->st_lock);
+	memcpy(ret->incarnation, r->st.incarnation, sizeof(ret->incarnation));
+	memcpy(ret->master, r->st.master, sizeof(ret->master));
+	memcpy(ret->last_failover_from, r->st.last_failover_from, sizeof(ret->last_failover_from));
+	memcpy(ret->master_name, r->st.master_name, sizeof(ret->master_name));
+	pthread_mutex_unlock((pthread_mutex_t *)&r->st_lock);
 	/* Queue figures live: the control thread refreshes its copies only when it runs. */
 	ret->queue_depth = rq_depth(&r->q);
 	ret->enqueued = __atomic_load_n(&r->q.enqueued, __ATOMIC_RELAXED);

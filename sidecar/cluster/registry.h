@@ -8,7 +8,7 @@
  *
  * Redis model (all keys under "kvs:<cluster>:"):
  *   epoch:<node>  counter; INCR on every lease acquisition
- *   lease:<node>  hash {tok = "<epoch>:<nonce>", epoch, addr}, PEXPIRE ttl,
+ *   lease:<node>  hash {tok = "<epoch>:<nonce>", epoch, addr, inc}, PEXPIRE ttl,
  *                 renewed every ttl/3 by a script that checks tok
  *   n:<node>:<epoch>:<digest>  set of the 16-byte keys of namespace
  *                 <digest> (16 binary bytes) the node holds under that epoch
@@ -64,7 +64,18 @@
 struct registry;
 
 struct registry_config {
-	const char *redis;     /* "host:port", "[v6]:port", "unix:/path" or "/path" */
+	const char *redis;     /* "host:port", "[v6]:port", "unix:/path" or "/path"; or: */
+	/*
+	 * Redis Sentinel: "host:port,..." of the sentinels and the name of the
+	 * master they monitor (sentinel.h); exclusive with @redis.  AUTH to
+	 * the sentinels with their own user and password (NULL: none); the
+	 * master takes @user and @password as a plain Redis does.
+	 */
+	const char *sentinels;
+	const char *master_name;
+	const char *sentinel_user;
+	const char *sentinel_password;
+	uint32_t sentinel_check_ms; /* ask every sentinel this often; 0: 1 s */
 	const char *user;      /* ACL user for AUTH; NULL or "": the default user */
 	const char *password;  /* AUTH secret (registry_read_secret()); NULL: no AUTH */
 	const char *cluster;   /* [A-Za-z0-9._-], < REG_NAME_MAX */
@@ -149,19 +160,21 @@ int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SI
 int registry_read_secret(const char *path, char *buf, size_t len, char *why, size_t wl);
 
 /*
- * Check @cfg: address syntax, names, timeouts (lease_ttl >= 1 s, command
- * and connect timeouts below a third of it), queue size.  -EINVAL with a
- * reason; -EOPNOTSUPP without hiredis.
+ * Check @cfg: address syntax (a Redis, or sentinels and a master name),
+ * names, timeouts (lease_ttl >= 1 s, command and connect timeouts below a
+ * third of it), queue size.  -EINVAL with a reason; -EOPNOTSUPP without
+ * hiredis.
  */
 int registry_config_check(const struct registry_config *cfg, char *why, size_t wl);
 
 /*
  * kvstashd's [cluster] section (base/conf.h) into @ret: 0 when no cluster
- * is configured (redis empty), 1 when @ret is set, -errno with a reason.
- * An empty node name becomes the host's short name (in @host); the
- * password is read from password_file into @secret (REG_SECRET_MAX
- * bytes; wipe it after registry_new()).  Call it from --check-config and
- * at start-up; without hiredis a configured cluster is -EOPNOTSUPP.
+ * is configured (redis and sentinels empty), 1 when @ret is set, -errno
+ * with a reason.  An empty node name becomes the host's short name (in
+ * @host); the passwords are read from password_file and
+ * sentinel_password_file into @secrets (wipe them after registry_new()).
+ * Call it from --check-config and at start-up; without hiredis a
+ * configured cluster is -EOPNOTSUPP.
  */
 struct kvs_config;
 /*
@@ -170,8 +183,13 @@ struct kvs_config;
  */
 int cluster_node_name(const struct kvs_config *cfg, char *host, size_t hostlen,
 		      const char **ret_name, char *why, size_t wl);
+/* The secrets a [cluster] section names: Redis's and the sentinels' AUTH passwords. */
+struct registry_secrets {
+	char redis[REG_SECRET_MAX];
+	char sentinel[REG_SECRET_MAX];
+};
 int registry_config_from(const struct kvs_config *cfg, struct registry_config *ret, char *host,
-			 size_t hostlen, char *secret, size_t slen, char *why, size_t wl);
+			 size_t hostlen, struct registry_secrets *secrets, char *why, size_t wl);
 
 /* true when built with hiredis. */
 bool registry_compiled_in(void);
@@ -340,6 +358,14 @@ struct registry_stats {
 	uint64_t queries;
 	uint64_t query_hits; /* queries answered with best > 0 */
 	uint64_t flushes;
+	uint64_t failovers;	   /* masters the sentinels named in place of the one before */
+	uint64_t last_failover_ns; /* CLOCK_MONOTONIC of the last; 0: none */
+	uint32_t sentinels, sentinels_up;
+	uint32_t sentinel; /* 1: the master comes from the sentinels */
+	char incarnation[17]; /* this process's id, 16 hex digits (constant) */
+	char master[REG_ADDR_MAX]; /* "ip:port" (or the configured address); "": none yet */
+	char last_failover_from[REG_ADDR_MAX];
+	char master_name[REG_NAME_MAX];
 };
 void registry_get_stats(const struct registry *r, struct registry_stats *ret);
 

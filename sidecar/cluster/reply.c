@@ -341,3 +341,117 @@ int reply_query(const redisReply *r, uint32_t chunk, struct query_node *out, uin
 	*ret_n = n;
 	return 0;
 }
+
+/* ---- Sentinel ------------------------------------------------------------ */
+
+/* A numeric host: digits, hex, '.' and ':' (IPv6), below the buffer. */
+static int ip_ok(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len >= max)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("0123456789abcdefABCDEF.:", s[i]))
+			return 0;
+	return 1;
+}
+
+static int port_of(const char *s, size_t len, int *ret)
+{
+	uint64_t v;
+
+	if (parse_epoch(s, len, &v) < 0 || v > 65535)
+		return -EPROTO;
+	*ret = (int)v;
+	return 0;
+}
+
+static int is_str(const redisReply *r)
+{
+	return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+int reply_sentinel_master(const redisReply *r, struct sentinel_master *ret)
+{
+	struct sentinel_master m = { .port = 0 };
+	int have_ip = 0, e = not_error(r);
+
+	if (e)
+		return e;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 || r->elements > 256)
+		return -EPROTO;
+	for (size_t i = 0; i < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *v = r->element[i + 1];
+
+		if (!is_str(k) || !is_str(v))
+			return -EPROTO;
+		if (k->len == 2 && !memcmp(k->str, "ip", 2)) {
+			if (!ip_ok(v->str, v->len, sizeof(m.ip)))
+				return -EPROTO;
+			memcpy(m.ip, v->str, v->len);
+			m.ip[v->len] = '\0';
+			have_ip = 1;
+		} else if (k->len == 4 && !memcmp(k->str, "port", 4)) {
+			if (port_of(v->str, v->len, &m.port) < 0)
+				return -EPROTO;
+		} else if (k->len == 12 && !memcmp(k->str, "config-epoch", 12)) {
+			/* 0 before the first failover: not an epoch of ours, any decimal. */
+			if (!(v->len == 1 && v->str[0] == '0') &&
+			    parse_epoch(v->str, v->len, &m.config_epoch) < 0)
+				return -EPROTO;
+		} else if (k->len == 5 && !memcmp(k->str, "flags", 5)) {
+			m.down = memmem(v->str, v->len, "s_down", 6) ||
+				 memmem(v->str, v->len, "o_down", 6);
+		}
+	}
+	if (!have_ip || !m.port)
+		return -EPROTO;
+	*ret = m;
+	return 0;
+}
+
+int reply_switch_master(const redisReply *r, const char *name, struct sentinel_master *ret)
+{
+	struct sentinel_master m = { .port = 0 };
+	const char *f[5], *p, *end;
+	size_t fl[5], nl = strlen(name);
+	const redisReply *t;
+	unsigned n = 0;
+
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_str(r->element[0]) ||
+	    !is_str(r->element[1]) || !is_str(r->element[2]))
+		return -EPROTO;
+	if (r->element[0]->len != 7 || memcmp(r->element[0]->str, "message", 7) ||
+	    r->element[1]->len != 14 || memcmp(r->element[1]->str, "+switch-master", 14))
+		return -ENOENT;
+	t = r->element[2];
+	for (p = t->str, end = t->str + t->len; p < end && n < 5;) {
+		const char *sp = memchr(p, ' ', (size_t)(end - p));
+		size_t l = sp ? (size_t)(sp - p) : (size_t)(end - p);
+
+		f[n] = p;
+		fl[n++] = l;
+		p += l + (sp ? 1 : 0);
+	}
+	if (n != 5 || p != end)
+		return -EPROTO;
+	if (fl[0] != nl || memcmp(f[0], name, nl))
+		return -ENOENT;
+	if (!ip_ok(f[3], fl[3], sizeof(m.ip)) || port_of(f[4], fl[4], &m.port) < 0)
+		return -EPROTO;
+	memcpy(m.ip, f[3], fl[3]);
+	m.ip[fl[3]] = '\0';
+	*ret = m;
+	return 0;
+}
+
+int reply_role_master(const redisReply *r, int *ret)
+{
+	int e = not_error(r);
+
+	if (e)
+		return e;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !is_str(r->element[0]))
+		return -EPROTO;
+	*ret = r->element[0]->len == 6 && !memcmp(r->element[0]->str, "master", 6);
+	return 0;
+}

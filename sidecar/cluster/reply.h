@@ -80,4 +80,32 @@ int reply_query(const redisReply *r, uint32_t chunk, struct query_node *out, uin
 /* Names as registry_config_check() wants them. */
 int reply_name_ok(const char *s, size_t len);
 
+/* ---- Sentinel --------------------------------------------------------- */
+
+/* A master's address as the sentinels give it: a numeric IPv4 or IPv6 host and a port. */
+struct sentinel_master {
+	char ip[64];
+	int port;
+	uint64_t config_epoch; /* SENTINEL MASTER only; 0 otherwise */
+	int down;	       /* SENTINEL MASTER: flagged s_down or o_down */
+};
+
+/*
+ * SENTINEL MASTER <name>: a flat array of field names and values, of
+ * which ip, port, flags and config-epoch are taken (an unknown name is an
+ * error reply: -EIO).  0, -EIO, -EPROTO.
+ */
+int reply_sentinel_master(const redisReply *r, struct sentinel_master *ret);
+
+/*
+ * A +switch-master announcement of a subscription: ["message",
+ * "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
+ * about master @name: the new one into @ret.  0; -ENOENT: another
+ * message, or another master's; -EPROTO.
+ */
+int reply_switch_master(const redisReply *r, const char *name, struct sentinel_master *ret);
+
+/* ROLE: 1 when the server is a master, 0 when it is anything else.  -EIO, -EPROTO. */
+int reply_role_master(const redisReply *r, int *ret);
+
 #endif /* KVS_REG_REPLY_H */

@@ -31,18 +31,29 @@
  * ACQUIRE  KEYS: lease, epoch counter, the node's list of run sets, the
  * cluster's node list.  ARGV: nonce, previous token (or ""), force (1:
  * take over a live lease of another incarnation, as a restarted node
- * does), ttl ms, peer address, node name, lease key prefix.
+ * does), ttl ms, peer address, node name, lease key prefix, this
+ * process's incarnation id (16 hex digits), the highest epoch it held
+ * (0: none).  A lease of the same incarnation id is this process's own,
+ * whatever its token (an older one, from a replica promoted while behind):
+ * taken over too.  The epoch is above the counter and above the process's
+ * last, so it never repeats in one process, even if Redis forgot.
  * -> {1, token, epoch, displaced token or ""} or {0, holder token, pttl}.
  */
 #define SCRIPT_ACQUIRE                                                                     \
 	"local cur = redis.call('HGET', KEYS[1], 'tok')\n"                                 \
-	"if cur and cur ~= ARGV[2] and ARGV[3] ~= '1' then\n"                              \
+	"if cur and cur ~= ARGV[2] and ARGV[3] ~= '1' and\n"                               \
+	"    redis.call('HGET', KEYS[1], 'inc') ~= ARGV[8] then\n"                         \
 	"  return {0, cur, redis.call('PTTL', KEYS[1])}\n"                                 \
 	"end\n"                                                                            \
 	"local e = redis.call('INCR', KEYS[2])\n"                                          \
+	"if e <= tonumber(ARGV[9]) then\n"                                                 \
+	"  e = tonumber(ARGV[9]) + 1\n"                                                    \
+	"  redis.call('SET', KEYS[2], tostring(e))\n"                                      \
+	"end\n"                                                                            \
 	"local tok = string.format('%d:%s', e, ARGV[1])\n"                                 \
 	"redis.call('DEL', KEYS[1])\n"                                                     \
-	"redis.call('HSET', KEYS[1], 'tok', tok, 'epoch', tostring(e), 'addr', ARGV[5])\n" \
+	"redis.call('HSET', KEYS[1], 'tok', tok, 'epoch', tostring(e), 'addr', ARGV[5],\n" \
+	"  'inc', ARGV[8])\n"                                                              \
 	"redis.call('PEXPIRE', KEYS[1], ARGV[4])\n"                                        \
 	"for _, s in ipairs(redis.call('SMEMBERS', KEYS[3])) do\n"                         \
 	"  redis.call('UNLINK', s)\n"                                                      \

@@ -23,11 +23,11 @@
 #include "control/peer.h"
 #include "base/util.h"
 
-#define HDR(m, t, sq) \
-	do { \
-		(m).hdr.type = (t); \
+#define HDR(m, t, sq)                     \
+	do {                              \
+		(m).hdr.type = (t);       \
 		(m).hdr.size = sizeof(m); \
-		(m).hdr.seq = (sq); \
+		(m).hdr.seq = (sq);       \
 	} while (0)
 
 /*
@@ -118,6 +118,17 @@ static bool sample_registry(struct daemon *d, struct kvs_msg_stats_registry *m)
 	m->queries = st.queries;
 	m->query_hits = st.query_hits;
 	m->flushes = st.flushes;
+	strscpy_trunc(m->master, st.master, sizeof(m->master));
+	/* Literals of ours: GCC takes strscpy_trunc()'s bound for a read past them. */
+	snprintf(m->discovery, sizeof(m->discovery), "%s", st.sentinel ? "sentinel" : "direct");
+	strscpy_trunc(m->master_name, st.master_name, sizeof(m->master_name));
+	m->sentinels = st.sentinels;
+	m->sentinels_up = st.sentinels_up;
+	m->failovers = st.failovers;
+	m->last_failover_ms =
+		st.last_failover_ns ? (now_ns() - st.last_failover_ns) / NSEC_PER_MSEC : 0;
+	strscpy_trunc(m->last_failover_from, st.last_failover_from, sizeof(m->last_failover_from));
+	snprintf(m->incarnation, sizeof(m->incarnation), "%s", st.incarnation);
 	return true;
 }
 
@@ -356,6 +367,7 @@ static bool sample_peer(struct daemon *d, struct kvs_msg_stats_peer *m,
 	m->refused_total = st.refused_total;
 	m->locks_refused_host = st.locks_refused_host;
 	m->evicted_unauth = st.evicted_unauth;
+	m->fetch_staged_bytes = peer_staged_bytes(d);
 	for (unsigned k = 0; k < KVSPEER_FAIL__MAX; k++) {
 		m->fetch_failures += st.fetch_fail[k];
 		m->serve_failures += st.serve_fail[k];

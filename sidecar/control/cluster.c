@@ -97,13 +97,14 @@ static void on_registry(struct ev_source *src, uint32_t events)
 
 int cluster_check_config(const struct kvs_config *cfg, char *why, size_t wl)
 {
-	char host[REG_NAME_MAX], secret[REG_SECRET_MAX];
+	char host[REG_NAME_MAX];
+	struct registry_secrets secrets;
 	struct registry_config rc;
 	int r;
 
 	why[0] = '\0';
-	r = registry_config_from(cfg, &rc, host, sizeof(host), secret, sizeof(secret), why, wl);
-	explicit_bzero(secret, sizeof(secret));
+	r = registry_config_from(cfg, &rc, host, sizeof(host), &secrets, why, wl);
+	explicit_bzero(&secrets, sizeof(secrets));
 	return r < 0 ? r : 0;
 }
 
@@ -112,16 +113,16 @@ int cluster_init(struct daemon *d)
 	const struct registry_ops ops = {
 		.backfill = backfill, .log = reg_log, .leased = reg_leased, .arg = d
 	};
-	char host[REG_NAME_MAX], secret[REG_SECRET_MAX], why[256] = "";
+	char host[REG_NAME_MAX], why[256] = "";
+	struct registry_secrets secrets;
 	struct registry_config rc;
 	int r;
 
 	d->reg_ev.fd = -1;
-	r = registry_config_from(d->cfg, &rc, host, sizeof(host), secret, sizeof(secret), why,
-				 sizeof(why));
+	r = registry_config_from(d->cfg, &rc, host, sizeof(host), &secrets, why, sizeof(why));
 	if (r == 1)
 		r = registry_new(&rc, &ops, &d->reg, why, sizeof(why));
-	explicit_bzero(secret, sizeof(secret));
+	explicit_bzero(&secrets, sizeof(secrets));
 	if (r < 0)
 		return log_error_errno(r, "%s", why[0] ? why : "cannot start the cluster registry");
 	if (!d->reg)
@@ -131,7 +132,11 @@ int cluster_init(struct daemon *d)
 	r = ev_add(&d->loop, &d->reg_ev, EPOLLIN);
 	if (r < 0)
 		return log_error_errno(r, "cannot watch the registry");
-	log_info("cluster %s: node %s, registry %s", rc.cluster, rc.node, rc.redis);
+	if (rc.sentinels && rc.sentinels[0])
+		log_info("cluster %s: node %s, registry: the master of %s, from sentinels %s",
+			 rc.cluster, rc.node, rc.master_name, rc.sentinels);
+	else
+		log_info("cluster %s: node %s, registry %s", rc.cluster, rc.node, rc.redis);
 	return 0;
 }
 

@@ -28,7 +28,7 @@
 struct peer {
 	struct daemon *d;
 	struct kvspeer *kp;
-	pthread_mutex_t lock;	     /* the fetches in flight: join vs done */
+	pthread_mutex_t lock;	      /* the fetches in flight: join vs done */
 	struct cds_list_head fetches; /* struct pfetch.node */
 	struct block **scratch;	      /* lock(): KVSPEER_MAX_KEYS hits (service thread) */
 	uint32_t timeout_ms;
@@ -40,6 +40,12 @@ struct peer {
 	 */
 	pthread_mutex_t slock;
 	struct kvspeer_stats final;
+	/*
+	 * Pool bytes that fetches in flight hold (slots taken, not sealed or
+	 * dropped yet): charged to their instances' unsealed share like a
+	 * SAVE's.  Service thread writes, samplers read: relaxed.
+	 */
+	uint64_t staged;
 };
 
 /* One fetch in flight, owned by the op that started it. */
@@ -50,6 +56,7 @@ struct pfetch {
 	struct store_tenant *tenant;
 	struct store_place place; /* class held; shard set per allocation */
 	uint64_t slot_bytes;
+	uint64_t staged;     /* bytes of the slots it took (peer.staged) */
 	const uint8_t *keys; /* into op->ckeys, nkeys of them */
 	uint32_t nkeys;
 	struct save_ent *ents; /* nkeys x nshards; .shard NULL where none was taken */
@@ -189,6 +196,8 @@ static void *fetch_alloc(void *arg, uint32_t block, uint32_t shard, uint64_t len
 	if (nents != 1)
 		return NULL;
 	pf->ents[(size_t)block * place.nshards + shard] = ent;
+	pf->staged += pf->slot_bytes;
+	__atomic_fetch_add(&pf->p->staged, pf->slot_bytes, __ATOMIC_RELAXED);
 	return ent.shard->slot.addr;
 }
 
@@ -235,6 +244,7 @@ static void fetch_done(void *arg, struct kvspeer_fetch *f, int nr_blocks)
 				store_save_end(st, e, 1, i < (uint32_t)nr_blocks,
 					       pf->op->s->reg_tally);
 		}
+	__atomic_fetch_sub(&pf->p->staged, pf->staged, __ATOMIC_RELAXED);
 	/* Off the list first: a QUERY that finds it now joins, one that does not re-fetches. */
 	pthread_mutex_lock(&pf->p->lock);
 	cds_list_del(&pf->node);
@@ -306,8 +316,8 @@ static int pfetch_new(struct peer *p, struct op *op, uint32_t nkeys, struct pfet
 	return 0;
 }
 
-void peer_fetch(struct daemon *d, struct op *op, const char *addr, const char *node,
-		uint64_t epoch, uint32_t nkeys)
+void peer_fetch(struct daemon *d, struct op *op, const char *addr, const char *node, uint64_t epoch,
+		uint32_t nkeys)
 {
 	struct peer *p = peer_of(d);
 	struct kvspeer_fetch_params fp;
@@ -462,7 +472,8 @@ int peer_init(struct daemon *d)
 	for (unsigned i = 0; i < d->pool->nr_regions; i++) {
 		r = kvspeer_mem_register(p->kp, d->pool->regions[i].base, d->pool->regions[i].size);
 		if (r < 0)
-			return log_error_errno(r, "peer service: cannot register pool region %u", i);
+			return log_error_errno(r, "peer service: cannot register pool region %u",
+					       i);
 	}
 	if (kvspeer_local_addr(p->kp, addr, sizeof(addr)) < 0)
 		strscpy_trunc(addr, d->cfg->peer_listen, sizeof(addr));
@@ -509,6 +520,13 @@ void peer_fini(struct daemon *d)
 	pthread_mutex_destroy(&p->slock);
 	free(p->scratch);
 	free(p);
+}
+
+uint64_t peer_staged_bytes(struct daemon *d)
+{
+	struct peer *p = peer_of(d);
+
+	return p ? __atomic_load_n(&p->staged, __ATOMIC_RELAXED) : 0;
 }
 
 bool peer_sample(struct daemon *d, struct kvspeer_stats *ret_stats,

@@ -68,6 +68,8 @@ void peer_fini(struct daemon *d);
  */
 struct kvspeer_stats;
 struct kvspeer_peer_info;
+/* Pool bytes held by fetches in flight (their slots, charged to their instances). */
+uint64_t peer_staged_bytes(struct daemon *d);
 bool peer_sample(struct daemon *d, struct kvspeer_stats *ret_stats,
 		 struct kvspeer_peer_info *ret_peers, unsigned max, unsigned *ret_nr);
 

@@ -8,8 +8,10 @@
  * fetching node alive, and no lock left on the serving node (its stats):
  *   - the serving kvstashd SIGKILLed while a 64 MiB fetch runs;
  *   - the serving kvstashd SIGSTOPped while a fetch runs, past its lock
- *     TTL (1 s): the fetch ends at its deadline; once continued, the node
- *     holds no lock and serves a whole fetch again;
+ *     TTL (1 s): the fetch ends at its deadline, holding its slots
+ *     (fetch_staged_bytes) meanwhile, and another instance of the fetching
+ *     node saves whole all the same; once continued, the node holds no
+ *     lock and serves a whole fetch again;
  *   - a stale registry entry (Redis made to say a holds keys only c has):
  *     0 from a at once, and c's copy by hint;
  *   - the fetcher's pool too small for what it asks: the prefix that
@@ -32,12 +34,12 @@
 
 #include "ctest.h"
 
-#define NS	"qwen3-32b/bf16/faults"
-#define LAYERS	4
-#define SEG	(64 * 1024) /* 256 KiB blocks */
-#define BLOCKS	300
-#define BIG	256 /* 64 MiB in one fetch */
-#define N	64
+#define NS	    "qwen3-32b/bf16/faults"
+#define LAYERS	    4
+#define SEG	    (64 * 1024) /* 256 KiB blocks */
+#define BLOCKS	    300
+#define BIG	    256 /* 64 MiB in one fetch */
+#define N	    64
 #define DEADLINE_MS 3000
 
 static const char cluster_ini[] = "fetch_timeout = 3s\nlock_ttl = 1s\npeer_io_timeout = 1s\n";
@@ -124,10 +126,10 @@ static void hostile(const struct cnode *n, const char *name)
 
 int main(void)
 {
-	static uint8_t kbig[BIG * 16], k1[N * 16], k2[N * 16], k3[N * 16], k4[N * 16];
+	static uint8_t kbig[BIG * 16], k1[N * 16], k2[N * 16], k3[N * 16], k4[N * 16], k5[N * 16];
 	static const char *const cases[] = {
-		"garbage",   "huge-len",     "wrong-type",    "bad-version",
-		"bad-hello", "wrong-cluster", "wrong-secret", "before-auth",
+		"garbage",	"huge-len",	 "wrong-type",	 "bad-version",
+		"bad-hello",	"wrong-cluster", "wrong-secret", "before-auth",
 		"stall-header", "stall-payload", "conn-flood",
 	};
 	char out[256], small_pool[128];
@@ -136,6 +138,7 @@ int main(void)
 	struct test_kv kva, kvb, kvc, kvs;
 	struct kvs_client *ca, *cb, *cc, *cs;
 	uint64_t lease, ms, t0, epoch;
+	int64_t staged;
 	int r;
 
 	ct_init(400);
@@ -144,6 +147,7 @@ int main(void)
 	test_keys(k2, N, 53);
 	test_keys(k3, N, 54);
 	test_keys(k4, N, 55);
+	test_keys(k5, N, 56);
 	ct_redis_start(&rd);
 	cnode_start_peer(&a0, &rd, "a", cluster_ini, pool_ini);
 	cnode_start_peer(&b, &rd, "b", cluster_ini, pool_ini);
@@ -177,13 +181,32 @@ int main(void)
 	ct_save(ca, &kva, k1, N, 300);
 	t0 = now_ms();
 	submit_fetch(cb, kbig + 128 * 16, BIG - 128, a.peer);
-	usleep(2000);
+	/* Stopped once b holds the slots for what a locked: the fetch stuck with them. */
+	while (ct_peer_stat(&b, "fetch_staged_bytes") == 0 && now_ms() - t0 < 1000)
+		;
 	kill(a.d.pid, SIGSTOP);
+	staged = ct_peer_stat(&b, "fetch_staged_bytes");
+	{
+		/*
+		 * What the stuck fetch holds counts in its instance's unsealed
+		 * share, not in anyone else's: another instance on b saves whole.
+		 */
+		struct test_kv kvo;
+		struct kvs_client *co = ct_worker(&b, NS, &kvo, LAYERS, BLOCKS, SEG);
+
+		ct_save(co, &kvo, k5, N, 700);
+		kvs_close(co);
+		test_kv_free(&kvo);
+	}
 	r = reap_fetch(cb, &lease, &ms, t0);
+	CHECK(ct_peer_stat(&b, "fetch_staged_bytes") == 0, "the fetch's slots are still staged");
 	CHECK(ms < DEADLINE_MS + 2000, "a fetch from a stopped peer took %llu ms",
 	      (unsigned long long)ms);
 	load_check(cb, &kvb, lease, (uint32_t)r, 10, 200 + 128, "server stopped");
-	printf("  stopped peer: %d of %d blocks in %llu ms\n", r, BIG - 128, (unsigned long long)ms);
+	printf("  stopped peer: %d of %d blocks in %llu ms; %lld bytes staged meanwhile, another "
+	       "instance saved %d blocks whole\n",
+	       r, BIG - 128, (unsigned long long)ms, (long long)staged, N);
+	CHECK(staged > 0, "the fetch held no slot while the peer was stopped");
 	sleep(2); /* past the 1 s TTL while stopped */
 	kill(a.d.pid, SIGCONT);
 	ct_wait_peer_stat(&a, "locks_held", 0);

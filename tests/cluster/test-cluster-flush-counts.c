@@ -99,6 +99,10 @@ int main(void)
 	cnode_start_in(&b, &hb, &rd, "b", false, NULL, NULL);
 	ct_wait_lease(&rd, "a", 0);
 	ct_wait_lease(&rd, "b", 0);
+	/* b's registry ready too (it answers a cluster QUERY), not only its lease in Redis. */
+	for (uint64_t end = now_ms() + CT_POLL_MS; ct_stat(&b, "registry", "state") != 3;
+	     usleep(10000))
+		CHECK(now_ms() < end, "b's registry never ready after the restart");
 	test_keys(kbusy, BUSY, 1);
 	test_keys(kmore, 80, 2);
 	test_keys(knew, 8, 3);
@@ -114,6 +118,11 @@ int main(void)
 	cflush(cbusy, 0, 0, 64, "busy session, Redis down");
 	CHECK(redis_restart(&rd) == 0, "redis-server did not come back");
 	ct_wait_lease(&rd, "a", 0);
+	ct_wait_lease(&rd, "b", 0);
+	/* b's registry ready too (it answers a cluster QUERY), not only its lease in Redis. */
+	for (uint64_t end = now_ms() + CT_POLL_MS; ct_stat(&b, "registry", "state") != 3;
+	     usleep(10000))
+		CHECK(now_ms() < end, "b's registry never ready after the restart");
 
 	/* ---- a new session, while the busy one goes on in another process ---- */
 	bz = (struct busy){ &a, 8 };

@@ -213,7 +213,8 @@ want = {"kvstash_peer_peers": "gauge", "kvstash_peer_peers_failed": "gauge",
         "kvstash_peer_connections_accepted_total": "counter",
         "kvstash_peer_failures_total": "counter",
         "kvstash_peer_connections_unauthenticated": "gauge",
-        "kvstash_peer_refused_total": "counter", "kvstash_peer_unauth_evicted_total": "counter"}
+        "kvstash_peer_refused_total": "counter", "kvstash_peer_unauth_evicted_total": "counter",
+        "kvstash_peer_fetch_staged_bytes": "gauge"}
 for name, t in want.items():
     assert types.get(name) == t, f"{name}: type {types.get(name)}, want {t}"
 assert mine["kvstash_peer_peers"] == p["peers"] == 2

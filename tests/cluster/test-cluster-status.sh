@@ -128,18 +128,25 @@ until_ok 30 "registry not ready" sh -c \
 
 ks status >"$dir/out" || fail "status"
 grep -qx 'Registry:' "$dir/out" || fail "status: no Registry: block"
-grep -Eq '^  state +ready, connected yes, leased yes, backfilling (yes|no), epoch [1-9][0-9]*$' \
+grep -Eq '^  state +ready, connected yes, leased yes, backfilling (yes|no), epoch [1-9][0-9]*, incarnation [0-9a-f]{16}$' \
 	"$dir/out" || fail "status: state line"
 grep -Eq '^  queue +[0-9]+/1024 queued, ' "$dir/out" || fail "status: queue depth/capacity"
 grep -Eq '^  dropped +[0-9]+ overflow, [0-9]+ offline, [0-9]+ failed$' "$dir/out" ||
 	fail "status: drops"
 grep -Eq '^  redis +[1-9][0-9]* replies, last round trip [0-9]+ us, ' "$dir/out" ||
 	fail "status: last round trip"
+# The master, how it was found, the failovers followed (none: a plain Redis).
+grep -Eq "^  master +127\.0\.0\.1:$rport \(direct\)$" "$dir/out" || fail "status: master line"
+grep -Eq '^  failover +0 followed, ' "$dir/out" || fail "status: failover line"
 json 'd["registry"]["state"] == "ready" and d["registry"]["state_code"] == 3 and
       d["registry"]["connected"] is True and d["registry"]["leased"] is True and
       d["registry"]["epoch"] >= 1 and d["registry"]["queue"]["capacity"] == 1024 and
       sorted(d["registry"]["dropped"]) == ["failed", "offline", "overflow"] and
-      d["registry"]["redis"]["round_trips"] >= 1 and "last_rtt_us" in d["registry"]["redis"]' \
+      d["registry"]["redis"]["round_trips"] >= 1 and "last_rtt_us" in d["registry"]["redis"] and
+      d["registry"]["redis"]["master"] == "127.0.0.1:'"$rport"'" and
+      d["registry"]["redis"]["discovery"] == "direct" and
+      d["registry"]["redis"]["failovers"] == 0 and d["registry"]["redis"]["sentinels"] == 0 and
+      len(d["registry"]["incarnation"]) == 16' \
 	"$dir/status.json" || fail "status JSON: $(cat "$dir/status.json")"
 
 # Blocks the example engine saves are registered: delivered moves.
@@ -154,7 +161,7 @@ json 'd["registry"]["state"] == "ready" and d["registry"]["epoch"] >= 1 and
       d["blocks"]["resident"] >= 1' "$dir/stats.json" || fail "stats JSON: $(cat "$dir/stats.json")"
 ks stats >"$dir/out" || fail "stats"
 grep -qx 'Registry:' "$dir/out" || fail "stats: no Registry: block"
-grep -Eq '^  state +ready, connected yes, leased yes, backfilling (yes|no), epoch [1-9][0-9]*$' \
+grep -Eq '^  state +ready, connected yes, leased yes, backfilling (yes|no), epoch [1-9][0-9]*, incarnation [0-9a-f]{16}$' \
 	"$dir/out" || fail "stats: state line"
 grep -Eq '^  queue +0/1024 queued, [1-9][0-9]* enqueued, [1-9][0-9]* delivered, ' "$dir/out" ||
 	fail "stats: queue line"
@@ -184,7 +191,8 @@ gauges = ["state", "connected", "leased", "backfilling", "epoch", "queue_depth",
           "queue_capacity", "last_rtt_seconds"]
 counters = ["enqueued", "delivered", "dropped", "backfilled", "round_trips", "errors",
             "connects", "disconnects", "leases_acquired", "leases_lost", "queries",
-            "query_hits", "flushes"]
+            "query_hits", "flushes", "failovers"]
+gauges.append("sentinels_up")
 for f in gauges + counters:
     name = "kvstash_registry_" + f + ("_total" if f in counters else "")
     want = "counter" if f in counters else "gauge"

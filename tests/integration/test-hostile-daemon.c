@@ -1583,6 +1583,83 @@ static void admin_newer_minor(void)
 	      "the part we know, unknown types skipped");
 }
 
+/*
+ * STATS from a daemon of minor 4, whose registry message was 320 bytes:
+ * @i 0 sends that (taken, the newer fields zero), 1 one byte short of it,
+ * 2 one byte over (neither size that revision had: -EBADMSG).
+ */
+static int older_child(void *arg, unsigned i)
+{
+	static const uint32_t size[] = { 320, 319, 321 };
+	struct kvs_msg_hello_reply rep;
+	struct kvs_msg_hello h;
+	struct kvs_msg_hdr req, end;
+	uint8_t reg[sizeof(struct kvs_msg_stats_registry)];
+	int conn;
+	uint32_t seq;
+
+	(void)arg;
+	conn = accept_conn();
+	seq = recv_req(conn, &h, sizeof(h), KVS_MSG_HELLO);
+	good_reply(&rep, seq, NULL, 0, 0, 0);
+	rep.r.rev_minor = 4;
+	CHECK(raw_send(conn, &rep, sizeof(rep), NULL, 0) == 0, "admin reply");
+	seq = recv_req(conn, &req, sizeof(req), KVS_MSG_STATS);
+	/* Garbage where the newer fields would be: they must not be read. */
+	memset(reg, 0x41, sizeof(reg));
+	memset(reg, 0, 320 < size[i] ? 320 : size[i]);
+	memcpy(reg, &(struct kvs_msg_hdr){ KVS_MSG_STATS_REGISTRY, size[i], seq, 0 },
+	       sizeof(struct kvs_msg_hdr));
+	((struct kvs_msg_stats_registry *)reg)->flushes = 5;
+	if (raw_send(conn, reg, size[i], NULL, 0) < 0 || i)
+		goto out;
+	end = (struct kvs_msg_hdr){ KVS_MSG_END, sizeof(end), seq, 0 };
+	CHECK(raw_send(conn, &end, sizeof(end), NULL, 0) == 0, "end");
+out:
+	while (recv(conn, &req, sizeof(req), 0) > 0)
+		;
+	close(conn);
+	return 0;
+}
+
+static int older_cb(void *arg, const struct kvs_msg_hdr *m)
+{
+	struct kvs_msg_stats_registry *out = arg;
+
+	if (m->type == KVS_MSG_STATS_REGISTRY && m->size == sizeof(*out))
+		memcpy(out, m, sizeof(*out));
+	return 0;
+}
+
+static void admin_older_minor(void)
+{
+	for (unsigned i = 0; i < 3; i++) {
+		struct kvs_msg_stats_registry reg = { 0 };
+		struct kvs_client *c;
+		int r;
+
+		fake_listen();
+		fake_spawn(older_child, i);
+		r = engine_connect(KVS_ROLE_ADMIN, WAIT_MS, &c);
+		CHECK(r == 0, "admin connect: %s", kvs_strerror(r));
+		r = kvs_admin_request(c, KVS_MSG_STATS, older_cb, &reg);
+		if (i == 0) {
+			CHECK_RES(r, 0, "a minor-4 registry message of 320 bytes");
+			CHECK(reg.flushes == 5 && reg.master[0] == 0 && reg.incarnation[0] == 0 &&
+				      reg.failovers == 0,
+			      "the minor-4 message: flushes %llu, master '%.8s', failovers %llu",
+			      (unsigned long long)reg.flushes, reg.master,
+			      (unsigned long long)reg.failovers);
+		} else {
+			CHECK_RES(r, -EBADMSG, "a minor-4 registry message of neither size");
+		}
+		kvs_close(c);
+		fake_done();
+	}
+	it_ok("an older daemon's shorter registry message: taken, the newer fields zero; any "
+	      "other size refused");
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -1603,6 +1680,7 @@ int main(void)
 	register_replies();
 	admin_replies();
 	admin_newer_minor();
+	admin_older_minor();
 	rmdir(dir);
 	return 0;
 }

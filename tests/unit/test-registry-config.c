@@ -152,12 +152,12 @@ START_TEST(test_config_from)
 {
 	struct kvs_config cfg;
 	struct registry_config r;
-	char host[256], secret[REG_SECRET_MAX], why[512], p[128], err[256];
+	char host[256], why[512], p[128], err[256];
+	struct registry_secrets sec;
 
 	ck_assert_int_eq(config_init(&cfg), 0);
 	/* Defaults: no cluster. */
-	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), secret, sizeof(secret),
-					      why, sizeof(why)),
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
 			 0);
 	snprintf(p, sizeof(p), "%s/pw", dir);
 	write_file(p, "hunter2\n", 0600);
@@ -165,15 +165,14 @@ START_TEST(test_config_from)
 			 0);
 	ck_assert_int_eq(config_set(&cfg, "cluster", "password_file", p, err, sizeof(err)), 0);
 	if (!registry_compiled_in()) {
-		ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), secret,
-						      sizeof(secret), why, sizeof(why)),
-				 -EOPNOTSUPP);
+		ck_assert_int_eq(
+			registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			-EOPNOTSUPP);
 		ck_assert_ptr_nonnull(strstr(why, "not compiled in"));
 		config_free(&cfg);
 		return;
 	}
-	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), secret, sizeof(secret),
-					      why, sizeof(why)),
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
 			 1);
 	ck_assert_str_eq(r.password, "hunter2");
 	ck_assert_str_eq(r.cluster, "kvstash");
@@ -181,16 +180,48 @@ START_TEST(test_config_from)
 	ck_assert_uint_eq(r.lease_ttl_ms, 10000);
 	ck_assert_uint_eq(r.queue_entries, 65536);
 	ck_assert_int_eq(chmod(p, 0644), 0);
-	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), secret, sizeof(secret),
-					      why, sizeof(why)),
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
 			 -EPERM);
 	ck_assert_ptr_nonnull(strstr(why, "[cluster] password_file"));
 	ck_assert_ptr_null(strstr(why, "hunter2"));
 	/* A timeout over a third of the lease: refused by the cross-key check. */
 	ck_assert_int_eq(chmod(p, 0600), 0);
 	ck_assert_int_eq(config_set(&cfg, "cluster", "command_timeout", "4s", err, sizeof(err)), 0);
-	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), secret, sizeof(secret),
-					      why, sizeof(why)),
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_int_eq(config_set(&cfg, "cluster", "command_timeout", "2s", err, sizeof(err)), 0);
+
+	/* Sentinels instead of a Redis: not both, a master name, host:port each. */
+	ck_assert_int_eq(config_set(&cfg, "cluster", "sentinels", "10.0.0.1:26379,10.0.0.2:26379",
+				    err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "one or the other"));
+	ck_assert_int_eq(config_set(&cfg, "cluster", "redis", "", err, sizeof(err)), 0);
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "master_name"));
+	ck_assert_int_eq(config_set(&cfg, "cluster", "master_name", "kvs-reg", err, sizeof(err)),
+			 0);
+	snprintf(p + strlen(p), sizeof(p) - strlen(p), "2");
+	write_file(p, "sentinel-pw\n", 0600);
+	ck_assert_int_eq(config_set(&cfg, "cluster", "sentinel_password_file", p, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			 1);
+	ck_assert_str_eq(r.master_name, "kvs-reg");
+	ck_assert_str_eq(r.sentinel_password, "sentinel-pw");
+	ck_assert_str_eq(r.password, "hunter2");
+	ck_assert_uint_eq(r.sentinel_check_ms, 1000);
+	ck_assert_int_eq(config_set(&cfg, "cluster", "sentinels", "10.0.0.1:26379,unix:/x", err,
+				    sizeof(err)),
+			 0);
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "[cluster] sentinels"));
+	ck_assert_int_eq(config_set(&cfg, "cluster", "sentinels", "10.0.0.1", err, sizeof(err)), 0);
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
 			 -EINVAL);
 	config_free(&cfg);
 }

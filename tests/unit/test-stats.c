@@ -247,6 +247,16 @@ START_TEST(test_registry)
 		{ "queries", 224, "kvstash_registry_queries_total" },
 		{ "query_hits", 232, "kvstash_registry_query_hits_total" },
 		{ "flushes", 240, "kvstash_registry_flushes_total" },
+		/* Minor 5: the master, Sentinel, the incarnation (the message grew to 640). */
+		{ "master", 248, NULL },
+		{ "discovery", 312, NULL },
+		{ "master_name", 376, NULL },
+		{ "sentinels", 440, NULL },
+		{ "sentinels_up", 444, "kvstash_registry_sentinels_up" },
+		{ "failovers", 448, "kvstash_registry_failovers_total" },
+		{ "last_failover_ms", 456, NULL },
+		{ "last_failover_from", 464, NULL },
+		{ "incarnation", 528, NULL },
 	};
 
 	ck_assert_uint_eq(KVS_MSG_STATS_REGISTRY, 24);
@@ -259,7 +269,7 @@ START_TEST(test_registry)
 		else
 			ck_assert_ptr_null(registry_rows[i].prom);
 	}
-	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_registry), 320);
+	ck_assert_uint_eq(sizeof(struct kvs_msg_stats_registry), 640);
 }
 END_TEST
 
