@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "peer/internal.h"
 
@@ -43,17 +44,24 @@ static void host_of(const struct sockaddr_storage *sa, struct peer_host *ret)
 		} else {
 			ret->family = AF_INET6;
 			memcpy(ret->addr, a->s6_addr, 16);
+			if (IN6_IS_ADDR_LINKLOCAL(a))
+				ret->scope = ((const struct sockaddr_in6 *)sa)->sin6_scope_id;
 		}
 	}
 }
 
-static uint32_t host_hash(const struct peer_host *h)
+static uint32_t host_hash(const struct kvspeer *kp, const struct peer_host *h)
 {
 	uint64_t a, b;
 
 	memcpy(&a, h->addr, 8);
 	memcpy(&b, h->addr + 8, 8);
-	a = (a ^ (b * 0x9e3779b97f4a7c15ull) ^ (uint64_t)h->family) * 0xff51afd7ed558ccdull;
+	a ^= kp->acct_seed;
+	a = (a ^ ((b + (kp->acct_seed >> 17)) * 0x9e3779b97f4a7c15ull) ^ (uint64_t)h->family ^
+	     ((uint64_t)h->scope << 32)) *
+	    0xff51afd7ed558ccdull;
+	a ^= a >> 29;
+	a *= 0xc4ceb9fe1a85ec53ull;
 	return (uint32_t)(a ^ (a >> 32));
 }
 
@@ -68,6 +76,8 @@ int admit_init(struct kvspeer *kp)
 	kp->unauth_hist = calloc(kp->p.max_unauth_per_peer + 1, sizeof(*kp->unauth_hist));
 	if (!kp->accts || !kp->acct_hash || !kp->unauth_hist)
 		return -ENOMEM;
+	if (getrandom(&kp->acct_seed, sizeof(kp->acct_seed), 0) != sizeof(kp->acct_seed))
+		kp->acct_seed = peer_now_ns() * 0x9e3779b97f4a7c15ull;
 	kp->acct_mask = buckets - 1;
 	/* Every account on the free list: one per connection that may be open. */
 	for (uint32_t i = 0; i < kp->p.max_conns; i++) {
@@ -87,7 +97,7 @@ void admit_fini(struct kvspeer *kp)
 
 static struct peer_acct *acct_find(struct kvspeer *kp, const struct peer_host *h)
 {
-	for (struct peer_acct *a = kp->acct_hash[host_hash(h) & kp->acct_mask]; a; a = a->hnext)
+	for (struct peer_acct *a = kp->acct_hash[host_hash(kp, h) & kp->acct_mask]; a; a = a->hnext)
 		if (!memcmp(&a->host, h, sizeof(*h)))
 			return a;
 	return NULL;
@@ -104,7 +114,7 @@ static struct peer_acct *acct_get(struct kvspeer *kp, const struct peer_host *h)
 	kp->acct_free = a->hnext;
 	memset(a, 0, sizeof(*a));
 	a->host = *h;
-	b = &kp->acct_hash[host_hash(h) & kp->acct_mask];
+	b = &kp->acct_hash[host_hash(kp, h) & kp->acct_mask];
 	a->hnext = *b;
 	*b = a;
 	return a;
@@ -113,7 +123,7 @@ static struct peer_acct *acct_get(struct kvspeer *kp, const struct peer_host *h)
 /* Its last connection went (and with it its locks): back on the free list. */
 static void acct_drop_if_unused(struct kvspeer *kp, struct peer_acct *a)
 {
-	struct peer_acct **pp = &kp->acct_hash[host_hash(&a->host) & kp->acct_mask];
+	struct peer_acct **pp = &kp->acct_hash[host_hash(kp, &a->host) & kp->acct_mask];
 
 	if (a->conns)
 		return;
@@ -198,14 +208,20 @@ int admit_accept(struct kvspeer *kp, const struct sockaddr_storage *sa, struct p
 		struct conn *v = victim(kp, a ? a : &none);
 
 		if (!v) {
-			/* Every connection authenticated, or the newcomer's host holds the most. */
-			if (full && !kp->nr_unauth)
-				STAT_ADD(kp, refused_total, 1);
-			else
+			/*
+			 * Nobody's handshake to close for it: the budget is
+			 * used up and the newcomer's host holds the most of
+			 * it, or max_conns is reached below the budget.
+			 */
+			if (kp->nr_unauth >= kp->p.max_unauth)
 				STAT_ADD(kp, refused_unauth_budget, 1);
+			else
+				STAT_ADD(kp, refused_total, 1);
 			return -EUSERS;
 		}
+		/* The victim's end is a limit's too (serve_fail), besides why. */
 		STAT_ADD(kp, evicted_unauth, 1);
+		STAT_ADD(kp, serve_fail[KVSPEER_FAIL_LIMIT], 1);
 		kp_log_peer(kp, KVSPEER_LOG_WARNING,
 			    "peer %s: closed before its handshake ended, to make room (%u of %u "
 			    "connections not authenticated)",
@@ -220,6 +236,11 @@ int admit_accept(struct kvspeer *kp, const struct sockaddr_storage *sa, struct p
 	}
 	*ret = a;
 	return 0;
+}
+
+void admit_cancel(struct kvspeer *kp, struct peer_acct *a)
+{
+	acct_drop_if_unused(kp, a);
 }
 
 void admit_attach(struct kvspeer *kp, struct conn *c, struct peer_acct *a)

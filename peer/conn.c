@@ -91,6 +91,7 @@ struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const str
 void conn_close(struct conn *c, int err)
 {
 	struct kvspeer *kp = c->kp;
+	enum conn_state was = c->state;
 
 	if (c->state == CS_DEAD)
 		return;
@@ -126,7 +127,7 @@ void conn_close(struct conn *c, int err)
 			c->pe->nr_idle--;
 		}
 		if (c->pe)
-			c->pe->conns--;
+			fetch_conn_gone(c, was);
 	}
 	plist_del(&c->link);
 	plist_add_tail(&c->dead_link, &kp->dead);

@@ -79,6 +79,7 @@ static struct fetch *fetch_alloc(struct kvspeer *kp, enum fetch_kind kind, const
 	f->result = -EINPROGRESS;
 	f->get_failed_at = UINT32_MAX;
 	plist_init(&f->link);
+	plist_init(&f->wait_link);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	return f;
@@ -257,7 +258,7 @@ static struct peer_ent *peer_get(struct kvspeer *kp, const char *addr)
 		pe = plist_entry(pos, struct peer_ent, link);
 		if (!strcmp(pe->addr, addr))
 			return pe;
-		if (!pe->conns && (!lru || pe->last_ns < lru->last_ns))
+		if (!pe->conns && plist_empty(&pe->waiting) && (!lru || pe->last_ns < lru->last_ns))
 			lru = pe;
 	}
 	if (kp->nr_peers >= PEER_MAX_PEERS) {
@@ -277,6 +278,8 @@ static struct peer_ent *peer_get(struct kvspeer *kp, const char *addr)
 		return NULL;
 	}
 	plist_init(&pe->idle);
+	plist_init(&pe->waiting);
+	plist_init(&pe->kick_link);
 	pe->last_ns = peer_now_ns();
 	plist_add_tail(&pe->link, &kp->peers);
 	kp->nr_peers++;
@@ -289,10 +292,72 @@ void peer_ents_free(struct kvspeer *kp)
 
 	plist_for_each_safe(pos, tmp, &kp->peers)
 	{
+		struct peer_ent *pe = plist_entry(pos, struct peer_ent, link);
+
 		plist_del(pos);
-		free(plist_entry(pos, struct peer_ent, link));
+		plist_del(&pe->kick_link);
+		free(pe);
 	}
 	kp->nr_peers = 0;
+}
+
+/*
+ * Handshakes we have open to one peer at a time: half of the limit we
+ * ourselves set on unauthenticated connections from one host
+ * (max_unauth_per_peer), so that a cluster configured alike never meets
+ * its peers' limit, and a node that is busy fetching never holds the most
+ * of a peer's unauthenticated budget (whose oldest conn goes first when an
+ * attack fills it).  Further fetches wait in pe->waiting for a conn.
+ */
+static uint32_t connecting_max(const struct kvspeer *kp)
+{
+	return (kp->p.max_unauth_per_peer + 1) / 2;
+}
+
+/* A conn of @pe is free, or one more may be opened: its waiting fetches go next turn. */
+static void pe_kick(struct kvspeer *kp, struct peer_ent *pe)
+{
+	if (!plist_empty(&pe->waiting) && plist_empty(&pe->kick_link))
+		plist_add_tail(&pe->kick_link, &kp->kick);
+}
+
+void fetch_conn_gone(struct conn *c, enum conn_state was)
+{
+	struct peer_ent *pe = c->pe;
+
+	pe->conns--;
+	if (was < CS_READY)
+		pe->connecting--;
+	pe_kick(c->kp, pe);
+}
+
+/*
+ * From the loop, not from where a conn closes or turns ready: starting a
+ * fetch may close another conn, and conn_close() must not recurse into
+ * itself through the fetch it is finishing.
+ */
+void fetch_kick(struct kvspeer *kp)
+{
+	while (!plist_empty(&kp->kick)) {
+		struct peer_ent *pe = plist_entry(kp->kick.next, struct peer_ent, kick_link);
+		struct plist todo, *pos, *tmp;
+
+		plist_del(&pe->kick_link);
+		/* Those that still find no conn join pe->waiting again, in order. */
+		plist_init(&todo);
+		plist_for_each_safe(pos, tmp, &pe->waiting)
+		{
+			plist_del(pos);
+			plist_add_tail(pos, &todo);
+		}
+		plist_for_each_safe(pos, tmp, &todo)
+		{
+			struct fetch *f = plist_entry(pos, struct fetch, wait_link);
+
+			plist_del(pos);
+			fetch_start(kp, f);
+		}
+	}
 }
 
 static void conn_idle(struct conn *c)
@@ -308,6 +373,7 @@ static void conn_idle(struct conn *c)
 	c->idle_since_ns = peer_now_ns();
 	plist_add_tail(&c->idle_link, &pe->idle);
 	pe->nr_idle++;
+	pe_kick(c->kp, pe);
 }
 
 /* ---- Finishing ---------------------------------------------------------------- */
@@ -383,6 +449,7 @@ static void finish(struct fetch *f, int err)
 	detach(f);
 	lock_gone(f);
 	plist_del(&f->link);
+	plist_del(&f->wait_link);
 	n = f->kind == FK_FETCH ? (int)f->verified : 0;
 	us = (peer_now_ns() - f->submit_ns) / 1000;
 	if (f->kind == FK_FETCH) {
@@ -515,6 +582,7 @@ static int conn_open(struct kvspeer *kp, struct peer_ent *pe, struct conn **ret)
 	}
 	c->pe = pe;
 	pe->conns++;
+	pe->connecting++; /* until CS_READY, or fetch_conn_gone() */
 	*ret = c;
 	return 0;
 }
@@ -551,6 +619,18 @@ void fetch_start(struct kvspeer *kp, struct fetch *f)
 		if (send_request(f, c) < 0 && f->state != FS_DONE)
 			conn_close(c, -ECONNRESET);
 		return;
+	}
+	/*
+	 * Within the limits we set ourselves (the peers' alike): handshakes
+	 * (connecting_max()) and connections (max_conns_per_peer) per peer.
+	 */
+	if (pe->connecting >= connecting_max(kp) || pe->conns >= kp->p.max_conns_per_peer) {
+		if (pe->connecting >= connecting_max(kp) || plist_empty(&pe->idle)) {
+			plist_add_tail(&f->wait_link, &pe->waiting); /* fetch_kick() starts it */
+			return;
+		}
+		/* A retry, which must not take a pooled conn: the oldest one makes room. */
+		conn_close(plist_entry(pe->idle.next, struct conn, idle_link), 0);
 	}
 	r = conn_open(kp, pe, &c);
 	if (r < 0) {
@@ -696,6 +776,8 @@ static int on_auth_ok(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	free(info);
 	c->state = CS_READY;
 	c->pe->ever_ok = true;
+	c->pe->connecting--;
+	pe_kick(kp, c->pe);
 	kp_log(kp, KVSPEER_LOG_DEBUG, "connected to %s (%s, epoch %llu)", c->addr_str, c->node,
 	       (unsigned long long)c->epoch);
 	return conn_ready(c);

@@ -122,6 +122,7 @@ struct plock {
 /* A peer host: family and address bytes, no port (admit.c). */
 struct peer_host {
 	uint32_t family; /* AF_INET (addr[0..4)) or AF_INET6 */
+	uint32_t scope;	 /* IPv6 link-local: the interface (fe80::1 on two links is two hosts) */
 	uint8_t addr[16];
 };
 
@@ -147,9 +148,9 @@ enum conn_state {
 
 struct conn {
 	struct ev_src ev;
-	struct plist link;	/* kp->conns */
-	struct plist idle_link; /* a peer_ent's idle list */
-	struct plist dead_link; /* kp->dead */
+	struct plist link;	  /* kp->conns */
+	struct plist idle_link;	  /* a peer_ent's idle list */
+	struct plist dead_link;	  /* kp->dead */
 	struct plist unauth_link; /* kp->unauth, oldest first, until authenticated (serve) */
 	struct kvspeer *kp;
 	int fd;
@@ -229,7 +230,9 @@ struct peer_ent {
 	uint32_t nr_idle;
 	uint32_t conns; /* open, idle or not */
 	uint32_t busy;
-	uint32_t connecting;
+	uint32_t connecting;	/* conns of ours not past the handshake (CS_CONNECTING..CS_AUTH) */
+	struct plist waiting;	/* fetches waiting for one of them (fetch.wait_link) */
+	struct plist kick_link; /* kp->kick: a waiting fetch may go now */
 	uint32_t locks;
 	int last_error;
 	bool ever_ok;
@@ -250,7 +253,8 @@ struct fetch {
 	struct kvspeer *kp;
 	int refs; /* atomic */
 	enum fetch_kind kind;
-	struct plist link; /* kp->cmds (queued) or kp->fetches (running) */
+	struct plist link;	/* kp->cmds (queued) or kp->fetches (running) */
+	struct plist wait_link; /* pe->waiting: no conn free, handshakes at the limit */
 
 	/* the request (copies) */
 	char peer[KVSPEER_ADDR_MAX];
@@ -327,14 +331,16 @@ struct kvspeer {
 	struct plist dead;    /* closed this turn */
 	struct plist fetches; /* running */
 	struct plist peers;   /* peer_ent, client side */
+	struct plist kick;    /* peer_ent.kick_link: waiting fetches to start this loop turn */
 	uint32_t nr_peers;
 	/* Admission (admit.c): accounts per host, the unauthenticated ones by age. */
 	uint32_t nr_serve_conns;
 	struct peer_acct *accts;      /* max_conns of them */
 	struct peer_acct **acct_hash; /* by host */
 	uint32_t acct_mask;
+	uint64_t acct_seed; /* random: no peer can aim its addresses at one chain */
 	struct peer_acct *acct_free;
-	struct plist unauth;	/* struct conn.unauth_link */
+	struct plist unauth; /* struct conn.unauth_link */
 	uint32_t nr_unauth;
 	uint32_t *unauth_hist; /* [k]: hosts holding k unauthenticated connections */
 	uint64_t next_tick_ns;
@@ -429,6 +435,8 @@ void admit_fini(struct kvspeer *kp);
  */
 int admit_accept(struct kvspeer *kp, const struct sockaddr_storage *sa, struct peer_acct **ret);
 /* @c, just made, counts against @a, unauthenticated. */
+/* admit_accept() said yes, but no conn came of it: @a goes if unused. */
+void admit_cancel(struct kvspeer *kp, struct peer_acct *a);
 void admit_attach(struct kvspeer *kp, struct conn *c, struct peer_acct *a);
 void admit_authenticated(struct kvspeer *kp, struct conn *c);
 /* @c closed (its locks already ended). */
@@ -447,6 +455,10 @@ int fetch_raw_done(struct conn *c);
 void fetch_connected(struct conn *c);
 /* The conn used by a fetch closed with @err. */
 void fetch_conn_lost(struct conn *c, int err);
+/* @c (ours, of a peer_ent) closed in state @was: one more may open. */
+void fetch_conn_gone(struct conn *c, enum conn_state was);
+/* Start the fetches that waited for a conn and may have one now (each loop turn). */
+void fetch_kick(struct kvspeer *kp);
 void fetch_tick(struct kvspeer *kp, uint64_t now);
 void fetch_fail_all(struct kvspeer *kp, int err);
 void fetch_ucx_get_done(struct fetch *f, uint32_t block, int status);

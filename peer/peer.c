@@ -473,6 +473,7 @@ static void *service(void *arg)
 			fetch_tick(kp, now);
 			kp->next_tick_ns = now + PEER_TICK_MS * NSEC_PER_MSEC;
 		}
+		fetch_kick(kp);
 		free_dead(kp);
 	}
 	/* kvspeer_free(): every fetch completes, every lock is given back. */
@@ -548,6 +549,7 @@ int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
 	plist_init(&kp->dead);
 	plist_init(&kp->fetches);
 	plist_init(&kp->peers);
+	plist_init(&kp->kick);
 	r = check_params(kp, p);
 	if (r < 0)
 		goto fail;

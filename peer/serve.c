@@ -86,6 +86,9 @@ void serve_accept(struct kvspeer *kp)
 		conn_set_sockopts(kp, fd);
 		c = conn_new(kp, fd, SIDE_SERVE, (struct sockaddr *)&sa, len);
 		if (!c) {
+			/* A new host's account goes back: nothing else would free it. */
+			admit_cancel(kp, a);
+			kp_log_peer(kp, KVSPEER_LOG_WARNING, "refused %s: no memory for it", addr);
 			close(fd);
 			continue;
 		}

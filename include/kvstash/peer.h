@@ -433,7 +433,7 @@ struct kvspeer_stats {
 	uint64_t refused_host_conns;	/* the host holds max_conns_per_peer */
 	uint64_t refused_host_unauth;	/* the host holds max_unauth_per_peer unauthenticated */
 	uint64_t refused_unauth_budget; /* max_unauth reached, the host holds the most of it */
-	uint64_t refused_total;		/* max_conns reached, every connection authenticated */
+	uint64_t refused_total;		/* max_conns reached, no handshake to close for it */
 	uint64_t evicted_unauth;	/* unauthenticated, closed to make room for a newcomer */
 	uint64_t locks_refused_host;	/* the host holds max_locks_per_peer locks */
 	uint64_t resv[1];

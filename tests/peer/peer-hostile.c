@@ -648,6 +648,13 @@ static int c_conn_flood(const char *name)
  * (what this host could hold) and by the test (the node's counters).
  */
 static unsigned sl_conns = 64, sl_gap_ms = 5, sl_hold_ms = 3000, sl_expect_max;
+static volatile sig_atomic_t sl_stop;
+
+static void sl_on_term(int sig)
+{
+	(void)sig;
+	sl_stop = 1;
+}
 static const char *sl_pattern = "partial", *sl_binds;
 
 /* --binds A,B,...: the addresses dialled from, in turn (else --bind or the kernel's). */
@@ -673,7 +680,8 @@ static unsigned split_binds(char (*out)[64], unsigned max)
  * one's place is dialled again).  "attacking" is printed once the first
  * --conns were dialled.  A connection counts as held once it stayed open
  * 300 ms (a refusal closes it sooner).  --expect-max N: fail when more
- * than N were held at once.
+ * than N were held at once.  SIGTERM ends it early, with the same report:
+ * a test holds the attack until what it watches is done.
  */
 static int c_slowloris(const char *name)
 {
@@ -691,13 +699,14 @@ static int c_slowloris(const char *name)
 
 	if (!slots || slots > MAXC)
 		FAIL("--conns must be 1..%d", MAXC);
+	signal(SIGTERM, sl_on_term);
 	for (unsigned i = 0; i < slots; i++)
 		fds[i] = -1;
 	*h = (struct pw_hdr){
 		.magic = PW_MAGIC, .type = PW_HELLO, .len = sizeof(struct pw_hello), .seq = 1
 	};
 	make_hello((struct pw_hello *)(h + 1), cluster);
-	while (now_ms() < end) {
+	while (now_ms() < end && !sl_stop) {
 		uint64_t now = now_ms();
 		unsigned held = 0;
 

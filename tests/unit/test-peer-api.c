@@ -5,7 +5,8 @@
  * one-time completion, the calls refused from inside a callback, memory
  * that cannot be unregistered while locked, kvspeer_free() completing a
  * fetch in progress, ranges outside registered memory never served, a
- * host's lock error, connect failures, health and peer rows.  The
+ * host's lock error, connect failures, health and peer rows, many cold
+ * fetches at once within a peer's per-host limits.  The
  * cross-host behaviour (namespaces, deaths, partitions) is tests/peer/'s.
  */
 #include <check.h>
@@ -599,6 +600,49 @@ START_TEST(test_kvstash_ns)
 }
 END_TEST
 
+/*
+ * Many fetches at once to a peer with no conn yet: the client opens them
+ * within the limits a peer configured alike sets on one host (handshakes:
+ * max_unauth_per_peer, connections: max_conns_per_peer), the rest wait for
+ * a conn, and every fetch completes whole, none refused.
+ */
+#define COLD_FETCHES 40
+
+START_TEST(test_cold_fetches_within_limits)
+{
+	struct kvspeer_fetch *fh[COLD_FETCHES];
+	struct kvspeer_fetch_params f;
+	struct kvspeer_stats st;
+	struct kvspeer *c;
+	struct srv s;
+
+	srv_start(&s);
+	c = client();
+	fparams(&f, s.addr, NBLOCKS);
+	for (int i = 0; i < COLD_FETCHES; i++)
+		ck_assert_int_eq(kvspeer_fetch_submit(c, &f, &fh[i]), 0);
+	for (int i = 0; i < COLD_FETCHES; i++) {
+		int err = -1;
+
+		ck_assert_int_eq(kvspeer_fetch_wait(fh[i], &err), (int)NBLOCKS);
+		ck_assert_int_eq(err, 0);
+		kvspeer_fetch_unref(fh[i]);
+	}
+	for (uint32_t b = 0; b < NBLOCKS; b++)
+		for (uint32_t i = 0; i < SHARD; i++)
+			ck_assert_uint_eq(dst[b][i], b + 1);
+	kvspeer_stats(c, &st);
+	ck_assert_uint_eq(st.fetches_full, COLD_FETCHES);
+	kvspeer_stats(s.kp, &st);
+	ck_assert_uint_eq(st.refused_host_conns, 0);
+	ck_assert_uint_eq(st.refused_host_unauth, 0);
+	ck_assert_uint_eq(st.serve_fail[KVSPEER_FAIL_LIMIT], 0);
+	ck_assert_uint_eq(st.serve_blocks, (uint64_t)COLD_FETCHES * NBLOCKS);
+	kvspeer_free(c);
+	srv_stop(&s);
+}
+END_TEST
+
 /* Each test gets a cluster secret file of its own. */
 static void setup(void)
 {
@@ -619,7 +663,7 @@ static void teardown(void)
 
 UNIT_TESTS(test_params, test_fetch_and_stats, test_join, test_no_waiting_in_callbacks,
 	   test_registered_memory, test_free_completes_fetches, test_health_peers_refused,
-	   test_kvstash_ns)
+	   test_kvstash_ns, test_cold_fetches_within_limits)
 
 const struct unit_suite unit_suite = {
 	.name = "peer-api",
