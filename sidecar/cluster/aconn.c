@@ -76,6 +76,14 @@ int aconn_open(struct aconn *c, const char *ip, int port, struct reply_budget *b
 		redisAsyncFree(ac);
 		return -ECONNREFUSED;
 	}
+	/* Before hiredis may ask for events: a connection epoll never reports would hang. */
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, ac->c.fd, &e) < 0) {
+		int err = errno;
+
+		snprintf(why, wl, "epoll: %s", strerror(err));
+		redisAsyncFree(ac);
+		return -err;
+	}
 	c->ac = ac;
 	c->mask = 0;
 	c->fd = ac->c.fd;
@@ -89,7 +97,6 @@ int aconn_open(struct aconn *c, const char *ip, int port, struct reply_budget *b
 	/* Bounded replies: the reader fails (and we disconnect) past the budget. */
 	ac->c.reader->fn = &reply_bounded_fns;
 	ac->c.reader->privdata = budget;
-	epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fd, &e);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	/* Arms the write event that says the connection is up. */
 	redisAsyncSetConnectCallback(ac, on_connect);

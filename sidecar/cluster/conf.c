@@ -103,7 +103,7 @@ static bool name_ok(const char *s)
 
 int registry_config_check(const struct registry_config *cfg, char *why, size_t wl)
 {
-	struct reg_addr a;
+	struct reg_addr a = { 0 };
 	char w[160];
 	uint32_t third;
 
@@ -150,12 +150,17 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 			}
 			memcpy(one, p, l);
 			one[l] = '\0';
+			a = (struct reg_addr){ 0 };
 			if (reg_addr_parse(one, &a, w, sizeof(w)) < 0 || a.unix_path) {
 				WHY("[cluster] sentinels: %s",
 				    a.unix_path ? "host:port, not a path" : w);
 				return -EINVAL;
 			}
 			p += l;
+		}
+		if (!n) {
+			WHY("[cluster] sentinels: none named (only separators)");
+			return -EINVAL;
 		}
 		if (cfg->sentinel_user && (strlen(cfg->sentinel_user) >= REG_NAME_MAX ||
 					   strpbrk(cfg->sentinel_user, " \t\r\n"))) {

@@ -108,6 +108,11 @@ void ledger_count(struct registry_tally *t, uint32_t n, uint32_t refused)
 
 /* ---- runs --------------------------------------------------------------- */
 
+bool ledger_run_fits(const struct ledger *l, const struct registry_tally *t)
+{
+	return l->nruns < l->cap || l->runs[l->nruns - 1].t == t;
+}
+
 bool ledger_run_add(struct ledger *l, struct registry_tally *t)
 {
 	if (l->nruns && l->runs[l->nruns - 1].t == t) {

@@ -82,6 +82,8 @@ void ledger_count(struct registry_tally *t, uint32_t n, uint32_t refused);
 
 /* The batch being built took a change of @t; false when its runs are full. */
 bool ledger_run_add(struct ledger *l, struct registry_tally *t);
+/* Would ledger_run_add() take a change of @t? */
+bool ledger_run_fits(const struct ledger *l, const struct registry_tally *t);
 /* Its runs, moved into a copy of their own for the batch (NULL: none, or no memory). */
 struct ledger_run *ledger_take_runs(struct ledger *l, uint32_t *ret_n);
 void ledger_clear_runs(struct ledger *l);

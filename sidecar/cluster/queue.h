@@ -10,7 +10,7 @@
  *
  * Besides changes it carries marks (RQ_MARK: registry_mark(), a flush
  * barrier's place in the stream), for which the last cells are kept: a
- * change is refused while fewer than @reserve cells are free, a mark only
+ * change is refused while @reserve cells or fewer are free, a mark only
  * when none is.  Each entry has a tag, its producer's (a change: whose it
  * is, struct registry_tally; a mark: its flush).
  *

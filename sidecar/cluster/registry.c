@@ -6,9 +6,10 @@
  *
  * Everything but the queue's producer side runs on the control thread.
  * hiredis calls back into us only from inside redisAsyncHandleRead/Write
- * and redisAsyncFree; those callbacks only record results.  Commands are
- * sent, connections torn down and user callbacks run from pump(), after
- * hiredis has returned, so no callback ever re-enters hiredis.
+ * and redisAsyncFree; those callbacks only record results (conn_gone()
+ * included: the sentinels are asked from pump()).  Commands are sent,
+ * connections torn down and user callbacks run from pump(), after hiredis
+ * has returned, so no callback ever re-enters hiredis.
  *
  * Order: one connection, so Redis runs our commands in the order we send
  * them and replies come back in that order.  Batches are therefore
@@ -172,6 +173,7 @@ struct registry {
 	struct sentinel *sent;
 	char master_name[REG_NAME_MAX];
 	int switching;
+	int want_look; /* a callback saw what may be a failover: pump() asks the sentinels */
 	uint64_t sentinel_next;	 /* sentinel_tick()'s next deadline */
 	pthread_mutex_t st_lock; /* st's strings: master, last_failover_from */
 	uint64_t connect_deadline, next_attempt;
@@ -192,6 +194,11 @@ struct registry {
 	int backfilling;
 	uint64_t bf_cursor;
 	struct registry_entry *bf_buf;
+	uint32_t bf_next, bf_got; /* bf_buf[bf_next, bf_got): read, not in a batch yet */
+
+	/* A change taken from the queue that the batch had no room for: the next batch's first. */
+	struct rq_item carry;
+	int has_carry;
 
 	/* registration */
 	struct rq q;
@@ -228,6 +235,20 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The epochs' floor (send_acquire()): CLOCK_REALTIME, unlike every timer here. */
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
 }
 
 static void rlog(struct registry *r, int level, int err, const char *fmt, ...)
@@ -345,7 +366,8 @@ static void batch_reset(struct registry *r)
 	r->nops = 0;
 	ledger_clear_runs(&r->led);
 	r->pend_backfill = 0;
-	r->pend_start = r->pend_end = r->q.head;
+	/* The next batch starts at the change carried over, if one was (fill_and_send()). */
+	r->pend_start = r->pend_end = r->has_carry ? r->carry.pos : r->q.head;
 }
 
 static bool batch_empty(const struct registry *r)
@@ -460,8 +482,13 @@ static void send_acquire(struct registry *r)
 	argv[12] = r->node;
 	argv[13] = r->lease_prefix;
 	argv[14] = r->inc;
-	/* Above every epoch this process held: epochs never repeat in it (scripts.h). */
-	snprintf(floor, sizeof(floor), "%" PRIu64, r->epoch);
+	/*
+	 * Above every epoch this process held, and at least the wall clock in
+	 * milliseconds: epochs never repeat in a process, nor across
+	 * processes while the clock goes forward, even when Redis forgot the
+	 * counter (scripts.h).  Peers tell holders apart by (node, epoch).
+	 */
+	snprintf(floor, sizeof(floor), "%" PRIu64, max_u64(r->epoch, wall_ms()));
 	argv[15] = floor;
 	r->acquiring = 1;
 	send_text_script(r, q, S_ACQUIRE, 4, 9, argv, lens);
@@ -498,6 +525,15 @@ static void send_release(struct registry *r)
 	send_text_script(r, q, S_RELEASE, 1, 1, argv, lens);
 }
 
+/* Re-register every resident entry (a new epoch, or the entries' TTL refresh), or stop. */
+static void backfill_set(struct registry *r, int on)
+{
+	r->backfilling = on;
+	r->bf_cursor = 0;
+	r->bf_next = r->bf_got = 0;
+	ST_SET(r, backfilling, on);
+}
+
 static void lease_lost(struct registry *r, const char *why)
 {
 	if (r->state != REG_READY)
@@ -506,8 +542,7 @@ static void lease_lost(struct registry *r, const char *why)
 	rlog(r, LOG_WARNING, 0, "registry: lease of node %s (epoch %" PRIu64 ") lost: %s", r->node,
 	     r->epoch, why);
 	set_state(r, REG_HANDSHAKE);
-	r->backfilling = 0;
-	ST_SET(r, backfilling, 0);
+	backfill_set(r, 0);
 	r->acquire_retry_at = 0; /* at once: a new epoch, then backfill */
 }
 
@@ -522,8 +557,7 @@ static void conn_gone(struct registry *r, const char *why, int err)
 	r->gen++;
 	r->want_close = 0;
 	r->acquiring = r->renewing = r->releasing = 0;
-	r->backfilling = 0;
-	ST_SET(r, backfilling, 0);
+	backfill_set(r, 0);
 	r->loads_ok = 0;
 	if (was == REG_READY)
 		ST_ADD(r, leases_lost, 1); /* the next connection takes a new epoch */
@@ -533,8 +567,8 @@ static void conn_gone(struct registry *r, const char *why, int err)
 	}
 	set_state(r, REG_DISCONNECTED);
 	ST_ADD(r, disconnects, was >= REG_HANDSHAKE ? 1 : 0);
-	/* Any loss may be a failover: ask the sentinels again. */
-	sentinel_look(r->sent);
+	/* Any loss may be a failover: ask the sentinels again (from pump()). */
+	r->want_look = 1;
 	if (r->switching) {
 		/* Left for the master the sentinels named: to it at once. */
 		r->switching = 0;
@@ -728,9 +762,7 @@ static void handle_acquire(struct registry *r, const redisReply *reply)
 	     r->node, r->redis, a.epoch, r->inc, a.displaced[0] ? ", displacing " : "",
 	     a.displaced);
 	/* Everything registered under an old epoch is invisible: backfill from the start. */
-	r->backfilling = 1;
-	r->bf_cursor = 0;
-	ST_SET(r, backfilling, 1);
+	backfill_set(r, 1);
 	r->refresh_at = now_ns() + r->entry_ttl_ms / 2 * MS;
 	if (r->ops.leased)
 		r->ops.leased(r->ops.arg, a.epoch);
@@ -773,7 +805,7 @@ static void on_reply(redisAsyncContext *ac, void *reply_, void *privdata)
 			want_close(r, rc == -EIO ? e : "malformed ROLE reply");
 		} else if (!v) {
 			want_close(r, "not a master (the sentinels lag, or it was demoted)");
-			sentinel_look(r->sent);
+			r->want_look = 1;
 		} else {
 			r->role_ok = 1;
 		}
@@ -870,33 +902,37 @@ static void batch_done(struct registry *r, struct req *q, const redisReply *repl
  * groups (digest, count: inserts first, then removes, each kind grouped
  * by namespace), then the keys in group order.  A batch has one namespace
  * or a few, so grouping is a pass per namespace over the batch.
+ *
+ * -errno: not sent, and the batch stays as it was, to go next turn (no
+ * memory) or to be dropped by drain_offline() after the batches in
+ * flight (hiredis refused: the connection goes).  Either way changes
+ * resolve in position order, which the flushes' counts rely on (ledger.h).
  */
-static void batch_send(struct registry *r)
+static int batch_send(struct registry *r)
 {
 	uint32_t n = r->nops, k = 3, g = 0, ngroups[2] = { 0, 0 }, nm = 0;
 	const uint8_t **gdigest = r->gdigest, **member = r->member;
 	char ttl_s[24], ep_s[24], ngi_s[16], ngr_s[16];
 	struct batch b;
 	struct req *q;
+	int rc;
 
 	if (batch_empty(r))
-		return;
+		return 0;
 	if (!n) {
 		/* Every change netted away?  Cannot happen: a key's last change stays. */
 		resolve(r, r->pend_start, r->pend_end, 1, r->led.runs, r->led.nruns);
 		batch_reset(r);
-		return;
+		return 0;
 	}
 	q = req_new(K_BATCH);
+	if (!q)
+		return -ENOMEM;
 	b = (struct batch){ r->pend_start, r->pend_end, n, r->pend_backfill };
-	if (q)
-		b.runs = ledger_take_runs(&r->led, &b.nruns);
-	if (!q || (r->led.nruns && !b.runs)) {
-		resolve(r, r->pend_start, r->pend_end, 0, r->led.runs, r->led.nruns);
-		ST_ADD(r, dropped_failed, r->pend_end - r->pend_start);
-		batch_reset(r);
+	b.runs = ledger_take_runs(&r->led, &b.nruns);
+	if (r->led.nruns && !b.runs) {
 		free(q);
-		return;
+		return -ENOMEM;
 	}
 	q->batch = b;
 	for (uint32_t i = 0; i < n; i++)
@@ -958,14 +994,14 @@ static void batch_send(struct registry *r)
 		r->argv[k] = (const char *)member[i];
 		r->argvlen[k++] = REG_KEY_SIZE;
 	}
-	batch_reset(r);
-	if (send_script(r, q, S_REGISTER, 1, k - 4, r->argv, r->argvlen) == 0) {
-		r->batches_inflight++;
-	} else {
-		resolve(r, b.start, b.end, 0, b.runs, b.nruns); /* q is freed */
-		free(b.runs);
-		ST_ADD(r, dropped_failed, b.end - b.start);
+	rc = send_script(r, q, S_REGISTER, 1, k - 4, r->argv, r->argvlen);
+	if (rc < 0) {
+		free(b.runs); /* q is freed; the connection goes (drain_offline() drops the batch) */
+		return rc;
 	}
+	r->batches_inflight++;
+	batch_reset(r);
+	return 0;
 }
 
 /* A mark taken from the queue: the batch before it goes first (no batch spans a mark). */
@@ -985,6 +1021,23 @@ static void drop_pending(struct registry *r)
 	batch_reset(r);
 }
 
+/* The next change: the one the last batch had no room for, else the queue's. */
+static bool next_change(struct registry *r, struct rq_item *ret)
+{
+	if (r->has_carry) {
+		*ret = r->carry;
+		r->has_carry = 0;
+		return true;
+	}
+	return rq_pop(&r->q, ret);
+}
+
+static void carry(struct registry *r, const struct rq_item *it)
+{
+	r->carry = *it;
+	r->has_carry = 1;
+}
+
 /* Not leased: what the queue holds is dropped (the next lease backfills). */
 static void drain_offline(struct registry *r)
 {
@@ -995,7 +1048,7 @@ static void drain_offline(struct registry *r)
 		return;
 	if (!batch_empty(r))
 		drop_pending(r);
-	while (rq_pop(&r->q, &it)) {
+	while (next_change(r, &it)) {
 		if (it.op == RQ_MARK) {
 			drop_pending(r);
 			mark_popped(r, &it);
@@ -1012,60 +1065,74 @@ static void drain_offline(struct registry *r)
 	drop_pending(r);
 }
 
+/*
+ * Backfill entries into the batch: those read before and not taken yet,
+ * then (the batch less than half full) a new read.  false: the batch is
+ * full, the rest wait in bf_buf for the next.
+ */
+static bool backfill_take(struct registry *r)
+{
+	if (r->bf_next == r->bf_got && r->backfilling && r->nops < BATCH_MAX / 2) {
+		uint32_t room = BATCH_MAX - r->nops, got;
+
+		got = r->ops.backfill(r->ops.arg, &r->bf_cursor, r->bf_buf, room);
+		r->bf_next = 0;
+		r->bf_got = got > room ? room : got;
+		if (!got) {
+			r->backfilling = 0;
+			ST_SET(r, backfilling, 0);
+		}
+	}
+	for (; r->bf_next < r->bf_got; r->bf_next++) {
+		const struct registry_entry *e = &r->bf_buf[r->bf_next];
+
+		if (!net_add(r, RQ_INSERT, e->ns, e->key))
+			return false; /* a probe too long, or full */
+		r->pend_backfill++;
+	}
+	return true;
+}
+
 static void fill_and_send(struct registry *r)
 {
 	struct rq_item it;
 
 	while (r->state == REG_READY && r->ac && !r->want_close &&
 	       r->batches_inflight < BATCHES_IN_FLIGHT) {
-		bool marked = false;
-
 		/*
 		 * Backfill entries first, then the queue: a change dequeued
 		 * after a backfill read goes after it (registry.h, backfill).
+		 * A batch that could not be sent (batch_send()) is still
+		 * here; it only grows.
 		 */
-		if (r->backfilling && r->nops < BATCH_MAX / 2) {
-			uint32_t room = BATCH_MAX - r->nops, got;
+		bool room = backfill_take(r);
 
-			got = r->ops.backfill(r->ops.arg, &r->bf_cursor, r->bf_buf, room);
-			if (got > room)
-				got = room;
-			for (uint32_t i = 0; i < got; i++) {
-				if (!net_add(r, RQ_INSERT, r->bf_buf[i].ns, r->bf_buf[i].key)) {
-					batch_send(
-						r); /* a probe too long: the next batch takes it */
-					net_add(r, RQ_INSERT, r->bf_buf[i].ns, r->bf_buf[i].key);
-				}
-				r->pend_backfill++;
-			}
-			if (!got) {
-				r->backfilling = 0;
-				ST_SET(r, backfilling, 0);
-			}
-		}
-		while (r->nops < BATCH_MAX) {
-			if (!rq_pop(&r->q, &it))
-				break;
+		while (room && next_change(r, &it)) {
 			if (it.op == RQ_MARK) {
-				/* The batch ends at the mark; the next turn starts the next. */
-				batch_send(r);
+				/* No batch spans a mark: the one before it goes first. */
+				if (!batch_empty(r)) {
+					carry(r, &it);
+					break;
+				}
 				mark_popped(r, &it);
-				marked = true;
+				continue;
+			}
+			/*
+			 * Room in the runs first (no side effect), then in the
+			 * netting table; a change that finds none starts the
+			 * next batch.  Netting lets a batch cover more queue
+			 * positions than BATCH_MAX, so the runs can fill first.
+			 */
+			if (!ledger_run_fits(&r->led, it.tag) ||
+			    !net_add(r, it.op, it.ns, it.key)) {
+				carry(r, &it);
 				break;
 			}
-			if (!net_add(r, it.op, it.ns, it.key)) {
-				/* Full probe: send what we have, this one starts the next batch. */
-				batch_send(r);
-				r->pend_start = it.pos;
-				net_add(r, it.op, it.ns, it.key);
-			}
-			/* At most BATCH_MAX changes, so at most that many runs. */
 			ledger_run_add(&r->led, it.tag);
 			r->pend_end = it.pos + 1;
 		}
-		if (batch_empty(r) && !marked)
+		if (batch_empty(r) || batch_send(r) < 0)
 			break;
-		batch_send(r);
 	}
 }
 
@@ -1406,6 +1473,10 @@ static void pump(struct registry *r)
 	if (r->sent && !r->closing) {
 		uint32_t n, up;
 
+		if (r->want_look) {
+			r->want_look = 0;
+			sentinel_look(r->sent);
+		}
 		r->sentinel_next = sentinel_tick(r->sent, now);
 		sentinel_counts(r->sent, &n, &up);
 		ST_SET(r, sentinels, n);
@@ -1449,9 +1520,7 @@ static void pump(struct registry *r)
 			send_renew(r);
 		if (r->state == REG_READY && !r->backfilling && now >= r->refresh_at) {
 			/* Refresh every entry's TTL: a node that died for good leaves nothing. */
-			r->backfilling = 1;
-			r->bf_cursor = 0;
-			ST_SET(r, backfilling, 1);
+			backfill_set(r, 1);
 			r->refresh_at = now + r->entry_ttl_ms / 2 * MS;
 		}
 

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,14 +347,20 @@ int reply_query(const redisReply *r, uint32_t chunk, struct query_node *out, uin
 /* ---- Sentinel ------------------------------------------------------------ */
 
 /* A numeric host: digits, hex, '.' and ':' (IPv6), below the buffer. */
+/*
+ * A numeric address, which hiredis connects to without a name lookup (one
+ * would block the control thread): "cafe" or "::::" are not.
+ */
 static int ip_ok(const char *s, size_t len, size_t max)
 {
-	if (len == 0 || len >= max)
+	char buf[INET6_ADDRSTRLEN];
+	struct in6_addr a6;
+
+	if (len == 0 || len >= max || len >= sizeof(buf) || memchr(s, '\0', len))
 		return 0;
-	for (size_t i = 0; i < len; i++)
-		if (!strchr("0123456789abcdefABCDEF.:", s[i]))
-			return 0;
-	return 1;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return inet_pton(AF_INET, buf, &a6) == 1 || inet_pton(AF_INET6, buf, &a6) == 1;
 }
 
 static int port_of(const char *s, size_t len, int *ret)

@@ -32,11 +32,14 @@
  * cluster's node list.  ARGV: nonce, previous token (or ""), force (1:
  * take over a live lease of another incarnation, as a restarted node
  * does), ttl ms, peer address, node name, lease key prefix, this
- * process's incarnation id (16 hex digits), the highest epoch it held
- * (0: none).  A lease of the same incarnation id is this process's own,
- * whatever its token (an older one, from a replica promoted while behind):
- * taken over too.  The epoch is above the counter and above the process's
- * last, so it never repeats in one process, even if Redis forgot.
+ * process's incarnation id (16 hex digits), the epoch floor (the highest
+ * epoch it held, or the wall clock in ms if higher).  A lease of the same
+ * incarnation id is this process's own, whatever its token (an older one,
+ * from a replica promoted while behind): taken over too.  The epoch is
+ * above the counter and above the floor, so it never repeats, even if
+ * Redis forgot (Lua's numbers are doubles: exact to 2^53, and tostring()
+ * writes an integer below 10^14 without an exponent; ms are below until
+ * the year 5138).
  * -> {1, token, epoch, displaced token or ""} or {0, holder token, pttl}.
  */
 #define SCRIPT_ACQUIRE                                                                     \

@@ -34,7 +34,13 @@ struct sconn {
 	int port;
 	struct aconn qc; /* its connection for looks */
 	struct reply_budget budget;
-	uint64_t asked; /* the look its outstanding question belongs to; 0: none */
+	uint64_t asked; /* the look its latest question belongs to; 0: none */
+	/*
+	 * Questions sent and not answered: replies come in order, so only the
+	 * one that brings this to 0 answers the latest (an older look's, from
+	 * a hung sentinel, would name the master from before a failover).
+	 */
+	uint32_t pending;
 	bool answered, ok, failing;
 	struct sentinel_master m;
 };
@@ -136,7 +142,9 @@ static void q_reply(redisAsyncContext *ac, void *reply, void *priv)
 	struct sconn *c = priv;
 
 	(void)ac;
-	if (c->asked != c->s->look || c->answered)
+	if (c->pending)
+		c->pending--;
+	if (c->pending || c->asked != c->s->look || c->answered)
 		return;
 	c->answered = true;
 	c->ok = reply && reply_sentinel_master(reply, &c->m) == 0;
@@ -152,6 +160,8 @@ static void q_reply(redisAsyncContext *ac, void *reply, void *priv)
 	}
 }
 
+static void sub_close(struct sentinel *s, const char *why);
+
 static void look_start(struct sentinel *s, uint64_t now)
 {
 	s->look = ++s->looks;
@@ -164,6 +174,8 @@ static void look_start(struct sentinel *s, uint64_t now)
 		if (q_open(c) < 0 || redisAsyncCommand(c->qc.ac, q_reply, c, "SENTINEL MASTER %s",
 						       s->name) != REDIS_OK)
 			c->answered = true;
+		else
+			c->pending++;
 	}
 }
 
@@ -214,9 +226,9 @@ static void look_finish(struct sentinel *s, uint64_t now)
 	s->rep = *best;
 	s->report = true;
 	s->report_announced = false;
-	/* The subscribed sentinel failed the look: subscribe on the next (sub_lost()). */
+	/* The subscribed sentinel failed the look: subscribe on the next. */
 	if (s->sub.ac && !s->sc[s->sub_i].ok)
-		aconn_close(&s->sub);
+		sub_close(s, "its sentinel does not answer");
 }
 
 /* ---- the subscription --------------------------------------------------------- */
@@ -233,6 +245,19 @@ static void sub_lost(struct sentinel *s, const char *why)
 	s->sub_live = false;
 	s->sub_i = (s->sub_i + 1) % s->n;
 	s->sub_retry_at = now_ns() + SUB_RETRY_MS * MS;
+}
+
+/*
+ * Ours to close: hiredis says so (sub_disconnected()) only of a connection
+ * that was up, so one still connecting is told here.
+ */
+static void sub_close(struct sentinel *s, const char *why)
+{
+	bool up = s->sub.ac && (s->sub.ac->c.flags & REDIS_CONNECTED);
+
+	aconn_close(&s->sub);
+	if (!up)
+		sub_lost(s, why);
 }
 
 static void sub_connected(const redisAsyncContext *ac, int status)
@@ -274,6 +299,13 @@ static void sub_message(redisAsyncContext *ac, void *reply, void *priv)
 		s->rep = m;
 		s->report = true;
 		s->report_announced = true;
+		/*
+		 * A look still running asked before the failover: its answers
+		 * would name the old master and switch us back.  Dropped
+		 * (q_reply() ignores them); the next one confirms.
+		 */
+		s->look = 0;
+		s->next_look = now_ns() + (uint64_t)s->check_ms * MS;
 	}
 }
 
@@ -356,7 +388,7 @@ void sentinel_counts(const struct sentinel *s, uint32_t *ret_n, uint32_t *ret_up
 static int resolve(struct sconn *c, char *why, size_t wl)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res;
-	struct reg_addr a;
+	struct reg_addr a = { 0 };
 	char w[160];
 	int rc;
 

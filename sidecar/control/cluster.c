@@ -251,7 +251,11 @@ void cluster_on_op(struct daemon *d, struct op *op)
 		return;
 	}
 
-	/* Every mark is flushed: shutting down, the registry completes it with -ESHUTDOWN. */
+	/*
+	 * Every mark completes: at shutdown the registry drops what it still
+	 * holds (the marks snap, with those changes dropped), and a mark not
+	 * reached completes with -ESHUTDOWN.
+	 */
 	if (d->reg && op->opcode == KVS_OP_FLUSH) {
 		registry_flush(d->reg, &op->rmark, 0, flush_cb, op);
 		return;
@@ -284,7 +288,11 @@ int cluster_session_open(struct daemon *d, struct session *s)
 {
 	struct instance *inst = s->inst;
 
-	if (!d->reg || !(s->hello.flags & KVS_HELLO_CLUSTER))
+	/*
+	 * Every session, KVS_HELLO_CLUSTER or not: any may FLUSH with
+	 * KVS_FLUSH_CLUSTER, and its report is its own (abi.h).
+	 */
+	if (!d->reg)
 		return 0;
 	if (!inst->reg_tally) {
 		inst->reg_tally = registry_tally_new(d->reg, NULL);

@@ -58,9 +58,8 @@ void cluster_fini(struct daemon *d);
 void cluster_on_op(struct daemon *d, struct op *op);
 
 /*
- * A session that connected with KVS_CONNECT_CLUSTER gets its registry
- * tallies (its own, its instance's, shared by the instance's cluster
- * sessions) before ATTACH, so that its cluster FLUSH counts exactly its
+ * Every session gets its registry tallies (its own, its instance's,
+ * shared by the instance's sessions) before ATTACH, so that its cluster FLUSH counts exactly its
  * own registrations (or its instance's); the last of an instance's
  * sessions to close puts the instance's.  No registry: nothing.
  * -ENOMEM.  cluster_session_close() after the DETACH ack.

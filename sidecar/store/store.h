@@ -220,7 +220,10 @@ struct store_stats {
  * then on see every change.
  */
 struct store_hooks {
-	/* @owner: store_save_end()'s, whose SAVE sealed it (NULL: a fetch, a read back). */
+	/*
+	 * @owner: store_save_end()'s, whose SAVE (or peer fetch: the fetching
+	 * session's) sealed it; NULL: nobody's (a read back from the SSD).
+	 */
 	void (*visible)(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE],
 			void *owner);
 	void (*gone)(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t key[KVS_KEY_SIZE]);

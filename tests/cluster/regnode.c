@@ -18,6 +18,11 @@
  *   flush TIMEOUT_MS          registry_mark() + registry_flush() (everyone's
  *                             changes since the previous flush)
  *                             -> flush STATUS DELIVERED DROPPED
+ *   alternate NS SEED I N     N inserts of key(SEED, I), one at a time,
+ *                             owners (tallies) 0 and 1 in turn, on this
+ *                             thread: the registry takes them in one go
+ *                             -> ok ENQUEUED
+ *   tflush T TIMEOUT_MS       as flush, of owner T's changes (0 or 1)
  *   query NS SEED FIRST N TIMEOUT_MS
  *                             -> query STATUS BEST NHOLDERS node:blocks:epoch:addr...
  *   stats                     -> stats key=value...
@@ -37,6 +42,8 @@
 #include "cluster/registry.h"
 
 #define MAX_NS 16
+
+static struct registry_tally *owners[2];
 
 struct res {
 	uint8_t ns[REG_DIGEST_SIZE];
@@ -269,12 +276,35 @@ static int handle(char *line, int *quit)
 			return -1;
 		printf("%lu ok %u\n", id,
 		       produce(cmd[0] == 'i' ? 1 : 2, nsid, seed, first, (uint32_t)cnt));
-	} else if (!strcmp(cmd, "flush")) {
-		struct registry_mark m;
+	} else if (!strcmp(cmd, "alternate")) {
+		uint8_t key[REG_KEY_SIZE];
+		uint32_t done = 0;
 
-		if (sscanf(line, "%llu", &tmo) != 1)
+		if (sscanf(line, "%d %llu %llu %llu", &nsid, &seed, &first, &cnt) != 4 ||
+		    nsid < 0 || nsid >= MAX_NS || !have_ns[nsid])
 			return -1;
-		if (registry_mark(reg, NULL, &m) < 0 ||
+		for (int t = 0; t < 2; t++)
+			if (!owners[t] && !(owners[t] = registry_tally_new(reg, NULL)))
+				return -1;
+		make_key(key, seed, first);
+		set_resident(digests[nsid], key, 1);
+		for (unsigned long long i = 0; i < cnt; i++)
+			done += registry_insert(reg, owners[i & 1], digests[nsid],
+						(const uint8_t(*)[16])key, 1);
+		printf("%lu ok %u\n", id, done);
+	} else if (!strcmp(cmd, "flush") || !strcmp(cmd, "tflush")) {
+		struct registry_tally *t = NULL;
+		struct registry_mark m;
+		unsigned ti = 0;
+
+		if (cmd[0] == 't') {
+			if (sscanf(line, "%u %llu", &ti, &tmo) != 2 || ti > 1 || !owners[ti])
+				return -1;
+			t = owners[ti];
+		} else if (sscanf(line, "%llu", &tmo) != 1) {
+			return -1;
+		}
+		if (registry_mark(reg, t, &m) < 0 ||
 		    registry_flush(reg, &m, (uint32_t)tmo, flush_done, (void *)(uintptr_t)id) < 0)
 			return -1;
 	} else if (!strcmp(cmd, "query")) {

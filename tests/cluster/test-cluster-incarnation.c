@@ -12,8 +12,8 @@
  *     takes it over at once with a higher epoch, not after the stale
  *     lease's TTL (30 s here), and is findable again;
  *   - the node killed, Redis restarted empty, the node started again: its
- *     epoch may start over, its incarnation id differs from the one
- *     before, so (node, epoch, incarnation id) is new;
+ *     epoch is still higher than the last of the process before (the
+ *     floor is the wall clock's ms), its incarnation id differs;
  *   - the incarnation is in the log line of every acquisition.
  */
 #include <errno.h>
@@ -126,15 +126,18 @@ int main(void)
 	CHECK(redis_restart(&rd) == 0, "redis-server did not come back");
 	CHECK(kvsd_restart(&a.d) == 0, "a did not start again");
 	e1 = ct_wait_lease(&rd, "a", 0);
+	CHECK(e1 > e3,
+	      "a new process over an empty Redis was given epoch %llu, the one before held %llu",
+	      (unsigned long long)e1, (unsigned long long)e3);
 	lease_inc(&rd, "a", inc, sizeof(inc));
 	CHECK(strcmp(inc, inc1), "a restarted with the incarnation id of its previous process %s",
 	      inc);
-	printf("ok - a new process: epoch %llu, incarnation %s (was %s)\n", (unsigned long long)e1,
-	       inc, inc1);
+	printf("ok - a new process: epoch %llu (the one before held %llu), incarnation %s (was %s)\n",
+	       (unsigned long long)e1, (unsigned long long)e3, inc, inc1);
 
 	kvs_close(cb);
 	test_kv_free(&kvb);
 	cnode_stop(&a);
 	cnode_stop(&b);
-	ct_pass("incarnations: epochs never repeat in a process, ids never across processes");
+	ct_pass("incarnations: epochs and ids never repeat, in a process or across processes");
 }

@@ -5,6 +5,10 @@
  *     visible to the other node's cluster query when the flush completes
  *     (and the flush reports them delivered, none dropped); removes too;
  *     each flush counts what came since the one before;
+ *   - owners alternating: 10000 changes of one key, owners 0 and 1 in
+ *     turn, taken in one go (netted to one change, but 10000 runs of
+ *     owners, more than a batch holds): each owner's flush reports its
+ *     5000, everyone's all 10000;
  *   - ack on drop: with inserts failing for good (Redis refuses writes:
  *     maxmemory 1 with noeviction), the flush completes, reporting every
  *     change before the mark as dropped, and never more delivered;
@@ -75,6 +79,22 @@ int main(void)
 	/* A node never answers itself. */
 	CHECK(node_call(&a, 10000, out, sizeof(out), "query 0 7 0 %d 5000", N) == 0, "query 3");
 	CHECK(!strncmp(out, "query 0 0 0", 11), "a's own blocks answered to a: %s", out);
+
+	/* ---- owners alternating: more runs than a batch has room for ---- */
+	CHECK(node_call(&a, 10000, out, sizeof(out), "alternate 0 11 0 10000") == 0 &&
+		      !strcmp(out, "ok 10000"),
+	      "alternate: %s", out);
+	for (int t = 0; t < 2; t++) {
+		CHECK(node_call(&a, 20000, out, sizeof(out), "tflush %d 10000", t) == 0,
+		      "owner %d's flush never completed", t);
+		CHECK(sscanf(out, "flush %d %llu %llu", &st, &del, &drop) == 3 && st == 0 &&
+			      del == 5000 && drop == 0,
+		      "owner %d's flush after 5000 changes of its own: %s (want 0 5000 0)", t, out);
+	}
+	CHECK(node_call(&a, 20000, out, sizeof(out), "flush 10000") == 0, "flush 3");
+	CHECK(sscanf(out, "flush %d %llu %llu", &st, &del, &drop) == 3 && st == 0 && del == 10000 &&
+		      drop == 0,
+	      "everyone's flush after the owners' 10000: %s", out);
 
 	/* ---- ack on drop: permanent insert failure ---- */
 	CHECK(redis_cmd(&rd, out, sizeof(out), "CONFIG SET maxmemory-policy noeviction") == 0 &&

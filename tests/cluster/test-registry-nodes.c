@@ -10,6 +10,7 @@
  *   - several namespaces of one node do not mix.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "rtest.h"
@@ -23,10 +24,17 @@ static void call_ok(struct node *n, const char *cmd, const char *want)
 	CHECK(!strcmp(out, want), "%s: %s: '%s', not '%s'", n->name, cmd, out, want);
 }
 
-/* Query from @n; the answer must start with @want. */
-static void query(struct node *n, const char *q, const char *want)
+/* Query from @n; the answer must start with @fmt's (the holders' epochs: H(i)). */
+static void query(struct node *n, const char *q, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void query(struct node *n, const char *q, const char *fmt, ...)
 {
-	char out[4096];
+	char out[4096], want[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof(want), fmt, ap);
+	va_end(ap);
 
 	CHECK(node_call(n, 20000, out, sizeof(out), "query %s 5000", q) == 0, "%s: query %s",
 	      n->name, q);
@@ -51,6 +59,7 @@ int main(void)
 	struct node n[3];
 	const char *names[3] = { "alpha", "beta", "gamma" };
 	const char *peers[3] = { "10.1.0.1:7100", "10.1.0.2:7100", "10.1.0.3:7100" };
+	unsigned long long ep[3];
 
 	rtest_init();
 	CHECK(redis_start(&rd) == 0, "redis-server did not start");
@@ -66,6 +75,9 @@ int main(void)
 	}
 	for (int i = 0; i < 3; i++)
 		CHECK(node_wait_state(&n[i], "ready", 20000) == 0, "%s never ready", names[i]);
+	/* The holders' epochs, as their leases have them (above the wall clock's ms). */
+	for (int i = 0; i < 3; i++)
+		ep[i] = node_stat(&n[i], "epoch");
 
 	/* alpha holds 3000 of prefix 1 and beta 1500 of it; gamma the first 2500 of prefix 2. */
 	call_ok(&n[0], "insert 0 1 0 3000", "ok 3000");
@@ -77,15 +89,17 @@ int main(void)
 		flush(&n[i]);
 
 	query(&n[2], "0 1 0 4000",
-	      "query 0 3000 2 alpha:3000:1:10.1.0.1:7100 beta:1500:1:10.1.0.2:7100");
+	      "query 0 3000 2 alpha:3000:%llu:10.1.0.1:7100 beta:1500:%llu:10.1.0.2:7100", ep[0],
+	      ep[1]);
 	/* beta asks: alpha only (itself excluded), over the 1024-key chunk boundaries. */
 	query(&n[1], "0 1 0 4000", "query 0 3000 1 alpha:3000:");
 	/* A window of the prefix: from key 1000 on, alpha still leads. */
-	query(&n[2], "0 1 1000 4000", "query 0 2000 2 alpha:2000:1:10.1.0.1:7100 beta:500:");
+	query(&n[2], "0 1 1000 4000",
+	      "query 0 2000 2 alpha:2000:%llu:10.1.0.1:7100 beta:500:", ep[0]);
 	/* Exactly a chunk, and one key past alpha's end. */
 	query(&n[2], "0 1 0 1024", "query 0 1024 2 "); /* a tie: both */
 	query(&n[2], "0 1 2000 1001", "query 0 1000 1 alpha:1000:");
-	query(&n[0], "0 2 0 2600", "query 0 2500 1 gamma:2500:1:10.1.0.3:7100");
+	query(&n[0], "0 2 0 2600", "query 0 2500 1 gamma:2500:%llu:10.1.0.3:7100", ep[2]);
 
 	/* Another geometry of the same name, or another name: nothing. */
 	query(&n[2], "1 1 0 100", "query 0 0 0");
@@ -99,7 +113,7 @@ int main(void)
 	/* A hole in alpha's run: the prefix ends there; beta's shorter run is unaffected. */
 	call_ok(&n[0], "remove 0 1 700 1", "ok 1");
 	flush(&n[0]);
-	query(&n[2], "0 1 0 4000", "query 0 1500 2 beta:1500:1:10.1.0.2:7100 alpha:700:");
+	query(&n[2], "0 1 0 4000", "query 0 1500 2 beta:1500:%llu:10.1.0.2:7100 alpha:700:", ep[1]);
 
 	for (int i = 0; i < 3; i++)
 		CHECK(node_stop(&n[i]) == 0, "%s exit", names[i]);

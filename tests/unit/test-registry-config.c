@@ -223,6 +223,11 @@ START_TEST(test_config_from)
 	ck_assert_int_eq(config_set(&cfg, "cluster", "sentinels", "10.0.0.1", err, sizeof(err)), 0);
 	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
 			 -EINVAL);
+	/* Separators only: refused by the check (--check-config), not at start-up. */
+	ck_assert_int_eq(config_set(&cfg, "cluster", "sentinels", ", ,", err, sizeof(err)), 0);
+	ck_assert_int_eq(registry_config_from(&cfg, &r, host, sizeof(host), &sec, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "none named"));
 	config_free(&cfg);
 }
 END_TEST
