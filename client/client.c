@@ -178,7 +178,7 @@ static void pend_put(struct kvs_client *c, uint32_t slot)
 
 uint64_t client_last_tag(const struct kvs_client *c)
 {
-	uint32_t slot = c->reserved_tags[c->sq_reserved - 1];
+	uint32_t slot = c->resv[c->sq_reserved - 1].slot;
 
 	return ((uint64_t)c->pend[slot].gen << 32) | slot;
 }
@@ -393,6 +393,10 @@ static int ring_take(struct kvs_client *c, struct local_cqe *ret)
 			client_log(c, KVS_LOG_ERR, "completion for an unknown operation: ignored");
 			continue;
 		}
+		if (c->pend[(uint32_t)e.user_data].swallow) {
+			pend_put(c, (uint32_t)e.user_data); /* a NOP of ours (prep_fail()) */
+			continue;
+		}
 		complete_from(c, &e, has_ans ? &ans : NULL, ret);
 		return 0;
 	}
@@ -414,6 +418,10 @@ static void complete_reset(struct kvs_client *c, uint32_t slot)
 {
 	struct local_cqe l = { { 0 } };
 
+	if (c->pend[slot].swallow) {
+		pend_put(c, slot); /* nobody waits for it (prep_fail()) */
+		return;
+	}
 	l.cqe.user_data = c->pend[slot].user_data;
 	l.cqe.res = -ECONNRESET;
 	l.cqe.flags = KVS_CQE_LOCAL;
@@ -636,33 +644,76 @@ struct kvs_sqe *kvs_get_sqe(struct kvs_client *c)
 		if (shmq_prod_reserve(&c->sq, 1, &idx) != 1)
 			return NULL; /* full (or a corrupt head: found at the next wait) */
 		sqe = shmq_ring_entry(&c->sq, idx);
-		/*
-		 * Indexed by our own count of SQEs (sq_tail), not the ring's
-		 * index, which started wherever kvstashd's region said.
-		 */
-		c->arg_end[(c->sq_tail + c->sq_reserved) & (c->info.sq_entries - 1)] = c->arg_tail;
 	}
 	slot = c->pend_free[--c->pend_nfree];
 	c->pend[slot].state = PEND_RESERVED;
 	c->pend[slot].user_data = 0;
 	c->pend[slot].count = 0;
 	c->pend[slot].cluster = false;
+	c->pend[slot].swallow = false;
 	c->pend[slot].fence = -1;
-	c->reserved_tags[c->sq_reserved++] = slot;
+	c->resv[c->sq_reserved++] = (struct client_resv){ .sqe = sqe, .slot = slot };
 	memset(sqe, 0, sizeof(*sqe));
 	sqe->user_data = ((uint64_t)c->pend[slot].gen << 32) | slot;
 	return sqe;
 }
 
-/* A failed prep gives its SQE back (always the newest one). */
-static int cancel_sqe(struct kvs_client *c, int err)
+/*
+ * Which SQE handed out is @sqe: the newest first (one prep right after
+ * each get is the common case), but any order works, as with liburing's
+ * get-several-then-prep.  NULL: not one of ours, or given back.
+ */
+static struct client_resv *resv_of(struct kvs_client *c, const struct kvs_sqe *sqe)
 {
-	uint32_t slot = c->reserved_tags[--c->sq_reserved];
+	for (uint32_t k = c->sq_reserved; k-- > 0;)
+		if (c->resv[k].sqe == sqe)
+			return c->pend[c->resv[k].slot].swallow ? NULL : &c->resv[k];
+	return NULL;
+}
 
-	pend_put(c, slot);
+/* Give the newest SQE back to the ring. */
+static void cancel_newest(struct kvs_client *c)
+{
+	pend_put(c, c->resv[--c->sq_reserved].slot);
 	if (!c->dead)
 		shmq_prod_cancel(&c->sq, 1);
+}
+
+/*
+ * A prep of @sqe failed with @err: the SQE is the library's again.  The
+ * newest goes back to the ring (and any given back before it that are
+ * the newest then); one with SQEs handed out after it cannot, so it goes
+ * as a NOP whose completion the library takes (ring_take()).
+ */
+static int prep_fail(struct kvs_client *c, struct kvs_sqe *sqe, int err)
+{
+	struct client_resv *r = resv_of(c, sqe);
+	struct pending *p;
+
+	if (!r)
+		return err;
+	if (r == &c->resv[c->sq_reserved - 1]) {
+		cancel_newest(c);
+		while (c->sq_reserved && c->pend[c->resv[c->sq_reserved - 1].slot].swallow)
+			cancel_newest(c);
+		return err;
+	}
+	p = &c->pend[r->slot];
+	p->swallow = true;
+	p->fence = -1; /* a fence it armed was ended by the prep that failed */
+	p->opcode = KVS_OP_NOP;
+	p->count = 0;
+	r->args = false;
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = KVS_OP_NOP;
+	sqe->user_data = ((uint64_t)p->gen << 32) | r->slot;
 	return err;
+}
+
+/* The pending operation of an SQE prepared just now (prep() succeeded). */
+static struct pending *pend_of(struct kvs_client *c, const struct kvs_sqe *sqe)
+{
+	return &c->pend[resv_of(c, sqe)->slot];
 }
 
 /* Reclaim arguments of SQEs kvstashd has consumed (their head passed them). */
@@ -682,8 +733,9 @@ static void reclaim_args(struct kvs_client *c)
 		c->arg_head = c->arg_tail; /* nothing outstanding at all */
 }
 
-static int alloc_args(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t len, void **ret)
+static int alloc_args(struct kvs_client *c, struct client_resv *r, uint64_t len, void **ret)
 {
+	struct kvs_sqe *sqe = r->sqe;
 	uint64_t pos, size = c->args_size;
 
 	if (len > size)
@@ -699,8 +751,9 @@ static int alloc_args(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t len, v
 		reclaim_args(c);
 	}
 	c->arg_tail = pos + len;
-	/* This SQE (the newest reserved): its arguments end here. */
-	c->arg_end[(c->sq_tail + c->sq_reserved - 1) & (c->info.sq_entries - 1)] = c->arg_tail;
+	/* Another prep of the same SQE: the bytes of the first are freed with those before. */
+	r->args = true;
+	r->arg_start = pos;
 	sqe->arg_off = (uint32_t)(pos % size);
 	sqe->arg_len = (uint32_t)len;
 	*ret = c->args + pos % size;
@@ -710,32 +763,33 @@ static int alloc_args(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t len, v
 static int prep(struct kvs_client *c, struct kvs_sqe *sqe, uint8_t op, uint32_t n,
 		uint64_t user_data, uint64_t argbytes, void **ret_args)
 {
-	uint32_t slot;
+	struct client_resv *res = resv_of(c, sqe);
+	struct pending *p;
 	int r;
 
-	if (!c->sq_reserved)
-		return -EINVAL;
-	slot = c->reserved_tags[c->sq_reserved - 1];
+	if (!res)
+		return -EINVAL; /* not an SQE of this client's, or given back */
+	p = &c->pend[res->slot];
 	/* SAVE, QUERY and LOAD carry arguments, so n == 0 (argbytes 0) is no request. */
 	if (op == KVS_OP_SAVE || op == KVS_OP_QUERY || op == KVS_OP_LOAD) {
 		if (n == 0)
-			return cancel_sqe(c, -EINVAL);
+			return prep_fail(c, sqe, -EINVAL);
 		if (n > c->info.max_keys)
-			return cancel_sqe(c, -E2BIG);
+			return prep_fail(c, sqe, -E2BIG);
 		if (c->dead) {
 			/* Arguments will never be read: do not touch the region. */
 			*ret_args = NULL;
 		} else {
-			r = alloc_args(c, sqe, argbytes, ret_args);
+			r = alloc_args(c, res, argbytes, ret_args);
 			if (r < 0)
-				return cancel_sqe(c, r);
+				return prep_fail(c, sqe, r);
 		}
 	}
 	sqe->opcode = op;
 	sqe->count = n;
-	c->pend[slot].user_data = user_data;
-	c->pend[slot].opcode = op;
-	c->pend[slot].count = n;
+	p->user_data = user_data;
+	p->opcode = op;
+	p->count = n;
 	return 0;
 }
 
@@ -771,7 +825,7 @@ int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, 
 	if ((flags & KVS_QUERY_CLUSTER) && !(c->opts.flags & KVS_CONNECT_CLUSTER)) {
 		client_log(c, KVS_LOG_ERR,
 			   "KVS_QUERY_CLUSTER on a session connected without KVS_CONNECT_CLUSTER");
-		return c->sq_reserved ? cancel_sqe(c, -EINVAL) : -EINVAL;
+		return prep_fail(c, sqe, -EINVAL);
 	}
 	r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE, (void **)&a);
 	if (r == 0) {
@@ -779,8 +833,7 @@ int kvs_prep_query(struct kvs_client *c, struct kvs_sqe *sqe, const void *keys, 
 			memcpy(a, keys, (size_t)n * KVS_KEY_SIZE);
 		sqe->req_id = req_id;
 		sqe->flags = (uint8_t)flags;
-		c->pend[c->reserved_tags[c->sq_reserved - 1]].cluster =
-			(flags & KVS_QUERY_CLUSTER) != 0;
+		pend_of(c, sqe)->cluster = (flags & KVS_QUERY_CLUSTER) != 0;
 	}
 	return r;
 }
@@ -800,12 +853,12 @@ int kvs_prep_query_fetch(struct kvs_client *c, struct kvs_sqe *sqe, const void *
 			   "kvs_prep_query_fetch: flags other than NOLEASE and DRAM, or a node hint "
 			   "empty or longer than %u bytes",
 			   KVS_FETCH_HINT_MAX - 1);
-		return c->sq_reserved ? cancel_sqe(c, -EINVAL) : -EINVAL;
+		return prep_fail(c, sqe, -EINVAL);
 	}
 	if (c->info.daemon_rev_minor < 3) {
 		client_log(c, KVS_LOG_ERR, "kvstashd speaks wire minor %u, a fetch needs 3",
 			   c->info.daemon_rev_minor);
-		return c->sq_reserved ? cancel_sqe(c, -EOPNOTSUPP) : -EOPNOTSUPP;
+		return prep_fail(c, sqe, -EOPNOTSUPP);
 	}
 	r = prep(c, sqe, KVS_OP_QUERY, n, user_data, (uint64_t)n * KVS_QUERY_ARG_SIZE + pad,
 		 (void **)&a);
@@ -841,7 +894,7 @@ int kvs_prep_load(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t lease,
 	return r;
 }
 
-/* Arm a fence for the SQE just prepared (the newest reserved), or give the SQE back. */
+/* Arm a fence for the SQE just prepared, or give the SQE back. */
 static int prep_fence(struct kvs_client *c, struct kvs_sqe *sqe, int kind, uint32_t count,
 		      struct kvs_fence_ref *ret)
 {
@@ -849,11 +902,11 @@ static int prep_fence(struct kvs_client *c, struct kvs_sqe *sqe, int kind, uint3
 	int r = client_fence_arm(c, kind, count, &f);
 
 	if (r < 0)
-		return cancel_sqe(c, r);
+		return prep_fail(c, sqe, r);
 	sqe->flags |= kind == FENCE_SAVE ? KVS_SAVE_AFTER : KVS_LOAD_PROGRESS;
 	sqe->fence_slot = f.slot;
 	sqe->fence_value = kind == FENCE_SAVE ? f.base + count : f.base;
-	c->pend[c->reserved_tags[c->sq_reserved - 1]].fence = (int32_t)f.slot;
+	pend_of(c, sqe)->fence = (int32_t)f.slot;
 	*ret = f;
 	return 0;
 }
@@ -883,7 +936,7 @@ int kvs_prep_save_stream(struct kvs_client *c, struct kvs_sqe *sqe, const void *
 			 */
 			kvs_fence_signal_host(c, &f);
 			client_fence_end(c, (int32_t)f.slot, r);
-			cancel_sqe(c, r);
+			prep_fail(c, sqe, r);
 		}
 	}
 	return r;
@@ -901,7 +954,7 @@ int kvs_prep_load_progress(struct kvs_client *c, struct kvs_sqe *sqe, uint64_t l
 	if (layer_count == 0)
 		layer_count = layer_begin < layers ? layers - layer_begin : 0;
 	if (layer_count == 0)
-		return c->sq_reserved ? cancel_sqe(c, -EINVAL) : -EINVAL;
+		return prep_fail(c, sqe, -EINVAL);
 	r = kvs_prep_load(c, sqe, lease, block_ids, n, layer_begin, layer_count, user_data);
 	return r < 0 ? r : prep_fence(c, sqe, FENCE_LOAD, layer_count, ret_fence);
 }
@@ -927,18 +980,31 @@ int kvs_prep_flush(struct kvs_client *c, struct kvs_sqe *sqe, uint32_t flags, ui
 
 int kvs_submit(struct kvs_client *c)
 {
-	uint32_t n = c->sq_reserved;
+	uint32_t n = c->sq_reserved, mask = c->info.sq_entries - 1;
+	uint64_t bound = c->arg_tail;
 
 	if (n == 0)
 		return 0;
 	c->sq_reserved = 0;
 	if (c->dead) {
 		for (uint32_t i = 0; i < n; i++)
-			complete_reset(c, c->reserved_tags[i]);
+			complete_reset(c, c->resv[i].slot);
 		return (int)n;
 	}
+	/*
+	 * The one writer of arg_end: once kvstashd consumed SQE k, every
+	 * argument byte below the first of the SQEs after it is free.  The
+	 * preps may have placed their arguments in any order; later ones go
+	 * above arg_tail.  Indexed by our own count of SQEs (sq_tail), not the
+	 * ring's index, which started wherever kvstashd's region said.
+	 */
+	for (uint32_t k = n; k-- > 0;) {
+		c->arg_end[(c->sq_tail + k) & mask] = bound;
+		if (c->resv[k].args && c->resv[k].arg_start < bound)
+			bound = c->resv[k].arg_start;
+	}
 	for (uint32_t i = 0; i < n; i++)
-		c->pend[c->reserved_tags[i]].state = PEND_SUBMITTED;
+		c->pend[c->resv[i].slot].state = PEND_SUBMITTED;
 	/* One store-release of the tail for the batch; a futex wake only if the worker sleeps. */
 	shmq_prod_commit(&c->sq, 0);
 	c->sq_tail += n;
@@ -1201,7 +1267,7 @@ static int alloc_state(struct kvs_client *c)
 	free(c->pend_free);
 	free(c->lq);
 	free(c->arg_end);
-	free(c->reserved_tags);
+	free(c->resv);
 	free(c->dead_sqes);
 	free(c->ans);
 	free(c->ans_free);
@@ -1214,7 +1280,7 @@ static int alloc_state(struct kvs_client *c)
 	c->lq_cap = cap + 1;
 	c->lq = calloc(c->lq_cap, sizeof(*c->lq));
 	c->arg_end = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(*c->arg_end));
-	c->reserved_tags = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(uint32_t));
+	c->resv = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(*c->resv));
 	c->dead_sqes = calloc(c->info.sq_entries ? c->info.sq_entries : 1, sizeof(struct kvs_sqe));
 	if (c->opts.flags & KVS_CONNECT_CLUSTER) {
 		/* Every operation slot's completion kept, and the CQE looked at (client.h). */
@@ -1227,7 +1293,7 @@ static int alloc_state(struct kvs_client *c)
 			c->ans_free[i] = i;
 		c->ans_nfree = c->ans_cap;
 	}
-	if (!c->pend || !c->pend_free || !c->lq || !c->arg_end || !c->reserved_tags ||
+	if (!c->pend || !c->pend_free || !c->lq || !c->arg_end || !c->resv ||
 	    !c->dead_sqes)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < cap; i++)
@@ -1417,7 +1483,7 @@ void kvs_close(struct kvs_client *c)
 	free(c->pend_free);
 	free(c->lq);
 	free(c->arg_end);
-	free(c->reserved_tags);
+	free(c->resv);
 	free(c->dead_sqes);
 	free(c->ans);
 	free(c->ans_free);

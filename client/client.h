@@ -31,7 +31,21 @@ struct pending {
 	uint8_t state;
 	uint8_t opcode;
 	bool cluster; /* a QUERY with KVS_QUERY_CLUSTER: its CQE must carry the answer */
+	/*
+	 * Its prep failed while SQEs after it were handed out (the ring can
+	 * give back only the newest): it goes as a NOP whose completion the
+	 * library takes (client.c, prep_fail()).
+	 */
+	bool swallow;
 	int32_t fence; /* SAVE AFTER, LOAD PROGRESS: its fence slot; -1: none */
+};
+
+/* An SQE handed out by kvs_get_sqe() and not submitted yet. */
+struct client_resv {
+	struct kvs_sqe *sqe; /* in the SQ (or dead_sqes): matched by address, never by contents */
+	uint32_t slot;	     /* its struct pending */
+	bool args;	     /* it holds arguments from arg_start on */
+	uint64_t arg_start;
 };
 
 #define ANS_NONE UINT32_MAX
@@ -59,11 +73,11 @@ struct kvs_client {
 	uint64_t args_size;
 	uint64_t arg_head;    /* free-running: bytes below are free again */
 	uint64_t arg_tail;    /* free-running: next byte to hand out */
-	uint64_t *arg_end;    /* per SQ slot: arg_tail once that SQE was prepared */
+	uint64_t *arg_end;    /* per SQ slot: what is free once it was consumed (kvs_submit()) */
 	uint32_t sq_tail;     /* committed SQ tail (free-running) */
 	uint32_t sq_freed;    /* SQ index up to which arguments were reclaimed */
 	uint32_t sq_reserved; /* SQEs handed out, not yet submitted */
-	uint32_t *reserved_tags; /* tags of those, in order */
+	struct client_resv *resv; /* those, in SQ order */
 
 	struct pending *pend;
 	uint32_t *pend_free;

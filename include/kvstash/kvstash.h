@@ -191,8 +191,10 @@ int kvs_unregister(struct kvs_client *client);
 
 /*
  * Next free SQE, zeroed, or NULL when the SQ is full or max_inflight
- * operations are pending (reap CQEs, then retry).  Prepare it at once
- * with one kvs_prep_*(); a prep that fails gives the SQE back.
+ * operations are pending (reap CQEs, then retry).  Prepare it with a
+ * kvs_prep_*(): several may be taken first and prepared in any order (each
+ * helper acts on the SQE it is given); a prep that fails gives the SQE
+ * back.  An SQE taken and not prepared goes as a NOP.
  */
 struct kvs_sqe *kvs_get_sqe(struct kvs_client *client);
 
