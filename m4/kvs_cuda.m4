@@ -1,5 +1,5 @@
 dnl kvs_cuda.m4: the CUDA mover (sidecar/movers/cuda/), the GPU helpers
-dnl (common/gpu/) and the GPU tests.
+dnl (tools/gpu/) and the GPU tests.
 dnl
 dnl KVS_CHECK_CUDA: --with-cuda: unset = detect /usr/local/cuda; no =
 dnl disable; yes or DIR = require it (fail if missing).  The runtime is

@@ -2,33 +2,32 @@
 /*
  * kvspeer_kvstash_ns(): what a kvstashd expects of a peer serving it, so
  * an engine can serve its own memory to kvstashd nodes.  The digest is
- * the registry's (sidecar/cluster/digest.c, compiled into this library
- * too: one encoding for every node and every embedder), zero-padded to
- * KVSPEER_DIGEST_SIZE as kvstashd pads it (sidecar/control/peer.c); the
- * shard is a pool slot's size (sidecar/wire/layout.c, SLOT_ALIGN).
+ * the one every node computes (common/nsdigest.c, compiled into this
+ * library too: one encoding for every node and every embedder),
+ * zero-padded to KVSPEER_DIGEST_SIZE as kvstashd pads it; the shard is a
+ * pool slot's size (KVS_SLOT_ALIGN, abi.h).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvstash/abi.h>
 #include <kvstash/peer.h>
 
-#include "base/util.h"
-#include "cluster/registry.h"
+#include "common/bits.h"
+#include "common/nsdigest.h"
 
-/* A slot's alignment in kvstashd's pool (sidecar/wire/layout.h asserts it is 512). */
-#define KVSTASH_SLOT_ALIGN 512u
 /* Far beyond any block; keeps the sum and the rounding clear of overflow. */
 #define SHARD_MAX (1ull << 48)
 
-_Static_assert(REG_DIGEST_SIZE <= KVSPEER_DIGEST_SIZE, "the registry's digest fits a peer digest");
+_Static_assert(NSDIGEST_SIZE <= KVSPEER_DIGEST_SIZE, "a namespace digest fits a peer digest");
 
 int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[KVSPEER_DIGEST_SIZE],
 		       uint64_t *ret_shard_bytes)
 {
-	struct registry_layer_geom *geom;
-	struct registry_geometry g;
-	uint8_t d[REG_DIGEST_SIZE];
+	struct nsdigest_layer *geom;
+	struct nsdigest_geometry g;
+	uint8_t d[NSDIGEST_SIZE];
 	uint64_t shard = 0;
 	int r = 0;
 
@@ -47,9 +46,9 @@ int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[K
 		shard += l->segments * l->segment_bytes;
 		if (shard > SHARD_MAX)
 			r = -EINVAL;
-		geom[i] = (struct registry_layer_geom){ l->segments, l->segment_bytes };
+		geom[i] = (struct nsdigest_layer){ l->segments, l->segment_bytes };
 	}
-	g = (struct registry_geometry){
+	g = (struct nsdigest_geometry){
 		.ns = ns->name,
 		.shards = ns->replicated ? 1 : ns->tp_size,
 		.tp_size = ns->tp_size,
@@ -58,13 +57,13 @@ int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[K
 		.layers = geom,
 	};
 	if (!r)
-		r = registry_digest(&g, d);
+		r = nsdigest(&g, d);
 	free(geom);
 	if (r < 0)
 		return r;
 	memset(ret_digest, 0, KVSPEER_DIGEST_SIZE);
 	memcpy(ret_digest, d, sizeof(d));
 	if (ret_shard_bytes)
-		*ret_shard_bytes = round_up_u64(shard, KVSTASH_SLOT_ALIGN);
+		*ret_shard_bytes = align_up_u64(shard, KVS_SLOT_ALIGN);
 	return 0;
 }

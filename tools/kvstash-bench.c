@@ -62,7 +62,7 @@
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "common/gpu/gpu.h" /* the compute-bound "engine" kernel */
+#include "tools/gpu/gpu.h" /* the compute-bound "engine" kernel */
 #endif
 
 #define TOOL_NAME "kvstash-bench"

@@ -202,9 +202,9 @@ int main(int argc, char **argv)
 		{ "reps", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct registry_layer_geom lg = { 2, 16384 };
-	struct registry_geometry g = { "bench/bf16", 1, 1, false, 36, NULL };
-	struct registry_layer_geom layers[36];
+	struct nsdigest_layer lg = { 2, 16384 };
+	struct nsdigest_geometry g = { "bench/bf16", 1, 1, false, 36, NULL };
+	struct nsdigest_layer layers[36];
 	uint64_t inserts = 200000, seed = 1;
 	int reps = 30, c;
 	char addr[128] = "";

@@ -45,6 +45,12 @@
 
 #define KVS_KEY_SIZE 16
 #define KVS_ARG_ALIGN 8u /* clients place each argument block 8-aligned */
+/*
+ * A block's slot in kvstashd's pool (and so a shard a peer serves, as
+ * kvspeer_kvstash_ns() tells an embedder) is its bytes rounded up to
+ * this: O_DIRECT-ready for the SSD tier.
+ */
+#define KVS_SLOT_ALIGN 512u
 
 /*
  * Argument bytes per key or block id: an SQE's arg_len is its count times

@@ -60,6 +60,7 @@
 
 #include "cluster/flush.h"
 #include "cluster/limits.h"
+#include "common/nsdigest.h"
 
 struct registry;
 
@@ -126,27 +127,14 @@ struct registry_ops {
 
 /* ---- geometry digest ------------------------------------------------ */
 
-struct registry_layer_geom {
-	uint32_t segments;	/* 1, or 2 for split K/V */
-	uint64_t segment_bytes; /* bytes of one segment of one block */
-};
-
-struct registry_geometry {
-	const char *ns;	 /* the namespace name */
-	uint32_t shards; /* shards a block has: tp_size, or 1 when replicated */
-	uint32_t tp_size;
-	bool replicated;
-	uint32_t nr_layers;
-	const struct registry_layer_geom *layers;
-};
+_Static_assert(REG_DIGEST_SIZE == NSDIGEST_SIZE, "a registry namespace is named by its digest");
 
 /*
- * The namespace digest: SHA-256 over a fixed little-endian encoding of the
- * name and every field of @g, truncated to 16 bytes.  Two nodes match
- * blocks only when name and geometry are identical.  -EINVAL on an empty
- * name, no layers or zero shards.
+ * The namespace digest (common/nsdigest.h) where the registry is compiled
+ * in; -EOPNOTSUPP in a build without it (which may lack nettle too): its
+ * namespaces are then never registered.
  */
-int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SIZE]);
+int registry_digest(const struct nsdigest_geometry *g, uint8_t ret[REG_DIGEST_SIZE]);
 
 /* ---- configuration -------------------------------------------------- */
 

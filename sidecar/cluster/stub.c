@@ -20,7 +20,7 @@ bool registry_compiled_in(void)
 	return false;
 }
 
-int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SIZE])
+int registry_digest(const struct nsdigest_geometry *g, uint8_t ret[REG_DIGEST_SIZE])
 {
 	(void)g;
 	(void)ret;

@@ -176,9 +176,9 @@ void nspace_put(struct nspace *ns)
  */
 static void tag(struct nspace *ns, const struct layout *lay, uint32_t tp_size)
 {
-	struct registry_layer_geom geom[KVS_NS_TAG_LAYERS];
-	struct registry_layer_geom *g = geom;
-	struct registry_geometry rg = {
+	struct nsdigest_layer geom[KVS_NS_TAG_LAYERS];
+	struct nsdigest_layer *g = geom;
+	struct nsdigest_geometry rg = {
 		.ns = ns->name,
 		.shards = lay->replicated ? 1 : tp_size,
 		.tp_size = tp_size,
@@ -189,7 +189,7 @@ static void tag(struct nspace *ns, const struct layout *lay, uint32_t tp_size)
 	if (lay->nr_layers > KVS_NS_TAG_LAYERS && !(g = calloc(lay->nr_layers, sizeof(*g))))
 		return; /* untagged: its blocks are not registered, nothing else changes */
 	for (uint32_t i = 0; i < lay->nr_layers; i++)
-		g[i] = (struct registry_layer_geom){ lay->layers[i].segments,
+		g[i] = (struct nsdigest_layer){ lay->layers[i].segments,
 						     lay->layers[i].segment_bytes };
 	rg.layers = g;
 	ns->in_store.tagged = registry_digest(&rg, ns->in_store.tag) == 0;

@@ -13,13 +13,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <kvstash/abi.h>
 #include <kvstash/wire.h>
 
 #include "wire/proto.h"
 
-#define SLOT_ALIGN 512u /* O_DIRECT-ready */
-/* Public: kvspeer_kvstash_ns() (peer/kvstash.c) tells embedders a shard's size. */
-_Static_assert(SLOT_ALIGN == 512u, "peer/kvstash.c and peer.h say 512: change them together");
+/* The pool's slot alignment: public (abi.h), as libkvspeer tells embedders a shard's size. */
+#define SLOT_ALIGN KVS_SLOT_ALIGN
 
 struct mem_import;
 

@@ -255,16 +255,16 @@ static int handle(char *line, int *quit)
 		return -1;
 	line += n;
 	if (!strcmp(cmd, "geom")) {
-		struct registry_layer_geom lg[64];
-		struct registry_geometry g;
+		struct nsdigest_layer lg[64];
+		struct nsdigest_geometry g;
 
 		if (sscanf(line, "%d %127s %llu %llu %llu %llu %llu", &nsid, name, &layers, &segs,
 			   &segb, &tp, &repl) != 7 ||
 		    nsid < 0 || nsid >= MAX_NS || layers == 0 || layers > 64)
 			return -1;
 		for (unsigned i = 0; i < layers; i++)
-			lg[i] = (struct registry_layer_geom){ (uint32_t)segs, segb };
-		g = (struct registry_geometry){ name,	   repl ? 1 : (uint32_t)tp, (uint32_t)tp,
+			lg[i] = (struct nsdigest_layer){ (uint32_t)segs, segb };
+		g = (struct nsdigest_geometry){ name,	   repl ? 1 : (uint32_t)tp, (uint32_t)tp,
 						repl != 0, (uint32_t)layers,	    lg };
 		if (registry_digest(&g, digests[nsid]) < 0)
 			return -1;

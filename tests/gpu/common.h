@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "../lib/harness.h"
-#include "common/gpu/gpu.h"
+#include "tools/gpu/gpu.h"
 
 #define FAIL(...)                                                              \
 	do {                                                                   \

@@ -234,8 +234,8 @@ END_TEST
 
 START_TEST(test_digest)
 {
-	struct registry_layer_geom l[3] = { { 2, 4096 }, { 2, 4096 }, { 2, 4096 } };
-	struct registry_geometry g = { "m/bf16", 2, 2, false, 3, l }, h;
+	struct nsdigest_layer l[3] = { { 2, 4096 }, { 2, 4096 }, { 2, 4096 } };
+	struct nsdigest_geometry g = { "m/bf16", 2, 2, false, 3, l }, h;
 	uint8_t d0[16], d1[16];
 
 	if (!registry_compiled_in()) {
@@ -247,7 +247,7 @@ START_TEST(test_digest)
 	ck_assert_mem_eq(d0, d1, 16);
 #define DIFFERS(mutate)                                          \
 	do {                                                     \
-		struct registry_layer_geom m[3];                 \
+		struct nsdigest_layer m[3];                 \
 		memcpy(m, l, sizeof(l));                         \
 		h = g;                                           \
 		h.layers = m;                                    \

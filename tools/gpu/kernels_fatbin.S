@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Embed common/gpu/kernels.fatbin (nvcc output, in the build directory). */
+/* Embed tools/gpu/kernels.fatbin (nvcc output, in the build directory). */
 	.section .rodata
 	.balign 64
 	.global gpu_test_fatbin
 	.type gpu_test_fatbin, @object
 gpu_test_fatbin:
-	.incbin "common/gpu/kernels.fatbin"
+	.incbin "tools/gpu/kernels.fatbin"
 	.byte 0
 	.section .note.GNU-stack,"",@progbits

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The namespace digest (registry.h).  The encoding is fixed and
+ * The namespace digest (nsdigest.h).  The encoding is fixed and
  * little-endian, so every node, whatever its build, computes the same
  * digest for the same name and geometry; every variable-length part is
  * preceded by its length, so no two descriptions encode alike.
@@ -10,7 +10,7 @@
 
 #include <nettle/sha2.h>
 
-#include "cluster/registry.h"
+#include "common/nsdigest.h"
 
 /* Bump when the encoding changes: old and new nodes must then not match. */
 #define DIGEST_VERSION 1u
@@ -28,7 +28,7 @@ static void put_u64(struct sha256_ctx *c, uint64_t v)
 	put_u32(c, (uint32_t)(v >> 32));
 }
 
-int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SIZE])
+int nsdigest(const struct nsdigest_geometry *g, uint8_t ret[NSDIGEST_SIZE])
 {
 	uint8_t full[SHA256_DIGEST_SIZE];
 	struct sha256_ctx c;
@@ -53,6 +53,6 @@ int registry_digest(const struct registry_geometry *g, uint8_t ret[REG_DIGEST_SI
 		put_u64(&c, g->layers[i].segment_bytes);
 	}
 	sha256_digest(&c, sizeof(full), full);
-	memcpy(ret, full, REG_DIGEST_SIZE);
+	memcpy(ret, full, NSDIGEST_SIZE);
 	return 0;
 }

@@ -7,7 +7,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
-#include "common/gpu/gpu.h"
+#include "tools/gpu/gpu.h"
 
 extern const unsigned char gpu_test_fatbin[];
 
