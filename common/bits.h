@@ -16,10 +16,29 @@ static inline bool is_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-/* @v rounded up to a multiple of @align, a power of two; the caller keeps it from wrapping. */
-static inline uint64_t align_up_u64(uint64_t v, uint64_t align)
+/* @v rounded up to a multiple of @align (not 0); the caller keeps it from wrapping. */
+static inline uint64_t round_up_u64(uint64_t v, uint64_t align)
 {
-	return (v + align - 1) & ~(align - 1);
+	return (v + align - 1) / align * align;
+}
+
+/* The least power of two >= @v (1 for 0), @v at most 2^31. */
+static inline uint32_t next_pow2_u32(uint32_t v)
+{
+	if (v <= 1)
+		return 1;
+	return 1u << (32 - __builtin_clz(v - 1));
+}
+
+/* MurmurHash3's 64-bit finalizer: every input bit reaches every output bit. */
+static inline uint64_t fmix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
 }
 
 #endif /* KVS_COMMON_BITS_H */

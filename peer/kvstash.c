@@ -64,6 +64,6 @@ int kvspeer_kvstash_ns(const struct kvspeer_kvstash_ns *ns, uint8_t ret_digest[K
 	memset(ret_digest, 0, KVSPEER_DIGEST_SIZE);
 	memcpy(ret_digest, d, sizeof(d));
 	if (ret_shard_bytes)
-		*ret_shard_bytes = align_up_u64(shard, KVS_SLOT_ALIGN);
+		*ret_shard_bytes = round_up_u64(shard, KVS_SLOT_ALIGN);
 	return 0;
 }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/bits.h" /* is_pow2(), round_up_u64(), next_pow2_u32(), fmix64() */
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -22,29 +24,6 @@ static inline uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
-}
-
-/* MurmurHash3's 64-bit finalizer: every input bit reaches every output bit. */
-static inline uint64_t fmix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
-static inline uint64_t round_up_u64(uint64_t v, uint64_t align)
-{
-	return (v + align - 1) / align * align;
-}
-
-static inline uint32_t next_pow2_u32(uint32_t v)
-{
-	if (v <= 1)
-		return 1;
-	return 1u << (32 - __builtin_clz(v - 1));
 }
 
 /* Copy a fixed-size wire string; false if it is not NUL-terminated. */

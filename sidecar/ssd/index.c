@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "base/util.h"
+#include "common/bits.h"
 #include "ssd/index.h"
 
 struct ssd_ns_ent {

@@ -33,7 +33,7 @@
 
 #include <liburing.h>
 
-#include "base/util.h"
+#include "common/bits.h"
 #include "ssd/crc32c.h"
 #include "ssd/fault.h"
 #include "ssd/format.h"
@@ -74,14 +74,6 @@ static inline uint64_t MIN_U64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-static unsigned next_pow2(unsigned v)
-{
-	unsigned p = 1;
-
-	while (p < v)
-		p <<= 1;
-	return p;
-}
 
 /* ---- requests and in-flight operations -------------------------------- */
 
@@ -750,8 +742,8 @@ static int open_drive(struct ssd *ssd, struct drive *d, char *err, size_t errlen
 	STORE(&d->st.capacity_bytes, (uint64_t)d->geom.nr_regions * d->geom.region_bytes);
 	STORE(&d->st.nr_regions, d->geom.nr_regions);
 	/* 1 GiB of regions erased ahead, at most an eighth of the drive (erase_ahead()). */
-	d->ahead_want = (unsigned)MIN((uint64_t)AHEAD_MAX, (1ull << 30) / d->geom.region_bytes);
-	d->ahead_want = MIN(d->ahead_want, d->geom.nr_regions / 8);
+	d->ahead_want = (unsigned)MIN_U64(AHEAD_MAX, (1ull << 30) / d->geom.region_bytes);
+	d->ahead_want = (unsigned)MIN_U64(d->ahead_want, d->geom.nr_regions / 8);
 	if (d->ahead_want < 1)
 		d->ahead_want = 1;
 	STORE(&d->st.io_align, d->io_align);
@@ -783,7 +775,7 @@ static int setup_ring(struct drive *d)
 	unsigned n = 0, nr_iops;
 	int r = -EINVAL;
 
-	d->ring_entries = next_pow2(d->depth * IOP_MAX_SQES + 16);
+	d->ring_entries = next_pow2_u32(d->depth * IOP_MAX_SQES + 16);
 	for (unsigned i = getenv("KVSTASH_SSD_SETUP") ? (unsigned)atoi(getenv("KVSTASH_SSD_SETUP"))
 						      : 0;
 	     i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
