@@ -14,8 +14,8 @@
 #include <kvstash/abi.h>
 
 #include "base/conf.h"
+#include "base/level.h"
 #include "common/bits.h"
-#include "obs/log.h"
 
 enum key_type {
 	T_STR,
@@ -576,7 +576,7 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 	case T_GIDS:
 		return parse_ids(value, k->type == T_GIDS, f, why, wl);
 	case T_LEVEL:
-		r = log_level_from_string(value);
+		r = level_from_name(value);
 		if (r < 0) {
 			snprintf(why, wl, "'%s' is not error, warning, notice, info or debug", value);
 			return -EINVAL;
@@ -858,7 +858,7 @@ void config_print(const struct kvs_config *cfg, FILE *f)
 			print_ids(f, p);
 			break;
 		case T_LEVEL:
-			fprintf(f, "%s", log_level_to_string(*(const int *)p));
+			fprintf(f, "%s", level_name(*(const int *)p));
 			break;
 		}
 		fprintf(f, "\n");

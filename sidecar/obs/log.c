@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "obs/log.h"
+#include "base/level.h"
 #include "base/util.h"
 
 static struct {
@@ -31,31 +32,6 @@ static struct {
 	.rl_interval_ns = 10 * NSEC_PER_SEC,
 	.rl_burst = 10,
 };
-
-static const char *const level_names[] = {
-	[LOG_EMERG] = "emerg", [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",
-	[LOG_ERR] = "error",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
-	[LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
-};
-
-int log_level_from_string(const char *s)
-{
-	for (int i = 0; i <= LOG_DEBUG; i++)
-		if (strcasecmp(s, level_names[i]) == 0)
-			return i;
-	if (strcasecmp(s, "err") == 0)
-		return LOG_ERR;
-	if (strcasecmp(s, "warn") == 0)
-		return LOG_WARNING;
-	return -EINVAL;
-}
-
-const char *log_level_to_string(int level)
-{
-	if (level < 0 || level > LOG_DEBUG)
-		return "?";
-	return level_names[level];
-}
 
 /*
  * systemd sets JOURNAL_STREAM=dev:ino when stderr is a journal stream;
@@ -182,7 +158,7 @@ int log_fullv(int level, int err, const char *prefix, const char *fmt, va_list a
 			localtime_r(&ts.tv_sec, &tm);
 			n += strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
 			n += snprintf(line + n, sizeof(line) - n, ".%03ld %s: ",
-				      ts.tv_nsec / 1000000, log_level_to_string(level));
+				      ts.tv_nsec / 1000000, level_name(level));
 		}
 	}
 	if (prefix && n < sizeof(line))

@@ -27,8 +27,6 @@ int log_open(enum log_target target, const char *file, int level);
 int log_reopen(void);
 void log_close(void);
 int log_get_level(void);
-int log_level_from_string(const char *s);
-const char *log_level_to_string(int level);
 
 /*
  * "PREFIX: text: errno text"; @prefix NULL: none.  Returns -abs(err) when
