@@ -108,6 +108,17 @@ int cluster_check_config(const struct kvs_config *cfg, char *why, size_t wl)
 	return r < 0 ? r : 0;
 }
 
+/* The workers' view of the registry (io/worker.h, struct worker_cluster). */
+static int worker_mark(void *arg, struct registry_tally *tally, void **ret_mark)
+{
+	struct registry_mark m;
+	int r = registry_mark(arg, tally, &m);
+
+	if (r == 0)
+		*ret_mark = m.m;
+	return r;
+}
+
 int cluster_init(struct daemon *d)
 {
 	const struct registry_ops ops = {
@@ -127,6 +138,7 @@ int cluster_init(struct daemon *d)
 		return log_error_errno(r, "%s", why[0] ? why : "cannot start the cluster registry");
 	if (!d->reg)
 		return 0; /* no [cluster]: exactly as without the module */
+	d->wcluster = (struct worker_cluster){ .mark = worker_mark, .arg = d->reg };
 	d->reg_ev.fd = registry_fd(d->reg);
 	d->reg_ev.fn = on_registry;
 	r = ev_add(&d->loop, &d->reg_ev, EPOLLIN);
@@ -257,16 +269,14 @@ void cluster_on_op(struct daemon *d, struct op *op)
 	 * reached completes with -ESHUTDOWN.
 	 */
 	if (d->reg && op->opcode == KVS_OP_FLUSH) {
-		registry_flush(d->reg, &op->rmark, 0, flush_cb, op);
+		const struct registry_mark m = { op->cmark };
+
+		registry_flush(d->reg, &m, 0, flush_cb, op);
 		return;
 	}
 	if (d->reg && !d->reg_closing) {
-		if (op->opcode == KVS_OP_FLUSH)
-			r = registry_flush(d->reg, &op->rmark, 0, flush_cb, op);
-		else
-			r = registry_query(d->reg, op->tag,
-					   (const uint8_t(*)[REG_KEY_SIZE])op->ckeys, op->nckeys, 0,
-					   query_cb, op);
+		r = registry_query(d->reg, op->tag, (const uint8_t(*)[REG_KEY_SIZE])op->ckeys,
+				   op->nckeys, 0, query_cb, op);
 		if (r == 0)
 			return; /* the callback sends it back */
 	}

@@ -127,7 +127,7 @@ static int start_workers(struct daemon *d, int node)
 		.ctr = &d->ctr,
 		.store = d->store,
 		.leases = d->leases,
-		.reg = d->reg,
+		.cluster = d->reg ? &d->wcluster : NULL,
 		.peer = d->peer != NULL,
 	};
 	const struct mover_ops *mv;

@@ -77,6 +77,7 @@ struct daemon {
 	 * registry_get_stats are safe from any thread (cluster/registry.h).
 	 */
 	struct registry *reg;
+	struct worker_cluster wcluster; /* the workers' view of reg (cluster_init()) */
 	struct ev_source reg_ev;
 	/*
 	 * The peer service (control/peer.c, libkvspeer); NULL without

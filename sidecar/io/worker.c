@@ -447,10 +447,10 @@ static bool check_flushes(struct worker *w)
 			 * past them.  It counts the session's registrations,
 			 * or the instance's (FLUSH_INSTANCE).
 			 */
-			int r = registry_mark(w->reg,
-					      (op->flags & KVS_FLUSH_INSTANCE) ? op->s->reg_itally
-									  : op->s->reg_tally,
-					      &op->rmark);
+			int r = w->cluster->mark(w->cluster->arg,
+						 (op->flags & KVS_FLUSH_INSTANCE) ? op->s->reg_itally
+										 : op->s->reg_tally,
+						 &op->cmark);
 
 			if (r == 0) {
 				cluster_send(w, op);
@@ -787,7 +787,7 @@ static int cluster_query_prep(struct worker *w, struct wsession *s, const struct
 	/* A malformed request first: the session did not ask for the answer area. */
 	if (!s->answers)
 		return -EINVAL;
-	if (!w->reg)
+	if (!w->cluster)
 		return -EOPNOTSUPP;
 	op = calloc(1, sizeof(*op));
 	if (!op)
@@ -978,7 +978,7 @@ static void do_flush(struct worker *w, struct wsession *s, const struct kvs_sqe 
 {
 	struct op *op;
 
-	if ((sqe->flags & KVS_FLUSH_CLUSTER) && !w->reg) {
+	if ((sqe->flags & KVS_FLUSH_CLUSTER) && !w->cluster) {
 		/* No registry: the engine must not believe its blocks are findable. */
 		post(w, s, sqe->user_data, -EOPNOTSUPP, 0, 0);
 		return;
@@ -1311,7 +1311,7 @@ int worker_start(const struct worker_env *env, unsigned id, int node, const stru
 	w->ctr = env->ctr;
 	w->store = env->store;
 	w->leases = env->leases;
-	w->reg = env->reg;
+	w->cluster = env->cluster;
 	w->peer = env->peer;
 	snprintf(w->name, sizeof(w->name), "kvs-io-%u", id);
 	pthread_mutex_init(&w->lock, NULL);

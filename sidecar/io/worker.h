@@ -30,10 +30,12 @@
 #include <shmq/shmq.h>
 #include <kvstash/abi.h>
 
-#include "cluster/registry.h"
 #include "io/mover.h"
 #include "io/registration.h"
 #include "io/saveorder.h"
+
+/* The registry's accounting of whose registrations: opaque to io/ (cluster/ledger.h). */
+struct registry_tally;
 #include "obs/log.h"
 
 struct counters_global;
@@ -123,9 +125,9 @@ struct wsession {
 	struct lease_holder *lh;     /* the instance's leases */
 	struct store_ns *ns;	     /* the namespace's blocks */
 	/*
-	 * With [cluster] and KVS_CONNECT_CLUSTER (else NULL): what the
-	 * registry did with the session's registrations and the instance's
-	 * (control/cluster.c); a cluster FLUSH reports from them.
+	 * With [cluster] (else NULL): what the registry did with the
+	 * session's registrations and the instance's (control/cluster.c,
+	 * opaque here); a cluster FLUSH reports from them.
 	 */
 	struct registry_tally *reg_tally, *reg_itally;
 
@@ -257,7 +259,7 @@ struct op {
 	 */
 	struct wmsg cmsg;
 	struct worker *w;		/* whose op it is */
-	struct registry_mark rmark;	/* FLUSH: the registry's barrier */
+	void *cmark;			/* FLUSH: its barrier (worker_cluster.mark()) */
 	uint8_t tag[KVS_KEY_SIZE];	/* QUERY: the namespace's digest */
 	uint8_t (*ckeys)[KVS_KEY_SIZE]; /* QUERY: the keys after the local hits */
 	uint32_t nckeys;
@@ -290,8 +292,8 @@ struct worker {
 	struct counters_global *ctr; /* the daemon's counters */
 	struct store *store;
 	struct lease_table *leases;
-	struct registry *reg; /* NULL: no cluster */
-	bool peer;	      /* a peer service: QUERY may fetch */
+	const struct worker_cluster *cluster; /* NULL: no cluster */
+	bool peer;			      /* a peer service: QUERY may fetch */
 	pthread_t thread;
 	bool running;
 
@@ -321,14 +323,31 @@ struct worker {
  * worker sees no struct daemon: it acks, counts and reaches the store
  * through these alone.
  */
+/*
+ * The cluster as a worker sees it.  The worker never calls the registry:
+ * control/cluster.c implements this over it, and cluster operations go to
+ * the control thread (WCMD_CLUSTER) and come back (worker_cluster_done()).
+ */
+struct worker_cluster {
+	/*
+	 * Any thread (the worker, once every SAVE before a FLUSH sealed, so
+	 * that their registrations are queued before it): a barrier counting
+	 * @tally's registrations (NULL: everyone's), into *@ret_mark for the
+	 * control thread's flush of it, which must follow.  0, -ENOMEM, or
+	 * -EAGAIN when the registry's queue is full even for barriers.
+	 */
+	int (*mark)(void *arg, struct registry_tally *tally, void **ret_mark);
+	void *arg;
+};
+
 struct worker_env {
 	const struct kvs_config *cfg;
-	struct worker_acks *acks;    /* where acks go */
-	struct counters_global *ctr; /* the daemon's counters */
-	struct store *store;	     /* the block store: SAVE, QUERY */
-	struct lease_table *leases;  /* QUERY's leases: LOAD, RELEASE */
-	struct registry *reg;	     /* the cluster registry; NULL: none */
-	bool peer;		     /* the peer service runs (control/peer.c) */
+	struct worker_acks *acks;	      /* where acks go */
+	struct counters_global *ctr;	      /* the daemon's counters */
+	struct store *store;		      /* the block store: SAVE, QUERY */
+	struct lease_table *leases;	      /* QUERY's leases: LOAD, RELEASE */
+	const struct worker_cluster *cluster; /* NULL: no cluster */
+	bool peer;			      /* the peer service runs (control/peer.c) */
 };
 
 /* A worker for device @dev of @mover, placed on NUMA node @node. */
