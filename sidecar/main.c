@@ -23,6 +23,7 @@
 #include "control/peer.h"
 #include "control/tier.h"
 #include "control/daemon.h"
+#include "control/lifecycle.h"
 #include "obs/metrics.h"
 #include "obs/log.h"
 

@@ -14,7 +14,6 @@
 #include "wire/layout.h"
 #include "store/lease.h"
 #include "store/pool.h"
-#include "control/server.h"
 #include "control/session.h"
 #include "control/admin.h"
 #include "obs/metrics.h"
@@ -474,7 +473,7 @@ int admin_send_status(struct daemon *d, struct session *admin, uint32_t seq)
 	HDR(dm, KVS_MSG_STATUS_DAEMON, seq);
 	strscpy_trunc(dm.version, PACKAGE_VERSION, sizeof(dm.version));
 	dm.pid = (uint32_t)getpid();
-	dm.nr_sessions = server_active_sessions(d);
+	dm.nr_sessions = session_count_active(d);
 	dm.uptime_ms = (now_ns() - d->start_ns) / NSEC_PER_MSEC;
 	dm.nr_workers = d->nr_workers;
 	dm.nr_instances = instance_count(d->instances);
@@ -590,7 +589,7 @@ int admin_send_stats(struct daemon *d, struct session *admin, uint32_t seq)
 
 	nr = sample(d, &g, nodes, POOL_MAX_REGIONS);
 	HDR(g, KVS_MSG_STATS_GLOBAL, seq);
-	g.sessions_live = server_active_sessions(d);
+	g.sessions_live = session_count_active(d);
 	put(&t, &g, sizeof(g));
 	for (unsigned i = 0; i < nr; i++) {
 		HDR(nodes[i], KVS_MSG_STATS_NODE, seq);

@@ -30,7 +30,7 @@ static void on_visible(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t
 	struct daemon *d = arg;
 
 	/*
-	 * Set before the workers start, freed after they stopped (daemon.c).
+	 * Set before the workers start, freed after they stopped (lifecycle.c).
 	 * @owner: the tally of the session whose SAVE sealed it (its worker's
 	 * finish_save()), or NULL.
 	 */

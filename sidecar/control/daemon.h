@@ -2,7 +2,9 @@
 /*
  * The daemon: configuration, the control thread's state (the event loop
  * and its sources, sessions, connection slots, workers) and the
- * process-wide counters.
+ * process-wide counters.  Data only: every control/ module reads it;
+ * control/lifecycle.c, which starts and stops the daemon, is the one
+ * module that stands on all the others.
  */
 #ifndef KVS_DAEMON_H
 #define KVS_DAEMON_H
@@ -50,11 +52,7 @@ struct daemon {
 	unsigned nr_sessions;
 	uint64_t next_session_id;
 
-	/* Connection slots (slots.c). */
-	struct cds_list_head uids;
-	struct cds_list_head slot_lists[SLOT_KINDS]; /* least recently active first */
-	unsigned slot_count[SLOT_KINDS];
-	unsigned fds_per_uid; /* [server] max_fds_per_uid, 0 resolved */
+	struct slot_table slots; /* connection slots (slots.c) */
 
 	/* accept() failed for want of fds: the listening socket rests until the next tick. */
 	bool accept_paused;
@@ -101,11 +99,5 @@ struct daemon {
 	/* Counted by every thread (obs/account.h), read by STATS and /metrics. */
 	struct counters_global ctr;
 };
-
-/* Run the control loop until SIGTERM/SIGINT and the drain finished. */
-int daemon_run(struct daemon *d);
-
-int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path);
-void daemon_fini(struct daemon *d);
 
 #endif /* KVS_DAEMON_H */

@@ -17,6 +17,7 @@
 #include "control/daemon.h"
 #include "obs/log.h"
 #include "control/server.h"
+#include "control/protocol.h"
 #include "control/session.h"
 #include "base/util.h"
 
@@ -189,16 +190,6 @@ void server_unlisten(struct daemon *d)
 	}
 }
 
-unsigned server_active_sessions(struct daemon *d)
-{
-	struct session *s;
-	unsigned n = 0;
-
-	cds_list_for_each_entry(s, &d->sessions, node)
-		n += s->state == S_ACTIVE && s->hello.role != KVS_ROLE_ADMIN;
-	return n;
-}
-
 /*
  * The peer's supplementary groups as the kernel captured them at connect()
  * (SO_PEERGROUPS, like SO_PEERCRED's uid and gid), never read later from
@@ -339,14 +330,14 @@ void server_accept(struct daemon *d)
 			continue;
 		}
 		s->peer_allowed = allowed;
-		r = slots_accept(d, s);
+		r = slots_accept(&d->slots, &s->sl, s->uid, s->prefix, s->created_ns);
 		if (r < 0) {
 			session_close(s, r);
 			continue;
 		}
 		r = ev_add(&d->loop, &s->ev, EPOLLIN | EPOLLRDHUP);
 		if (r < 0) {
-			clog_warning_errno(s, r, "epoll_ctl");
+			clog_warning_errno(&s->sl, r, "epoll_ctl");
 			session_close(s, r);
 			continue;
 		}

@@ -24,7 +24,4 @@ void server_resume(struct daemon *d);
 bool server_peer_allowed(struct daemon *d, uid_t uid, gid_t gid, const gid_t *groups,
 			 unsigned ngroups);
 
-/* Sessions past HELLO (admin sessions not counted). */
-unsigned server_active_sessions(struct daemon *d);
-
 #endif /* KVS_SERVER_H */

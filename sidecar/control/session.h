@@ -94,34 +94,25 @@ struct session {
 	struct counters_session st;
 	uint64_t created_ns;
 
-	/* Connection slots (slots.c). */
-	struct uid_slots *owner;
-	enum slot_kind slot;
-	struct cds_list_head slot_node; /* daemon.slot_lists[slot] */
-	uint64_t active_ns;		/* last request or reply progress */
-	unsigned fds_held;		/* counted in owner->fds */
+	struct slot_holder sl; /* its connection slot in daemon.slots (slots.c) */
 
 	struct log_ratelimit log_rl; /* the control thread's lines about this session */
 	struct out_queue out;
 	struct ev_deferred dead; /* frees the memory after the batch */
 };
 
-/* Control thread. */
-struct session *session_new(struct daemon *d, int fd, pid_t pid, uid_t uid, gid_t gid);
-/* Read and handle one message: 0, or -errno when the session must close. */
-int session_handle_input(struct session *s);
 /*
- * Queue a reply train of @len bytes (@buf, malloc'd, ours now) and send
- * what the socket takes; the rest goes on EPOLLOUT.  0, or -errno when
- * the session must close.
+ * Control thread.  Queue a reply train of @len bytes (@buf, malloc'd,
+ * ours now) and send what the socket takes; the rest goes on EPOLLOUT.
+ * 0, or -errno when the session must close.
  */
 int session_queue(struct session *s, uint8_t *buf, size_t len);
 /* EPOLLOUT: send more of the queued train.  0, or -errno to close. */
 int session_flush(struct session *s);
-/* Begin closing (EOF, error, GOODBYE, shutdown); frees once the worker acked. */
-void session_close(struct session *s, int why);
-/* The worker answered @type (control/daemon.c takes the acks). */
-void session_on_ack(struct session *s, enum wcmd_type type);
+/* Ask for what the session waits for now: replies to send, or a request. */
+void session_update_events(struct session *s);
+/* Engine sessions past HELLO (admin ones not counted). */
+unsigned session_count_active(const struct daemon *d);
 
 /* Build the log prefix after HELLO. */
 void session_set_prefix(struct session *s);

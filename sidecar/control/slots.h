@@ -29,6 +29,11 @@
  * daemon's RLIMIT_NOFILE.  Handshake and admin sockets are bounded by
  * their pools instead.
  *
+ * The table knows connections only as a struct slot_holder each embeds
+ * (struct session's `sl`), and closes one through the table's close
+ * function (the session's end, control/protocol.c): slots stand below the
+ * sessions, which use them.
+ *
  * Control thread only.
  */
 #ifndef KVS_SLOTS_H
@@ -42,8 +47,8 @@
 
 #include "obs/log.h"
 
-struct daemon;
-struct session;
+struct counters_global;
+struct slot_table;
 
 enum slot_kind {
 	SLOT_HANDSHAKE,
@@ -60,56 +65,93 @@ struct uid_slots {
 	unsigned fds;		   /* held for its engine sessions */
 	char name[24];		   /* "uid N", the prefix of its count of dropped lines */
 	struct log_ratelimit rl;   /* connection-level lines of all its connections */
-	struct cds_list_head node; /* daemon.uids */
+	struct cds_list_head node; /* slot_table.uids */
+};
+
+/* What one connection holds: embedded in it, from slots_accept() to slots_release(). */
+struct slot_holder {
+	struct slot_table *t;
+	struct uid_slots *owner; /* NULL before slots_accept() */
+	enum slot_kind kind;
+	struct cds_list_head node; /* t->lists[kind], least recently active first */
+	uint64_t since_ns;	   /* accepted: the handshake timeout counts from here */
+	uint64_t active_ns;	   /* last request or reply progress */
+	unsigned fds_held;	   /* counted in owner->fds */
+	uid_t uid;
+	const char *prefix; /* the connection's log prefix (the session's) */
+};
+
+/* Close the connection holding @h (it releases its slot when it is freed). */
+typedef void slot_close_fn(struct slot_holder *h, int why);
+
+struct slot_limits {
+	unsigned handshakes, handshakes_per_uid; /* [server] max_handshakes, _per_uid */
+	unsigned admins, admins_per_uid;	 /* max_admin_sessions, _per_uid */
+	unsigned engines, engines_per_uid;	 /* max_sessions, max_sessions_per_uid */
+	unsigned fds_per_uid;			 /* max_fds_per_uid, 0 resolved */
+	uint64_t handshake_ns;			 /* to say HELLO in */
+	uint64_t admin_idle_ns;			 /* admin_idle_timeout */
+	uint64_t log_window_ns;			 /* [log] ratelimit_interval: a uid's is kept */
+};
+
+struct slot_table {
+	struct cds_list_head uids;
+	struct cds_list_head lists[SLOT_KINDS];
+	unsigned count[SLOT_KINDS];
+	struct slot_limits lim;
+	struct counters_global *ctr; /* a connection closed for room counts as refused */
+	slot_close_fn *close;
 };
 
 /*
- * A line about connection @s, rate-limited per uid: events every new
- * connection can provoke (a refused HELLO, a closed silent connection), so
- * that reconnecting in a loop cannot flood the log.
+ * A line about the connection holding @h, rate-limited per uid: events
+ * every new connection can provoke (a refused HELLO, a closed silent
+ * connection), so that reconnecting in a loop cannot flood the log.
  */
-#define clog_at(s, level, err, ...) \
-	log_at_rl(&(s)->owner->rl, (s)->owner->name, (level), (err), (s)->prefix, __VA_ARGS__)
-#define clog_warning(s, ...)		clog_at((s), LOG_WARNING, 0, __VA_ARGS__)
-#define clog_info(s, ...)		clog_at((s), LOG_INFO, 0, __VA_ARGS__)
-#define clog_warning_errno(s, err, ...) clog_at((s), LOG_WARNING, (err), __VA_ARGS__)
-#define clog_info_errno(s, err, ...)	clog_at((s), LOG_INFO, (err), __VA_ARGS__)
+#define clog_at(h, level, err, ...) \
+	log_at_rl(&(h)->owner->rl, (h)->owner->name, (level), (err), (h)->prefix, __VA_ARGS__)
+#define clog_warning(h, ...)		clog_at((h), LOG_WARNING, 0, __VA_ARGS__)
+#define clog_info(h, ...)		clog_at((h), LOG_INFO, 0, __VA_ARGS__)
+#define clog_warning_errno(h, err, ...) clog_at((h), LOG_WARNING, (err), __VA_ARGS__)
+#define clog_info_errno(h, err, ...)	clog_at((h), LOG_INFO, (err), __VA_ARGS__)
 
-void slots_init(struct daemon *d);
-/* Free the uid table (after every session is gone). */
-void slots_fini(struct daemon *d);
+void slots_init(struct slot_table *t, const struct slot_limits *lim, struct counters_global *ctr,
+		slot_close_fn *close);
+/* Free the uid table (after every connection is gone). */
+void slots_fini(struct slot_table *t);
 
 /*
- * A new connection of @s->uid takes a handshake slot, closing another
+ * A new connection of @uid takes a handshake slot in @h, closing another
  * connection if the pool or the uid's share of it is full.  -ENOMEM.
  */
-int slots_accept(struct daemon *d, struct session *s);
+int slots_accept(struct slot_table *t, struct slot_holder *h, uid_t uid, const char *prefix,
+		 uint64_t now);
 
 /*
- * HELLO: move @s from its handshake slot to @kind.  SLOT_ENGINE: -EUSERS
+ * HELLO: move @h from its handshake slot to @kind.  SLOT_ENGINE: -EUSERS
  * when the engine pool or the uid's share is full (@why says which);
  * SLOT_ADMIN always succeeds, closing another admin session if needed.
  */
-int slots_hello(struct session *s, enum slot_kind kind, char *why, size_t wl);
+int slots_hello(struct slot_holder *h, enum slot_kind kind, char *why, size_t wl);
 
-/* @s asked or read something: it is the least idle of its pool. */
-void slots_touch(struct session *s);
+/* @h asked or read something: it is the least idle of its pool. */
+void slots_touch(struct slot_holder *h);
 
-/* Count @n more fds held for @s: -EMFILE beyond max_fds_per_uid. */
-int slots_take_fds(struct session *s, unsigned n, char *why, size_t wl);
-void slots_put_fds(struct session *s, unsigned n);
+/* Count @n more fds held for @h: -EMFILE beyond fds_per_uid. */
+int slots_take_fds(struct slot_holder *h, unsigned n, char *why, size_t wl);
+void slots_put_fds(struct slot_holder *h, unsigned n);
 
-/* Give back everything @s holds (the session is being freed). */
-void slots_release(struct session *s);
+/* Give back everything @h holds (the connection is being freed). */
+void slots_release(struct slot_holder *h);
 
 /* Slots of @kind held now, all uids together. */
-unsigned slots_count(const struct daemon *d, enum slot_kind kind);
+unsigned slots_count(const struct slot_table *t, enum slot_kind kind);
 
 /*
  * Once a second: close connections silent past the handshake timeout and
  * admin sessions idle past admin_idle_timeout; forget uids that hold
  * nothing and whose log window has passed.
  */
-void slots_sweep(struct daemon *d, uint64_t now);
+void slots_sweep(struct slot_table *t, uint64_t now);
 
 #endif /* KVS_SLOTS_H */

@@ -60,7 +60,7 @@ static void on_ssd_log(void *arg, int level, int err, const char *msg)
 /*
  * The store's wake hook (a drive thread, no lock held): reads ended, so
  * parked LOADs may go on.  The workers are started after the tier is set
- * and stopped after tier_close() returned (daemon.c), so the array is
+ * and stopped after tier_close() returned (lifecycle.c), so the array is
  * stable while a drive thread can call this.
  */
 static void tier_wake(void *arg)

@@ -52,7 +52,7 @@
  * The store gains a second tier; nothing else in the daemon talks to this
  * module.  Steps, in the order they are needed:
  *
- * 1. Start-up (control/daemon.c, after pool_create(), before the server
+ * 1. Start-up (control/lifecycle.c, after pool_create(), before the server
  *    listens): ssd_config_from_kvs() maps [ssd]; with no path it returns
  *    0 and nr_paths == 0: skip the tier, kvstashd runs as before.  Fill
  *    bufs[] with the pool regions (pool->regions[i].base/.size) so the

@@ -21,7 +21,7 @@
  * What a hole costs: a page kvstashd faults into a hole is charged to
  * kvstashd (memcg and RSS), not to the engine.  That is why only the pages
  * the layer views reach are mapped, and why the control thread bounds the
- * bytes mapped per session and per uid (control/session.c).
+ * bytes mapped per session and per uid (control/protocol.c).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -22,6 +22,7 @@
 #include "control/peer.h"
 #include "control/tier.h"
 #include "control/daemon.h"
+#include "control/lifecycle.h"
 #include "control/instance.h"
 #include "store/lease.h"
 #include "obs/log.h"
@@ -29,6 +30,7 @@
 #include "control/nspace.h"
 #include "store/pool.h"
 #include "control/server.h"
+#include "control/protocol.h"
 #include "control/session.h"
 #include "base/util.h"
 
@@ -173,10 +175,19 @@ static void on_sweep(struct ev_timer *t, uint64_t now)
 
 	store_reclaim_partial(d->store, (uint64_t)d->cfg->partial_timeout_ms * NSEC_PER_MSEC);
 	nspace_sweep(d->nspaces);
-	slots_sweep(d, now);
+	slots_sweep(&d->slots, now);
 }
 
 static void handle_signals(struct ev_source *src, uint32_t events);
+
+/* The slot table closes a connection through its session. */
+static void close_slot(struct slot_holder *h, int why)
+{
+	session_close(container_of(h, struct session, sl), why);
+}
+
+/* A connection has 10 s to say HELLO: libkvstash says it with its connect(). */
+#define HANDSHAKE_TIMEOUT_NS (10 * NSEC_PER_SEC)
 
 /* The movers pin the pool's chunks as its start-up threads fault them. */
 static const struct pool_pin pool_pin = { movers_pin, movers_unpin };
@@ -198,6 +209,18 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 						     : (unsigned)MIN(MAX(sysconf(_SC_NPROCESSORS_ONLN), 1), 8)) -
 				 1,
 	};
+	const struct slot_limits slot_lim = {
+		.handshakes = cfg->max_handshakes,
+		.handshakes_per_uid = cfg->max_handshakes_per_uid,
+		.admins = cfg->max_admin_sessions,
+		.admins_per_uid = cfg->max_admin_sessions_per_uid,
+		.engines = cfg->max_sessions,
+		.engines_per_uid = cfg->max_sessions_per_uid,
+		.fds_per_uid = fds_per_uid(cfg),
+		.handshake_ns = HANDSHAKE_TIMEOUT_NS,
+		.admin_idle_ns = (uint64_t)cfg->admin_idle_timeout_ms * NSEC_PER_MSEC,
+		.log_window_ns = (uint64_t)cfg->log_ratelimit_interval_ms * NSEC_PER_MSEC,
+	};
 	struct pool *pool;
 	int nodes[POOL_MAX_REGIONS];
 	sigset_t mask;
@@ -209,8 +232,7 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	d->listen.fd = d->signals.fd = d->acked.fd = d->lock_fd = d->reg_ev.fd = -1;
 	d->start_ns = now_ns();
 	CDS_INIT_LIST_HEAD(&d->sessions);
-	slots_init(d);
-	d->fds_per_uid = fds_per_uid(cfg);
+	slots_init(&d->slots, &slot_lim, &d->ctr, close_slot);
 	d->acks.efd = -1;
 
 	/* Signals go to the signalfd only: block them before any thread starts. */
@@ -391,7 +413,7 @@ void daemon_fini(struct daemon *d)
 	d->instances = NULL;
 	server_unlisten(d);
 	ev_loop_fini(&d->loop); /* frees the sessions freed in the last batch */
-	slots_fini(d);
+	slots_fini(&d->slots);
 	log_ratelimit_flush(&d->accept_rl, "accept");
 	if (d->signals.fd >= 0)
 		close(d->signals.fd);
