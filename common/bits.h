@@ -8,7 +8,9 @@
 #define KVS_COMMON_BITS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A power of two, 0 not being one. */
 static inline bool is_pow2(uint64_t v)
@@ -39,6 +41,18 @@ static inline uint64_t fmix64(uint64_t k)
 	k *= 0xc4ceb9fe1a85ec53ull;
 	k ^= k >> 33;
 	return k;
+}
+
+/*
+ * Whether the @n bytes at @p are all zero (reserved fields of a message,
+ * an unwritten header).  The first byte is zero and each byte equals the
+ * next: memcmp() does the comparing at its own speed.
+ */
+static inline bool all_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	return !n || (!b[0] && !memcmp(b, b + 1, n - 1));
 }
 
 #endif /* KVS_COMMON_BITS_H */

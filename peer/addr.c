@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/why.h"
 #include "peer/addr.h"
 
-#define WHY(...) ((void)(why && wl ? snprintf(why, wl, __VA_ARGS__) : 0))
 
 int peer_addr_parse(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len)
 {

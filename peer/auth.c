@@ -11,9 +11,9 @@
 #include <nettle/hmac.h>
 #include <nettle/memops.h>
 
+#include "common/why.h"
 #include "peer/auth.h"
 
-#define WHY(...) ((void)(why && wl ? snprintf(why, wl, __VA_ARGS__) : 0))
 
 static const char label_server[] = "kvspeer-1 server";
 static const char label_client[] = "kvspeer-1 client";

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/bits.h"
 #include "peer/internal.h"
 
 #define FFAIL(kp, kind) STAT_ADD(kp, fetch_fail[KVSPEER_FAIL_##kind], 1)
@@ -85,16 +86,6 @@ static struct fetch *fetch_alloc(struct kvspeer *kp, enum fetch_kind kind, const
 	return f;
 }
 
-static bool zero(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return false;
-	return true;
-}
-
 int kvspeer_fetch_submit(struct kvspeer *kp, const struct kvspeer_fetch_params *p,
 			 struct kvspeer_fetch **ret_f)
 {
@@ -113,7 +104,7 @@ int kvspeer_fetch_submit(struct kvspeer *kp, const struct kvspeer_fetch_params *
 	if (!p->nr_keys || p->nr_keys > KVSPEER_MAX_KEYS || !p->nr_shards ||
 	    p->nr_shards > KVSPEER_MAX_SHARDS ||
 	    (uint64_t)p->nr_keys * p->nr_shards > KVSPEER_MAX_ENTRIES || !p->timeout_ms ||
-	    p->resv0 || !zero(p->resv, sizeof(p->resv)))
+	    p->resv0 || !all_zero(p->resv, sizeof(p->resv)))
 		return -EINVAL;
 	if (p->expect_node && (strlen(p->expect_node) >= KVSPEER_NAME_MAX ||
 			       pw_check_name(p->expect_node, strlen(p->expect_node) + 1) < 0))

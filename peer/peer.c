@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/bits.h"
 #include "peer/internal.h"
 
 /* ---- Logging ------------------------------------------------------------- */
@@ -125,16 +126,6 @@ void kvspeer_params_init(struct kvspeer_params *p)
 		kp_log(kp, KVSPEER_LOG_ERR, __VA_ARGS__); \
 		return -EINVAL;                           \
 	} while (0)
-
-static bool all_zero(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return false;
-	return true;
-}
 
 static int check_params(struct kvspeer *kp, const struct kvspeer_params *p)
 {

@@ -33,12 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/why.h"
 #include "peer/internal.h"
 
 #if HAVE_UCX
 #include <ucp/api/ucp.h>
 
-#define WHY(...) ((void)(why && wl ? snprintf(why, wl, __VA_ARGS__) : 0))
 
 /*
  * UCX over TCP, tuned to reach the wire's speed (docs/PERFORMANCE.md, "Peer

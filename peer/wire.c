@@ -6,19 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bits.h"
+#include "common/why.h"
 #include "peer/wire.h"
 
-#define WHY(...) ((void)(why && wl ? snprintf(why, wl, __VA_ARGS__) : 0))
-
-static bool all_zero(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return false;
-	return true;
-}
 
 static bool has_nul(const char *s, size_t n)
 {

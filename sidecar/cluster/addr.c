@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/why.h"
 #include "cluster/addr.h"
 
-#define WHY(...) (snprintf(why, wl, __VA_ARGS__))
 
 int reg_addr_parse(const char *s, struct reg_addr *ret, char *why, size_t wl)
 {

@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/why.h"
 #include "base/conf.h"
 #include "cluster/addr.h"
 #include "cluster/registry.h"
 #include "cluster/sentinel.h"
 
-#define WHY(...) (why ? (void)snprintf(why, wl, __VA_ARGS__) : (void)0)
 
 int registry_read_secret(const char *path, char *buf, size_t len, char *why, size_t wl)
 {

@@ -36,6 +36,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "common/loghook.h"
 #include "cluster/aconn.h"
 #include "cluster/addr.h"
 #include "cluster/ledger.h"
@@ -251,20 +252,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
-static void rlog(struct registry *r, int level, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void rlog(struct registry *r, int level, int err, const char *fmt, ...)
-{
-	char msg[384];
-	va_list ap;
-
-	if (!r->ops.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	r->ops.log(r->ops.arg, level, err, msg);
-}
+#define rlog(r, level, err, ...) LOG_HOOK((r)->ops.log, (r)->ops.arg, (level), (err), __VA_ARGS__)
 
 static void set_state(struct registry *r, int s)
 {
@@ -1745,8 +1733,7 @@ static void sentinel_log(void *arg, int level, int err, const char *msg)
 {
 	struct registry *r = arg;
 
-	if (r->ops.log)
-		r->ops.log(r->ops.arg, level, err, msg);
+	rlog(r, level, err, "%s", msg);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------ */

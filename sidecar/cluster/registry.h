@@ -60,6 +60,7 @@
 
 #include "cluster/flush.h"
 #include "cluster/limits.h"
+#include "common/loghook.h"
 #include "common/nsdigest.h"
 
 struct registry;
@@ -114,7 +115,7 @@ struct registry_ops {
 	 * fenced, writes failing/recovered), never per block and never with the
 	 * password.  @level is a syslog level, @err an errno or 0.  Optional.
 	 */
-	void (*log)(void *arg, int level, int err, const char *msg);
+	kvs_log_hook *log; /* common/loghook.h */
 	/*
 	 * Leased: this node holds its lease under @epoch from now on (each
 	 * acquisition is a new epoch).  kvstashd tells its peer service, whose

@@ -18,6 +18,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "common/loghook.h"
 #include "cluster/aconn.h"
 #include "cluster/addr.h"
 #include "cluster/limits.h"
@@ -81,20 +82,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void slog(struct sentinel *s, int level, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void slog(struct sentinel *s, int level, int err, const char *fmt, ...)
-{
-	char msg[384];
-	va_list ap;
-
-	if (!s->ops.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	s->ops.log(s->ops.arg, level, err, msg);
-}
+#define slog(s, level, err, ...) LOG_HOOK((s)->ops.log, (s)->ops.arg, (level), (err), __VA_ARGS__)
 
 /* ---- connections ---------------------------------------------------------- */
 

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/loghook.h"
+
 #define SENTINEL_MAX 16u /* sentinels in [cluster] sentinels */
 
 struct sentinel;
@@ -47,7 +49,7 @@ struct sentinel_ops {
 	 */
 	void (*master)(void *arg, const char *ip, int port, bool announced);
 	/* One line per change (a sentinel unreachable, back, the subscription moved). */
-	void (*log)(void *arg, int level, int err, const char *msg);
+	kvs_log_hook *log; /* common/loghook.h */
 	void *arg;
 };
 

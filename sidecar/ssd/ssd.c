@@ -33,6 +33,7 @@
 
 #include <liburing.h>
 
+#include "common/loghook.h"
 #include "common/bits.h"
 #include "ssd/crc32c.h"
 #include "ssd/fault.h"
@@ -274,19 +275,8 @@ struct ssd {
 
 /* ---- logging ---------------------------------------------------------- */
 
-__attribute__((format(printf, 4, 5))) static void slog(struct ssd *ssd, int level, int err,
-						       const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	if (!ssd->cfg.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	ssd->cfg.log(ssd->cfg.cb_arg, level, err < 0 ? -err : err, msg);
-}
+#define slog(ssd, level, err, ...) \
+	LOG_HOOK((ssd)->cfg.log, (ssd)->cfg.cb_arg, (level), (err), __VA_ARGS__)
 
 /* I/O errors: at most LOG_BURST lines per LOG_WINDOW_NS and drive, then a count. */
 __attribute__((format(printf, 4, 5))) static void dlog_rl(struct drive *d, int level, int err,
@@ -902,14 +892,6 @@ static int recov_read(struct drive *d, struct iop *op, uint64_t off, size_t len)
 	op->short_io = false;
 	op->main_len = (uint32_t)len;
 	return prep_io(d, op, false, op->rbuf, (uint32_t)len, off, (uint32_t)len);
-}
-
-static bool all_zero(const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i])
-			return false;
-	return true;
 }
 
 /* Read the last @len bytes of the op's region (its trailer and entries). */

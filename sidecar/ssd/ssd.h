@@ -156,6 +156,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/loghook.h"
 #include "ssd/index.h"
 
 #define SSD_MAX_DRIVES	 16u
@@ -216,7 +217,7 @@ struct ssd_config {
 	 */
 	void (*idle)(void *arg);
 	/* level: syslog LOG_*; err: errno or 0; msg without a newline. */
-	void (*log)(void *arg, int level, int err, const char *msg);
+	kvs_log_hook *log; /* common/loghook.h */
 };
 
 /* [ssd] of kvstash.conf; *ret points into @cfg (paths are split into @ret's own array). */

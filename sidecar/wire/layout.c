@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/why.h"
 #include "wire/layout.h"
 #include "base/util.h"
 
-#define WHY(...) (snprintf(why, wl, __VA_ARGS__))
 
 /* FNV-1a, 64 bit: a stable fingerprint, not a security boundary. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n)

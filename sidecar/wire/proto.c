@@ -6,20 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bits.h"
+#include "common/why.h"
 #include "wire/proto.h"
 #include "base/util.h"
 
-#define WHY(...) (snprintf(why, wl, __VA_ARGS__))
-
-static bool all_zero(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return false;
-	return true;
-}
 
 int proto_check_name(const char *s, size_t max)
 {

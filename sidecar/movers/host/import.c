@@ -36,10 +36,10 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "common/why.h"
 #include "io/mem.h"
 #include "movers/host/host.h"
 
-#define WHY(...) (snprintf(why, wl, __VA_ARGS__))
 
 static uint64_t page_size(void)
 {
