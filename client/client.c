@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "client.h"
 #include "common/bits.h"
 #include "common/wireio.h"
@@ -1270,9 +1271,8 @@ static int alloc_state(struct kvs_client *c)
 	free(c->resv);
 	free(c->dead_sqes);
 	free(c->ans);
-	free(c->ans_free);
+	c->ans_free = mfree(c->ans_free);
 	c->ans = NULL;
-	c->ans_free = NULL;
 	c->ans_cap = c->ans_nfree = 0;
 	c->pend_cap = cap;
 	c->pend = calloc(cap, sizeof(*c->pend));

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "client.h"
 
 void client_free_registration(struct kvs_client *c)
@@ -16,10 +17,8 @@ void client_free_registration(struct kvs_client *c)
 			close(c->reg_mems[i].fd);
 	for (unsigned i = 0; i < c->reg_nr_layers; i++)
 		free((char *)c->reg_layers[i].name);
-	free(c->reg_mems);
-	free(c->reg_layers);
-	c->reg_mems = NULL;
-	c->reg_layers = NULL;
+	c->reg_mems = mfree(c->reg_mems);
+	c->reg_layers = mfree(c->reg_layers);
 	c->reg_nr_mems = c->reg_nr_layers = 0;
 	c->registered = false;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem.h"
 #include "common/bits.h"
 #include "common/why.h"
 #include "peer/wire.h"
@@ -583,8 +584,7 @@ int pw_buf_reserve(struct pw_buf *b, size_t more)
 
 void pw_buf_free(struct pw_buf *b)
 {
-	free(b->p);
-	b->p = NULL;
+	b->p = mfree(b->p);
 	b->len = b->cap = 0;
 }
 

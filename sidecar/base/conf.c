@@ -13,6 +13,7 @@
 
 #include <kvstash/abi.h>
 
+#include "common/mem.h"
 #include "base/conf.h"
 #include "base/level.h"
 #include "common/bits.h"
@@ -680,8 +681,7 @@ void config_free(struct kvs_config *cfg)
 		if (t == T_STR || t == T_TARGET || t == T_NUMA) {
 			char **p = (char **)((char *)cfg + keys[i].off);
 
-			free(*p);
-			*p = NULL;
+			*p = mfree(*p);
 		}
 	}
 }

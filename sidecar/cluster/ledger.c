@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem.h"
 #include "cluster/ledger.h"
 
 static uint64_t sub0(uint64_t a, uint64_t b)
@@ -47,8 +48,7 @@ void ledger_fini(struct ledger *l)
 		l->tallies = t->next;
 		free(t);
 	}
-	free(l->runs);
-	l->runs = NULL;
+	l->runs = mfree(l->runs);
 }
 
 /* ---- tallies ------------------------------------------------------------ */

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "cluster/queue.h"
 
 int rq_init(struct rq *q, uint32_t entries, uint32_t reserve, int wake_fd)
@@ -29,8 +30,7 @@ void rq_fini(struct rq *q)
 {
 	if (!q)
 		return;
-	free(q->cells);
-	q->cells = NULL;
+	q->cells = mfree(q->cells);
 }
 
 static void rq_wake(struct rq *q)

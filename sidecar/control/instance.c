@@ -7,6 +7,7 @@
 
 #include <urcu/compiler.h>
 
+#include "common/mem.h"
 #include "control/instance.h"
 #include "control/nspace.h"
 #include "control/session.h"
@@ -94,8 +95,7 @@ int instance_join(struct instance_table *tab, struct session *s, char *why, size
 	if (!inst || !inst->ranks || !inst->tenant) {
 		if (inst)
 			free(inst->ranks);
-		free(inst);
-		inst = NULL;
+		inst = mfree(inst);
 		r = -ENOMEM;
 		goto out;
 	}

@@ -5,6 +5,7 @@
 
 #include <shmq/shmq.h>
 
+#include "common/mem.h"
 #include "io/batch.h"
 #include "io/mem.h"
 #include "store/pool.h"
@@ -63,10 +64,8 @@ int copy_batch_add_block(struct copy_batch *b, const struct layout *lay,
 
 void copy_batch_free(struct copy_batch *b)
 {
-	free(b->pieces);
-	free(b->sig_end);
-	b->pieces = NULL;
-	b->sig_end = NULL;
+	b->pieces = mfree(b->pieces);
+	b->sig_end = mfree(b->sig_end);
 	b->n = b->cap = b->nsig = b->merge_floor = 0;
 	b->last_extent = 0;
 }

@@ -9,6 +9,7 @@
 
 #include <urcu/urcu-memb.h>
 
+#include "common/mem.h"
 #include "store/store.h"
 #include "base/conf.h"
 #include "wire/layout.h"
@@ -200,8 +201,7 @@ static bool drain_backlog(struct wsession *s)
 
 		if (!cq_put(s, &e->cqe, e->ans))
 			break;
-		free(e->ans);
-		e->ans = NULL;
+		e->ans = mfree(e->ans);
 		s->bl_head = (s->bl_head + 1) % s->bl_cap;
 		s->bl_n--;
 		any = true;

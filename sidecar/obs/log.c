@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "obs/log.h"
 #include "base/level.h"
 #include "base/util.h"
@@ -128,8 +129,7 @@ void log_close(void)
 		closelog();
 	else if (L.target == LOG_TARGET_FILE && L.fd != STDERR_FILENO)
 		close(L.fd);
-	free(L.file);
-	L.file = NULL;
+	L.file = mfree(L.file);
 	L.fd = STDERR_FILENO;
 	L.target = LOG_TARGET_STDERR;
 	pthread_mutex_unlock(&L.lock);

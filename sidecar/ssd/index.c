@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/mem.h"
 #include "common/bits.h"
 #include "ssd/index.h"
 
@@ -80,14 +81,10 @@ void ssd_index_fini(struct ssd_index *idx)
 	if (idx->ns_by_id)
 		for (uint32_t i = 0; i < idx->nr_ns; i++)
 			free(idx->ns_by_id[i]);
-	free(idx->chunks);
-	free(idx->buckets);
-	free(idx->ns_buckets);
-	free(idx->ns_by_id);
-	idx->chunks = NULL;
-	idx->buckets = NULL;
-	idx->ns_buckets = NULL;
-	idx->ns_by_id = NULL;
+	idx->chunks = mfree(idx->chunks);
+	idx->buckets = mfree(idx->buckets);
+	idx->ns_buckets = mfree(idx->ns_buckets);
+	idx->ns_by_id = mfree(idx->ns_by_id);
 }
 
 /* ---- namespaces ------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem.h"
 #include "ssd/region.h"
 
 uint64_t ssd_region_max_payload(const struct ssd_geom *g)
@@ -58,12 +59,9 @@ int ssd_region_open(struct ssd_region *r, const struct ssd_geom *g, uint32_t seq
 
 void ssd_region_close(struct ssd_region *r)
 {
-	free(r->zone);
-	free(r->units);
-	free(r->covered);
-	r->zone = NULL;
-	r->units = NULL;
-	r->covered = NULL;
+	r->zone = mfree(r->zone);
+	r->units = mfree(r->units);
+	r->covered = mfree(r->covered);
 }
 
 int ssd_region_set_entry(struct ssd_region *r, const struct ssd_geom *g, uint32_t i,

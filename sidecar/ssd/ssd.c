@@ -33,6 +33,7 @@
 
 #include <liburing.h>
 
+#include "common/mem.h"
 #include "common/loghook.h"
 #include "common/bits.h"
 #include "ssd/crc32c.h"
@@ -371,8 +372,7 @@ static void iop_put(struct drive *d, struct iop *op)
 {
 	if (op->kind != IOP_WAKE)
 		d->inflight_total--;
-	free(op->tmp);
-	op->tmp = NULL;
+	op->tmp = mfree(op->tmp);
 	op->next_free = d->free_iops;
 	d->free_iops = op;
 	d->nfree_iops++;
@@ -880,8 +880,7 @@ static void region_found(struct drive *d, uint32_t region, uint32_t seq)
 static int recov_read(struct drive *d, struct iop *op, uint64_t off, size_t len)
 {
 	if (len > op->rcap) {
-		free(op->rbuf);
-		op->rbuf = NULL;
+		op->rbuf = mfree(op->rbuf);
 		op->rcap = 0;
 		if (posix_memalign((void **)&op->rbuf, SSD_UNIT, len))
 			return -ENOMEM;
@@ -989,8 +988,7 @@ static void recovery_finish(struct drive *d)
 	d->nahead = 0;
 	STORE(&d->st.recovery_ns, mono_ns() - d->recov_t0 + 1);
 	for (unsigned i = 0; i < d->depth * 2 + 8; i++) {
-		free(d->iops[i].rbuf);
-		d->iops[i].rbuf = NULL;
+		d->iops[i].rbuf = mfree(d->iops[i].rbuf);
 		d->iops[i].rcap = 0;
 	}
 	if (drive_state(d) == SSD_DRIVE_RECOVERING)

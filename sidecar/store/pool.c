@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "base/conf.h"
 #include "obs/log.h"
 #include "store/pool.h"
@@ -516,12 +517,9 @@ static int extent_assign(struct pool *pool, struct pool_region *r, uint32_t clas
 	e->owners = calloc(c->slots_per_extent, sizeof(*e->owners));
 	e->gens = calloc(c->slots_per_extent, sizeof(*e->gens));
 	if (!e->free_stack || !e->owners || !e->gens) {
-		free(e->free_stack);
-		free(e->owners);
-		free(e->gens);
-		e->free_stack = NULL;
-		e->owners = NULL;
-		e->gens = NULL;
+		e->free_stack = mfree(e->free_stack);
+		e->owners = mfree(e->owners);
+		e->gens = mfree(e->gens);
 		r->free_extents[r->nr_free_extents++] = idx;
 		return -ENOMEM;
 	}

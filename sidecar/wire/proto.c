@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mem.h"
 #include "common/bits.h"
 #include "common/why.h"
 #include "wire/proto.h"
@@ -150,10 +151,8 @@ void proto_reg_free(struct reg_req *req)
 {
 	if (!req)
 		return;
-	free(req->mems);
-	free(req->layers);
-	req->mems = NULL;
-	req->layers = NULL;
+	req->mems = mfree(req->mems);
+	req->layers = mfree(req->layers);
 }
 
 bool proto_mem_has_fd(uint32_t kind)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/mem.h"
 #include "base/conf.h"
 #include "base/util.h"
 #include "io/batch.h"
@@ -102,8 +103,7 @@ static void copy_threads_stop(void)
 	pthread_mutex_unlock(&H.lock);
 	for (unsigned i = 0; i < H.n; i++)
 		pthread_join(H.threads[i], NULL);
-	free(H.threads);
-	H.threads = NULL;
+	H.threads = mfree(H.threads);
 	H.n = 0;
 }
 
