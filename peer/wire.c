@@ -8,6 +8,7 @@
 
 #include "common/mem.h"
 #include "common/bits.h"
+#include "common/name.h"
 #include "common/why.h"
 #include "peer/wire.h"
 
@@ -19,20 +20,7 @@ static bool has_nul(const char *s, size_t n)
 
 int pw_check_name(const char *s, size_t size)
 {
-	size_t n;
-
-	if (!has_nul(s, size))
-		return -EINVAL;
-	n = strlen(s);
-	if (n == 0)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (!isalnum(c) && !strchr("._:/@+=-", c))
-			return -EINVAL;
-	}
-	return 0;
+	return name_check(s, size);
 }
 
 bool pw_status_ok(int32_t status)

@@ -8,6 +8,7 @@
 
 #include "common/mem.h"
 #include "common/bits.h"
+#include "common/name.h"
 #include "common/why.h"
 #include "wire/proto.h"
 #include "base/util.h"
@@ -15,17 +16,7 @@
 
 int proto_check_name(const char *s, size_t max)
 {
-	size_t n = strnlen(s, max);
-
-	if (n == 0 || n == max)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (!isalnum(c) && !strchr("._:/@+=-", c))
-			return -EINVAL;
-	}
-	return 0;
+	return name_check(s, max);
 }
 
 int proto_check_header(const void *buf, size_t len, uint32_t *ret_type, uint32_t *ret_seq)
