@@ -1260,20 +1260,25 @@ static int say_hello(struct kvs_client *c)
 	return 0;
 }
 
+/* The per-operation tables alloc_state() sizes from the daemon's HELLO reply. */
+static void free_state(struct kvs_client *c)
+{
+	c->pend = mfree(c->pend);
+	c->pend_free = mfree(c->pend_free);
+	c->lq = mfree(c->lq);
+	c->arg_end = mfree(c->arg_end);
+	c->resv = mfree(c->resv);
+	c->dead_sqes = mfree(c->dead_sqes);
+	c->ans = mfree(c->ans);
+	c->ans_free = mfree(c->ans_free);
+	c->ans_cap = c->ans_nfree = 0;
+}
+
 static int alloc_state(struct kvs_client *c)
 {
 	uint32_t cap = c->info.max_inflight ? c->info.max_inflight : 1;
 
-	free(c->pend);
-	free(c->pend_free);
-	free(c->lq);
-	free(c->arg_end);
-	free(c->resv);
-	free(c->dead_sqes);
-	free(c->ans);
-	c->ans_free = mfree(c->ans_free);
-	c->ans = NULL;
-	c->ans_cap = c->ans_nfree = 0;
+	free_state(c);
 	c->pend_cap = cap;
 	c->pend = calloc(cap, sizeof(*c->pend));
 	c->pend_free = calloc(cap, sizeof(*c->pend_free));
@@ -1479,13 +1484,6 @@ void kvs_close(struct kvs_client *c)
 		close(c->fd);
 	shmq_region_destroy(c->region);
 	client_free_registration(c);
-	free(c->pend);
-	free(c->pend_free);
-	free(c->lq);
-	free(c->arg_end);
-	free(c->resv);
-	free(c->dead_sqes);
-	free(c->ans);
-	free(c->ans_free);
+	free_state(c);
 	free(c);
 }

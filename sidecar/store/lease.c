@@ -84,6 +84,24 @@ static struct lease **find(struct lease_table *lt, uint64_t id)
 	return pp;
 }
 
+/*
+ * Table lock held: the link to lease @id if @h holds it (0), -ENOENT
+ * when there is none (expired, consumed, released), -EACCES when another
+ * holder's.  A lease id is only good from the session that got it.
+ */
+static int find_held(struct lease_table *lt, uint64_t id, const struct lease_holder *h,
+		     struct lease ***ret_pp)
+{
+	struct lease **pp = find(lt, id);
+
+	if (!*pp)
+		return -ENOENT;
+	if ((*pp)->holder != h)
+		return -EACCES;
+	*ret_pp = pp;
+	return 0;
+}
+
 /* Table lock held: the account of @uid, or NULL. */
 static struct lease_uid **find_uid(struct lease_table *lt, uid_t uid)
 {
@@ -275,21 +293,16 @@ int lease_take(struct lease_table *lt, uint64_t id, const struct lease_holder *h
 	       uint32_t n, struct lease **ret)
 {
 	struct lease **pp, *l;
-	int r = 0;
+	int r;
 
 	pthread_mutex_lock(&lt->lock);
-	pp = find(lt, id);
-	l = *pp;
-	if (!l) {
-		r = -ENOENT;
-	} else if (l->holder != h) {
-		r = -EACCES;
-	} else if (rank >= l->world_size || n > l->nblocks) {
-		/* Before the share is taken: the engine may correct its LOAD. */
-		r = -EINVAL;
-	} else if (l->loaded[rank / 64] & (1ull << (rank % 64))) {
+	r = find_held(lt, id, h, &pp);
+	l = r == 0 ? *pp : NULL;
+	if (l && (rank >= l->world_size || n > l->nblocks))
+		r = -EINVAL; /* before the share is taken: the engine may correct its LOAD */
+	else if (l && (l->loaded[rank / 64] & (1ull << (rank % 64))))
 		r = -EALREADY;
-	} else {
+	if (r == 0) {
 		l->loaded[rank / 64] |= 1ull << (rank % 64);
 		l->refs++; /* the LOAD's */
 		if (--l->consumers_left == 0) {
@@ -317,18 +330,14 @@ void lease_put(struct lease_table *lt, struct lease *l)
 
 int lease_release(struct lease_table *lt, uint64_t id, const struct lease_holder *h)
 {
-	struct lease **pp, *l;
+	struct lease **pp, *l = NULL;
 	bool last = false;
-	int r = 0;
+	int r;
 
 	pthread_mutex_lock(&lt->lock);
-	pp = find(lt, id);
-	l = *pp;
-	if (!l) {
-		r = -ENOENT;
-	} else if (l->holder != h) {
-		r = -EACCES;
-	} else {
+	r = find_held(lt, id, h, &pp);
+	if (r == 0) {
+		l = *pp;
 		last = unlink_locked(lt, pp);
 		lt->st.released++;
 	}
