@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The registration queue: bounded, multi-producer (the I/O workers),
+ * The registration queue: bounded, multi-producer (the I/O workers, the
+ * peer service thread, the SSD drive threads: whoever seals or drops a block),
  * single-consumer (the control thread), lock-free, after Dmitry Vyukov's
  * bounded MPMC queue: every cell carries a sequence number that says whose
  * turn it is, so a producer claims a position with one CAS and publishes

@@ -3,8 +3,8 @@
  * The cluster block registry: which node of the cluster holds which blocks,
  * kept in Redis and driven through hiredis' async API from the control
  * thread's epoll loop.  docs/CLUSTER.md gives the model (keys, scripts,
- * leases, the failure matrix) and the plan for wiring this into kvstashd;
- * this header is the contract.
+ * leases, the failure matrix) and how kvstashd wires it in
+ * (control/cluster.c); this header is the contract.
  *
  * Redis model (all keys under "kvs:<cluster>:"):
  *   epoch:<node>  counter; INCR on every lease acquisition

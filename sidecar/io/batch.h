@@ -24,15 +24,14 @@ struct layout;
 struct mem_import;
 
 enum copy_dir {
-	COPY_TO_POOL,	/* SAVE: engine -> pool (later also drive -> pool, peer -> pool) */
-	COPY_FROM_POOL, /* LOAD: pool -> engine (later also pool -> drive, pool -> peer) */
+	COPY_TO_POOL,	/* SAVE: engine -> pool */
+	COPY_FROM_POOL, /* LOAD: pool -> engine */
 };
 
 struct piece {
 	/*
 	 * The mover's side: an engine address (a pointer into a host import,
-	 * a GPU address); for later movers a byte offset on a drive or an
-	 * address at a peer.  Only the mover interprets it.
+	 * a GPU address).  Only the mover interprets it.
 	 */
 	uint64_t dev;
 	uint8_t *pool; /* the pool slot's side, always host memory */

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Movers: what moves bytes between pool slots and the memory of a device
- * (an engine's host memory, a GPU; later a drive, a peer), behind one ops
- * table per backend in the spirit of libfabric's struct ofi_hmem_ops
- * (include/ofi_hmem.h).  Nothing outside a mover's folder names it but
- * the table in io/movers.c:
+ * (an engine's host memory, a GPU), behind one ops table per backend in
+ * the spirit of libfabric's struct ofi_hmem_ops (include/ofi_hmem.h).
+ * Nothing outside a mover's folder names it but the table in io/movers.c:
  *
  *   host  movers/host/  engine memory is a sealed memfd mapped here: memcpy,
  *                       inline for small batches, on the copy threads for
@@ -16,9 +15,10 @@
  * configure m4 when it has a dependency) and one entry in that table.
  *
  * Three parts, three kinds of caller:
- *  - process-wide (control thread, daemon start and end): init finds the
- *    devices and starts what the mover's workers share; pin registers
- *    pool memory with the devices;
+ *  - process-wide (daemon start and end): init finds the devices and
+ *    starts what the mover's workers share (control thread); pin
+ *    registers pool memory with the devices, a chunk at a time from the
+ *    pool's start-up threads, several at once (movers_pin());
  *  - engine memory (control thread, REGISTER): import and release, through
  *    mem_import()/mem_release() (io/mem.h);
  *  - the data path (one I/O worker per device): worker_init makes the
@@ -31,29 +31,22 @@
  * A mover sees of the worker only the batch (its pieces, direction and
  * sink) and its own instance; it never sees an op, a session or a worker.
  *
- * How the movers to come fit:
- *  - an io_uring SSD mover (movers/ssd/): devices are drives; worker_init
- *    sets up a ring; submit turns each piece into a read or write SQE
- *    (piece.dev a byte offset on the drive, O_DIRECT: slots are 512-byte
- *    aligned), tagging it with the batch; poll reaps the CQ and completes
- *    a batch when its last SQE did; in-flight counts batches with SQEs
- *    out.  No engine memory: import is NULL.
- *  - a UCX network mover (movers/net/): devices are NICs; worker_init
- *    makes a ucp_worker; submit posts gets/puts into pool slots (piece.dev
- *    a peer address, resolved by the transfer code that builds the batch);
- *    poll calls ucp_worker_progress() and completes batches whose requests
- *    finished.  Again no import.
- *  - GPU-side ordering, as built: a SAVE that waits for an engine's
- *    signal never reaches a mover before the signal is there (the worker
- *    parks it and polls the fence word: a GPU stream wait on a page the
- *    engine can write would let one engine hold the device's copy
- *    stream, and every other session's copies, forever).  A LOAD
- *    PROGRESS is the mover's part: struct copy_batch's sig_* fields name
- *    a 32-bit word and the pieces where each layer ends, and a mover
- *    that can write on its device queue writes layer i's value after
- *    that layer's copies (CUDA: cuStreamWriteValue32).  One that cannot
- *    ignores them; the worker writes the final value and the status
- *    when the batch completes either way.
+ * The SSD tier (ssd/) and peer transfer (libkvspeer, control/peer.c) are
+ * not movers: each runs its own threads (an io_uring per drive, kvspeer's
+ * service thread) and meets the store, not a worker's batches; what they
+ * need of a worker is its wake path (worker_wake()) and its command path
+ * (worker_cluster_done()).  A mover is what an engine's memory needs.
+ *
+ * GPU-side ordering: a SAVE that waits for an engine's signal never
+ * reaches a mover before the signal is there (the worker parks it and
+ * polls the fence word: a GPU stream wait on a page the engine can write
+ * would let one engine hold the device's copy stream, and every other
+ * session's copies, forever).  A LOAD PROGRESS is the mover's part: struct
+ * copy_batch's sig_* fields name a 32-bit word and the pieces where each
+ * layer ends, and a mover that can write on its device queue writes layer
+ * i's value after that layer's copies (CUDA: cuStreamWriteValue32).  One
+ * that cannot ignores them; the worker writes the final value and the
+ * status when the batch completes either way.
  */
 #ifndef KVS_MOVER_H
 #define KVS_MOVER_H
@@ -79,7 +72,7 @@ struct mover_ops {
 	uint32_t device_kind; /* KVS_DEVICE_* of the sessions it serves; 0: none */
 	uint32_t mem_kinds;   /* MEM_KIND(KVS_MEM_*) of each memory kind import takes */
 
-	/* ---- process-wide (control thread) ---- */
+	/* ---- process-wide (control thread; pin: the pool's start-up threads) ---- */
 
 	/*
 	 * Find the devices and start what the mover's workers share.  Returns
@@ -98,7 +91,11 @@ struct mover_ops {
 	int (*find_device)(const uint8_t uuid[16], char *why, size_t wl);
 	/* NUMA node of device @dev, -1: none.  NULL: wherever the pool's first region is. */
 	int (*device_node)(unsigned dev);
-	/* Optional: make a pool region reachable by the devices' DMA (pinning); logs failures. */
+	/*
+	 * Optional: make a chunk of a pool region reachable by the devices'
+	 * DMA (pinning); logs failures.  Called from the pool's start-up
+	 * threads, for several chunks at once.
+	 */
 	int (*pin)(void *base, uint64_t size);
 	void (*unpin)(void *base);
 

@@ -9,8 +9,11 @@
  *
  * The control thread talks to a worker through commands (attach, detach,
  * unregister; stop) and gets acks back on the queue it gave the worker
- * (struct worker_acks).  Every copy batch comes back through the worker's
- * sink (batch_complete(), from whichever thread the mover finished it on).
+ * (struct worker_acks); a cluster operation goes to the control thread as
+ * an ack and comes back as a command (worker_cluster_done()), from the
+ * control thread or, for a fetch, from the peer service thread.  Every
+ * copy batch comes back through the worker's sink (batch_complete(), from
+ * whichever thread the mover finished it on).
  *
  * A worker sees a session only through its data-path view, struct
  * wsession, which the control plane's struct session embeds; io/ includes
@@ -251,11 +254,12 @@ struct op {
 	/* FLUSH */
 	uint64_t mark;
 	/*
-	 * Cluster FLUSH and QUERY, at the control thread between the
-	 * worker's ack (WCMD_CLUSTER) and its command back: the ack queue's
-	 * mutex orders the worker's writes before the control thread reads
-	 * them, the worker's command mutex the control thread's results
-	 * (res, r0, r1, ans) before the worker posts them.
+	 * Cluster FLUSH and QUERY, away from the worker between its ack
+	 * (WCMD_CLUSTER) and the command back: the ack queue's mutex orders
+	 * the worker's writes before the control thread reads them, the
+	 * worker's command mutex the results (res, r0, r1, ans; a fetch's
+	 * fetched and fetch_err, set on the peer service thread) before the
+	 * worker posts them.
 	 */
 	struct wmsg cmsg;
 	struct worker *w;		/* whose op it is */
@@ -362,8 +366,12 @@ void worker_command(struct worker *w, enum wcmd_type type, struct wsession *s);
 void worker_wake(struct worker *w);
 
 /*
- * Control thread: a cluster op the worker handed over (WCMD_CLUSTER ack)
- * is done, its results set: back to its worker, which posts it.
+ * A cluster op the worker handed over (WCMD_CLUSTER ack) is done, its
+ * results set: back to its worker as a command, which it posts.  Called
+ * on the control thread (a registry answer, an op that could not start:
+ * control/cluster.c, control/peer.c) and on the peer service thread (a
+ * fetch's done and join callbacks, control/peer.c); the command mutex
+ * makes any thread fine.
  */
 void worker_cluster_done(struct op *op);
 

@@ -44,105 +44,119 @@
  *   ssd_read           any               queue lock            no
  *   ssd_get_stats      any               none (relaxed reads)  no
  *
- * ---- How kvstashd wires it in ------------------------------------------
+ * ---- How kvstashd uses it ---------------------------------------------
  *
- * (Built as planned, in control/tier.c, store/store.c and io/worker.c;
- * where it differs, the step says so.)
+ * In kvstashd the tier is the store's second tier: besides the store,
+ * only kvstashd's side in control/tier.c (open, close) and the stats
+ * sampler (control/admin.c: ssd_get_stats()) call this module.
  *
- * The store gains a second tier; nothing else in the daemon talks to this
- * module.  Steps, in the order they are needed:
+ * 1. Start-up (tier_init(), from daemon_init() after the store, before
+ *    the workers): ssd_config_from_kvs() maps [ssd]; with no path it
+ *    returns 0 and nr_paths == 0, and kvstashd runs on DRAM only.  bufs[]
+ *    are the pool regions, which the drive rings register as fixed
+ *    buffers; log calls log_full() with the "ssd" prefix; thread_init and
+ *    thread_fini make each drive thread an RCU reader; write_done,
+ *    read_done and idle are the store's (store_ssd_write_done(),
+ *    store_ssd_read_done(), store_ssd_idle(); cb_arg the store).  A
+ *    failed ssd_open() fails start-up, logged as "ssd: <reason>".
+ *    ssd_open() returns once the files are open and their superblocks
+ *    read and marked in use; recovery then runs on the drive threads
+ *    while the daemon serves DRAM: regions come online as they are
+ *    scanned (ssd_lookup() finds a block as soon as its region is
+ *    scanned), writes start after it.  store_set_ssd() then hands the
+ *    tier to the store.  --check-config maps [ssd] the same way
+ *    (tier_check_config()), and refuses a path in a build without
+ *    liburing.
  *
- * 1. Start-up (control/lifecycle.c, after pool_create(), before the server
- *    listens): ssd_config_from_kvs() maps [ssd]; with no path it returns
- *    0 and nr_paths == 0: skip the tier, kvstashd runs as before.  Fill
- *    bufs[] with the pool regions (pool->regions[i].base/.size) so the
- *    drive rings register them as fixed buffers, set log to a function
- *    calling log_full() with the "ssd: " prefix, write_done/read_done to
- *    the store's (step 3, 5), then ssd_open().  A failure is a start-up
- *    error: log "ssd: <err>" and exit 1.  ssd_open() returns once the
- *    files are open and their superblocks read and marked in use;
- *    recovery then runs on the drive threads while the daemon serves
- *    DRAM: regions come online as they are scanned (ssd_lookup() finds
- *    a block as soon as its region is scanned), writes start after it.
+ * 2. Namespaces (store_ns_tier(), from registration_build() when a
+ *    namespace's first registration sets its geometry): ssd_ns_ident()
+ *    serialises the name and the geometry (fingerprint, slot_bytes,
+ *    tp_size, replicated) and ssd_ns() interns it; the id is kept in the
+ *    namespace's struct store_ns (ssd_ns, published by the store-release
+ *    of on_ssd).  A namespace whose geometry changed gets another
+ *    identity, so its old blocks on SSD are misses by construction.
  *
- * 2. Namespaces (control/nspace.c, when nspace_adopt() first sets the
- *    geometry): ssd_ns_ident() serialises the name and the geometry
- *    (fingerprint, slot_bytes, tp_size, replicated) and ssd_ns() interns
- *    it; keep the id in struct nspace (ns->ssd_ns).  A namespace whose
- *    geometry changed gets another identity, so its old blocks on SSD
- *    are misses by construction.
- *
- * 3. Spill on DRAM eviction (store.c, where the evictor claims a block
- *    with pins == BLOCK_EVICTING, under the store lock).  As built, the
- *    store spills ahead of need instead (spill_ahead(): the coldest
- *    blocks while a region's free room plus writes in flight is below a
- *    reserve), since a victim spilled at the moment of need frees its
- *    slot only later; a victim needed at once is dropped.  For each shard,
- *    if the block is not already on SSD, call ssd_write() with the
- *    slot's address and length, value = the S3-FIFO use count (higher
- *    survives backpressure), hits = times the block was queried, cookie
- *    = the shard.  The evictor never waits:
- *      0          the write is queued: the slot stays allocated and the
- *                 block leaves the DRAM index only for reads; the
- *                 evictor takes another victim for the space it needs now.
- *                 write_done(cookie, res) later (drive thread): take the
- *                 store lock, free the slot; res == 0 means the block is
- *                 on SSD (remember it: "on_ssd"), else it is simply gone.
+ * 3. Spill (store.c, under the store lock).  Eviction runs ahead of need
+ *    (spill_ahead(), after each slot taken): while a region's free room
+ *    plus the bytes of writes in flight is below a reserve (a quarter of
+ *    the pool, at most 4 GiB), the coldest blocks are evicted and written
+ *    (spill()), since a victim written at the moment of need frees its
+ *    slot only later; a victim needed at once (take_slot()) is dropped
+ *    unwritten and counted.  For each shard, ssd_write() with the slot's
+ *    address and length, value and hits = the block's QUERY uses (a
+ *    higher value survives backpressure), cookie = the shard.  The
+ *    evictor never waits:
+ *      0          queued: the slot stays allocated and the block stays in
+ *                 the index, claimed (a miss for QUERY, unless a QUERY
+ *                 takes it back: rescue()); write_done(cookie, res) later
+ *                 (drive thread) takes the store lock and frees the slot;
+ *                 res == 0 means the block is on SSD, else it is gone.
  *      1          queued, and *ret_displaced is the cookie of a lower-
- *                 value write removed from the queue: free that slot now
- *                 (its write_done never comes).
- *      -EEXIST    already on SSD (or being written): free the slot now.
- *      -EAGAIN    not admitted (policy = filter: a block never queried and
+ *                 value write removed from the queue: that write ends at
+ *                 once, as -ENOBUFS (its write_done never comes).
+ *      -EEXIST    already on SSD (or being written), -EAGAIN not
+ *                 admitted (policy = filter: a block never queried and
  *                 not seen evicted before), -ENOBUFS (queue full of
- *                 writes worth more), -ENODEV (no drive online),
- *                 -E2BIG: free the slot now, the block is not kept.
- *    Eviction must skip blocks whose ssd_write() is in flight (they are
- *    "referenced" in DESIGN.md's sense), like pinned ones.
+ *                 writes worth more), -ENODEV (no drive online), -E2BIG:
+ *                 the shard is not kept; a block with no write queued
+ *                 frees its slots at once.
+ *    claim() refuses a block whose writes are in flight (spilling), as
+ *    it refuses a pinned one.  With [ssd] write_ahead, an idle drive
+ *    (idle: store_ssd_idle()) is given the coldest resident blocks not
+ *    yet on SSD (value 0, so any eviction's write displaces them; at most
+ *    2 MiB in flight): they stay hits, and eviction waits for their
+ *    writes.
  *
- * 4. QUERY across tiers (store_query()): walk the keys in order; a DRAM
- *    hit counts as today; a DRAM miss calls ssd_lookup(ns->ssd_ns, key,
- *    shard) for every shard the caller's instance will load; if all
- *    shards are there the prefix goes on as an SSD hit, else it ends.
- *    For each SSD hit: allocate a DRAM slot (a block in a new LOADING
- *    state, pinned by the lease like any hit) and call ssd_read(loc,
- *    slot, slot_bytes, cookie = the shard) in prefix order, at once.
- *    The CQE's res is the whole prefix; the new result word (ABI minor
- *    bump) is the number of those hits still being read from SSD.  The
- *    QUERY flag "DRAM only" skips the ssd_lookup()s.  An ssd_read()
- *    that fails at once (-ENODEV, -EBUSY, -ESTALE) ends the prefix there.
+ * 4. QUERY across tiers (store_query_tiers()): the DRAM walk is
+ *    store_query()'s; where it ends, unless the QUERY says KVS_QUERY_DRAM
+ *    or the namespace has no identity here, the prefix goes on through
+ *    the keys every shard of which ssd_lookup() finds.  A leased QUERY
+ *    makes each of them a block BLOCK_READING in slots of the worker's
+ *    region (the store lock, once, for all of them), pinned by its lease,
+ *    and starts ssd_read() of every shard at once, in prefix order; a
+ *    block already READING (another QUERY's) is joined.  Without a lease
+ *    they are only counted.  The CQE's res is the whole prefix, and
+ *    KVS_CQE_PENDING(flags) the hits still being read (abi.h).  No slot,
+ *    or an ssd_read() refused at once (-ENODEV, -EBUSY, -EINVAL), ends
+ *    the prefix there.
  *
- * 5. Reads into DRAM slots under the lease: read_done(cookie, res) runs
- *    on the drive thread: take the store lock; res == 0: the slot holds
- *    the block, byte-exact (its CRC-32C was checked), seal it (DONE,
- *    visible to later QUERYs) and wake the LOADs waiting for it; res < 0
- *    (-EIO, -EBADMSG: checksum, -ESTALE: region reused, -ENODEV): free
- *    the slot and mark the lease's prefix as ending before this block.
- *    The block read back stays valid on SSD, so a later eviction gets
- *    -EEXIST and costs no write.
+ * 5. Reads end (store_ssd_read_done(), drive thread, store lock): once
+ *    every shard of a block is in, byte-exact (its CRC-32C was checked),
+ *    it is resident like any other (sealed, in its S3-FIFO queue,
+ *    BLOCK_RESIDENT with a store-release) and reported to the registry's
+ *    hook; if a shard failed (-EIO, -EBADMSG: checksum, -ESTALE: region
+ *    reused, -ENODEV), its slots are freed and it stays BLOCK_FAILED
+ *    until its last pin goes (store_reclaim_partial()).  Either way the
+ *    store's wake hook (control/tier.c) wakes every worker.  A block read
+ *    back stays valid on SSD, so evicting it again costs no write
+ *    (-EEXIST).
  *
- * 6. LOAD waiting for reads (io/worker.c): a LOAD of a lease whose blocks
- *    are still LOADING parks on a per-lease counter of reads pending; the
- *    worker copies each block to the GPU as its read completes (the
- *    store's read_done wakes the worker: its futex word, as commands do)
- *    and posts one terminal CQE when the last one is copied.  A failed
- *    read shortens the copy to the prefix before it: res is the count
- *    copied, never more, so the engine recomputes the rest; nothing half
- *    read is ever copied.
+ * 6. LOAD waiting for reads (io/worker.c): a LOAD of blocks still
+ *    READING parks on the worker's list; each time the worker is woken
+ *    it copies the blocks that arrived, in prefix order (load_part()),
+ *    and posts one CQE once none is READING and the last part is copied.
+ *    A FAILED block shortens the LOAD to the prefix before it: res is the
+ *    count copied, never more, so the engine recomputes the rest; nothing
+ *    half read is ever copied.
  *
- * 7. Metrics (obs/): ssd_get_stats() fills struct ssd_stats with relaxed
- *    reads; the counter table gains one row per field (per drive with a
- *    drive label), `kvstash stats` and Prometheus show them.
+ * 7. Metrics: control/admin.c samples ssd_get_stats() (relaxed reads)
+ *    and the store's side of the tier (store_get_stats()) into the
+ *    "ssd" stats group and the "ssd_drives" group, one message per drive
+ *    (include/kvstash/stats.h), which `kvstash stats` and Prometheus show.
  *
- * 8. Shutdown (SIGTERM, after the workers drained): ssd_close() writes
- *    what is still queued (up to a deadline), waits for every I/O, seals
- *    the open regions, syncs and marks each superblock clean.  Call it
- *    before pool_destroy(): queued writes read from pool slots.
+ * 8. Shutdown (tier_close(), first in daemon_fini() once the metrics
+ *    thread stopped: before the workers stop, as ended reads wake them,
+ *    and before the store and the pool go, as queued writes read pool
+ *    slots and free them in the store): ssd_close() writes what is still
+ *    queued (up to drain_ms), waits for every I/O, seals the open
+ *    regions, syncs and marks each superblock clean.
  *
- * 9. The systemd unit (systemd/kvstashd.service.in) has ProtectSystem=strict
- *    and a closed device policy: the drives' files need a ReadWritePaths=
- *    entry (e.g. /var/lib/kvstash/ssd) and raw NVMe devices a
- *    DeviceAllow=block-blkext rw; LimitMEMLOCK=infinity is already there
- *    (registering the pool as fixed buffers pins it once more per drive).
+ * 9. The systemd unit (systemd/kvstashd.service.in) has
+ *    ProtectSystem=strict and a closed device policy; it makes
+ *    /var/lib/kvstash/ssd (StateDirectory=) for the drives' files.  Files
+ *    elsewhere need a drop-in with ReadWritePaths=, raw NVMe devices one
+ *    with DeviceAllow=/dev/nvmeXnY rw; LimitMEMLOCK=infinity covers the
+ *    pool registered once more per drive as fixed buffers.
  *
  * ---- Return values -------------------------------------------------------
  *
