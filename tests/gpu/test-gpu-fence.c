@@ -282,8 +282,11 @@ static void daemon_dies(struct kvsd *d, cudaStream_t s, unsigned long long *bad,
 	CHECK(gpu_sync() == 0, "sync");
 	CHECK(kvs_save_sync(c, keys, src, BIG, BOUND_MS, NULL, NULL) == (int)BIG, "save");
 	CHECK(kvs_query_sync(c, keys, BIG, 1, 0, BOUND_MS, &lease) == (int)BIG, "query");
-	if (stop)
+	if (stop) {
 		CHECK(kill(d->pid, SIGSTOP) == 0, "SIGSTOP");
+		/* kill() only queues the stop: a worker still polling could run the LOAD. */
+		CHECK(wait_stopped(d->pid, BOUND_MS) == 0, "kvstashd never stopped");
+	}
 	queue_layer_checks(c, &kv, lease, dst, BIG, 0, s, bad, false, &f);
 	if (!stop)
 		usleep(delay_us);

@@ -578,57 +578,6 @@ int wait_log_count(const struct kvsd *d, const char *needle, int want, int timeo
 	WAIT_COUNT((int)kvsd_log_count(d, needle));
 }
 
-/* State letter of /proc/@pid/task/@tid/stat; '?' when unreadable. */
-static char task_state(pid_t pid, const char *tid)
-{
-	char path[300], line[512]; /* tid: a d_name, up to 255 bytes as far as gcc knows */
-	char *p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
-	f = fopen(path, "r");
-	if (!f)
-		return '?';
-	p = fgets(line, sizeof(line), f);
-	fclose(f);
-	/* "tid (comm) S ...": the state follows the last ')'. */
-	if (!p || !(p = strrchr(line, ')')) || p[1] != ' ')
-		return '?';
-	return p[2];
-}
-
-static bool all_stopped(pid_t pid)
-{
-	char path[64];
-	struct dirent *e;
-	bool stopped = true;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	if (!dir)
-		return false;
-	while (stopped && (e = readdir(dir))) {
-		if (e->d_name[0] == '.')
-			continue;
-		stopped = task_state(pid, e->d_name) == 'T';
-	}
-	closedir(dir);
-	return stopped;
-}
-
-int wait_stopped(pid_t pid, int timeout_ms)
-{
-	uint64_t deadline = test_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-
-	while (!all_stopped(pid)) {
-		if (test_now_ns() >= deadline)
-			return -ETIMEDOUT;
-		usleep(1000);
-	}
-	return 0;
-}
-
 bool pid_alive(pid_t pid)
 {
 	char path[64], line[512];

@@ -209,13 +209,6 @@ int wait_map_count(pid_t pid, const char *needle, int want, int timeout_ms);
 /* The same for kvsd_log_count(). */
 int wait_log_count(const struct kvsd *d, const char *needle, int want, int timeout_ms);
 
-/*
- * Wait until every thread of @pid is stopped (after SIGSTOP, which kill()
- * only queues: a thread running on another CPU stops a little later).
- * 0, or -ETIMEDOUT.
- */
-int wait_stopped(pid_t pid, int timeout_ms);
-
 /* Is @pid still running (and not a zombie)? */
 bool pid_alive(pid_t pid);
 

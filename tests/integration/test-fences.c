@@ -323,6 +323,8 @@ static void daemon_death(struct kvsd *d)
 	CHECK_RES(q.res, N, "QUERY");
 	/* Stopped, it never runs the LOAD; killed, it can never release it. */
 	CHECK(kill(d->pid, SIGSTOP) == 0, "SIGSTOP kvstashd");
+	/* kill() only queues the stop: a worker still polling could run the LOAD. */
+	CHECK(wait_stopped(d->pid, OP_TIMEOUT_MS) == 0, "kvstashd never stopped");
 	sqe = kvs_get_sqe(c);
 	CHECK(sqe, "no SQE");
 	CHECK_RES(kvs_prep_load_progress(c, sqe, q.result0, dst, N, 0, LAYERS, &f, 10), 0,

@@ -47,6 +47,13 @@ int kvsd_stop(struct kvsd *d);
 int kvsd_finish(struct kvsd *d);
 /* SIGKILL and reap. */
 void kvsd_kill(struct kvsd *d);
+
+/*
+ * Wait until every thread of @pid is stopped (after SIGSTOP, which kill()
+ * only queues: a thread running on another CPU stops a little later).
+ * 0, or -ETIMEDOUT.
+ */
+int wait_stopped(pid_t pid, int timeout_ms);
 /* Remove the directory (after stop/kill). */
 void kvsd_cleanup(struct kvsd *d);
 /* Print the daemon's log to stderr (for failing tests). */
