@@ -101,77 +101,63 @@ static bool name_ok(const char *s)
 	return true;
 }
 
-int registry_config_check(const struct registry_config *cfg, char *why, size_t wl)
+/* [cluster] sentinels, master_name and sentinel_user, instead of redis. */
+static int check_sentinels(const struct registry_config *cfg, char *why, size_t wl)
 {
-	struct reg_addr a = { 0 };
+	const char *p = cfg->sentinels;
+	struct reg_addr a;
 	char w[160];
-	uint32_t third;
+	unsigned n = 0;
 
-	bool sentinels = cfg && cfg->sentinels && cfg->sentinels[0];
-
-	if (!cfg || ((!cfg->redis || !cfg->redis[0]) && !sentinels)) {
-		WHY("[cluster] redis: no address (nor sentinels)");
+	if (cfg->redis && cfg->redis[0]) {
+		WHY("[cluster] redis and sentinels: one or the other (the sentinels name the "
+		    "master)");
 		return -EINVAL;
 	}
-#if !HAVE_HIREDIS
-	WHY("[cluster] %s is set, but cluster support is not compiled in "
-	    "(kvstashd was built without hiredis: apt-get install libhiredis-dev nettle-dev, "
-	    "configure --with-hiredis)",
-	    sentinels ? "sentinels" : "redis");
-	return -EOPNOTSUPP;
-#endif
-	if (sentinels) {
-		const char *p = cfg->sentinels;
-		unsigned n = 0;
-
-		if (cfg->redis && cfg->redis[0]) {
-			WHY("[cluster] redis and sentinels: one or the other (the sentinels name the "
-			    "master)");
-			return -EINVAL;
-		}
-		if (!name_ok(cfg->master_name)) {
-			WHY("[cluster] master_name: '%s' is not 1-%d characters of A-Z a-z 0-9 . _ - "
-			    "(the name the sentinels monitor the master by)",
-			    cfg->master_name ? cfg->master_name : "", REG_NAME_MAX - 1);
-			return -EINVAL;
-		}
-		while (*p) {
-			size_t l = strcspn(p, ", \t");
-			char one[REG_ADDR_MAX];
-
-			if (!l) {
-				p++;
-				continue;
-			}
-			if (l >= sizeof(one) || ++n > SENTINEL_MAX) {
-				WHY("[cluster] sentinels: at most %u host:port, each below %zu bytes",
-				    SENTINEL_MAX, sizeof(one));
-				return -EINVAL;
-			}
-			memcpy(one, p, l);
-			one[l] = '\0';
-			a = (struct reg_addr){ 0 };
-			if (reg_addr_parse(one, &a, w, sizeof(w)) < 0 || a.unix_path) {
-				WHY("[cluster] sentinels: %s",
-				    a.unix_path ? "host:port, not a path" : w);
-				return -EINVAL;
-			}
-			p += l;
-		}
-		if (!n) {
-			WHY("[cluster] sentinels: none named (only separators)");
-			return -EINVAL;
-		}
-		if (cfg->sentinel_user && (strlen(cfg->sentinel_user) >= REG_NAME_MAX ||
-					   strpbrk(cfg->sentinel_user, " \t\r\n"))) {
-			WHY("[cluster] sentinel_user: longer than %d bytes or holds blanks",
-			    REG_NAME_MAX - 1);
-			return -EINVAL;
-		}
-	} else if (reg_addr_parse(cfg->redis, &a, w, sizeof(w)) < 0) {
-		WHY("[cluster] redis: %s", w);
+	if (!name_ok(cfg->master_name)) {
+		WHY("[cluster] master_name: '%s' is not 1-%d characters of A-Z a-z 0-9 . _ - "
+		    "(the name the sentinels monitor the master by)",
+		    cfg->master_name ? cfg->master_name : "", REG_NAME_MAX - 1);
 		return -EINVAL;
 	}
+	while (*p) {
+		size_t l = strcspn(p, ", \t");
+		char one[REG_ADDR_MAX];
+
+		if (!l) {
+			p++;
+			continue;
+		}
+		if (l >= sizeof(one) || ++n > SENTINEL_MAX) {
+			WHY("[cluster] sentinels: at most %u host:port, each below %zu bytes",
+			    SENTINEL_MAX, sizeof(one));
+			return -EINVAL;
+		}
+		memcpy(one, p, l);
+		one[l] = '\0';
+		a = (struct reg_addr){ 0 };
+		if (reg_addr_parse(one, &a, w, sizeof(w)) < 0 || a.unix_path) {
+			WHY("[cluster] sentinels: %s", a.unix_path ? "host:port, not a path" : w);
+			return -EINVAL;
+		}
+		p += l;
+	}
+	if (!n) {
+		WHY("[cluster] sentinels: none named (only separators)");
+		return -EINVAL;
+	}
+	if (cfg->sentinel_user && (strlen(cfg->sentinel_user) >= REG_NAME_MAX ||
+				   strpbrk(cfg->sentinel_user, " \t\r\n"))) {
+		WHY("[cluster] sentinel_user: longer than %d bytes or holds blanks",
+		    REG_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* [cluster] name, node, peer_address, user: what goes into keys and commands. */
+static int check_names(const struct registry_config *cfg, char *why, size_t wl)
+{
 	if (!name_ok(cfg->cluster)) {
 		WHY("[cluster] name: '%s' is not 1-%d characters of A-Z a-z 0-9 . _ -",
 		    cfg->cluster ? cfg->cluster : "", REG_NAME_MAX - 1);
@@ -192,6 +178,14 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 		WHY("[cluster] user: longer than %d bytes or holds blanks", REG_NAME_MAX - 1);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* The lease's TTL, the timeouts within it, the queue's size. */
+static int check_limits(const struct registry_config *cfg, char *why, size_t wl)
+{
+	uint32_t third;
+
 	if (cfg->lease_ttl_ms < 1000) {
 		WHY("[cluster] lease_ttl: at least 1s");
 		return -EINVAL;
@@ -213,6 +207,38 @@ int registry_config_check(const struct registry_config *cfg, char *why, size_t w
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int registry_config_check(const struct registry_config *cfg, char *why, size_t wl)
+{
+	bool sentinels = cfg && cfg->sentinels && cfg->sentinels[0];
+	struct reg_addr a = { 0 };
+	char w[160];
+	int rc;
+
+	if (!cfg || ((!cfg->redis || !cfg->redis[0]) && !sentinels)) {
+		WHY("[cluster] redis: no address (nor sentinels)");
+		return -EINVAL;
+	}
+#if !HAVE_HIREDIS
+	WHY("[cluster] %s is set, but cluster support is not compiled in "
+	    "(kvstashd was built without hiredis: apt-get install libhiredis-dev nettle-dev, "
+	    "configure --with-hiredis)",
+	    sentinels ? "sentinels" : "redis");
+	return -EOPNOTSUPP;
+#endif
+	if (sentinels) {
+		rc = check_sentinels(cfg, why, wl);
+		if (rc < 0)
+			return rc;
+	} else if (reg_addr_parse(cfg->redis, &a, w, sizeof(w)) < 0) {
+		WHY("[cluster] redis: %s", w);
+		return -EINVAL;
+	}
+	rc = check_names(cfg, why, wl);
+	if (rc < 0)
+		return rc;
+	return check_limits(cfg, why, wl);
 }
 
 int cluster_node_name(const struct kvs_config *c, char *host, size_t hostlen, const char **ret_name,
