@@ -2,7 +2,7 @@
 /*
  * The registry's ledger: what became of every change in the queue, and
  * so what a flush reports.  Changes resolve (delivered, or dropped after a
- * failed attempt) in position order (registry.c: one connection, FIFO
+ * failed attempt) in position order (pipeline.c: one connection, FIFO
  * replies); each was made by someone, a tally (a session, an instance, or
  * nobody: evictions, the backfill), which counts what became of its
  * changes.  A flush is a mark in the queue (RQ_MARK); no batch spans one,

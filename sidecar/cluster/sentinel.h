@@ -2,8 +2,8 @@
 /*
  * Finding the registry's Redis through Redis Sentinel: which server is
  * the master of [cluster] master_name now, and when that changes.  The
- * registry (registry.c) asks and is told; this module owns the sentinels'
- * connections, on the registry's epoll fd:
+ * registry (lifetime.c, on_master()) asks and is told; this module owns
+ * the sentinels' connections, on the registry's epoll fd:
  *
  *   - a look: every sentinel is asked SENTINEL MASTER <name> at once (one
  *     persistent connection each); when all answered, or at the command
