@@ -84,7 +84,7 @@ int admit_init(struct kvspeer *kp)
 		kp->accts[i].hnext = kp->acct_free;
 		kp->acct_free = &kp->accts[i];
 	}
-	plist_init(&kp->unauth);
+	CDS_INIT_LIST_HEAD(&kp->unauth);
 	return 0;
 }
 
@@ -147,16 +147,16 @@ static void unauth_move(struct kvspeer *kp, struct peer_acct *a, uint32_t to)
 static void unauth_add(struct kvspeer *kp, struct conn *c)
 {
 	unauth_move(kp, c->acct, c->acct->unauth + 1);
-	plist_add_tail(&c->unauth_link, &kp->unauth);
+	cds_list_add_tail(&c->unauth_link, &kp->unauth);
 	kp->nr_unauth++;
 	STAT_ADD(kp, conns_unauth, 1);
 }
 
 static void unauth_del(struct kvspeer *kp, struct conn *c)
 {
-	if (plist_empty(&c->unauth_link))
+	if (cds_list_empty(&c->unauth_link))
 		return;
-	plist_del(&c->unauth_link);
+	cds_list_del_init(&c->unauth_link);
 	unauth_move(kp, c->acct, c->acct->unauth - 1);
 	kp->nr_unauth--;
 	STAT_SUB(kp, conns_unauth, 1);
@@ -170,7 +170,7 @@ static void unauth_del(struct kvspeer *kp, struct conn *c)
 static struct conn *victim(struct kvspeer *kp, const struct peer_acct *a)
 {
 	uint32_t most = kp->p.max_unauth_per_peer;
-	struct plist *pos;
+	struct cds_list_head *pos;
 
 	while (most && !kp->unauth_hist[most])
 		most--;
@@ -178,7 +178,7 @@ static struct conn *victim(struct kvspeer *kp, const struct peer_acct *a)
 		return NULL;
 	/* Oldest first: the first of that host's in the list of every one, by age. */
 	for (pos = kp->unauth.next; pos != &kp->unauth; pos = pos->next) {
-		struct conn *c = plist_entry(pos, struct conn, unauth_link);
+		struct conn *c = cds_list_entry(pos, struct conn, unauth_link);
 
 		if (c->acct->unauth == most)
 			return c;

@@ -70,11 +70,11 @@ struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const str
 		memcpy(&c->addr, sa, salen);
 	peer_addr_format(sa, c->addr_str, sizeof(c->addr_str));
 	c->created_ns = c->last_rx_ns = c->last_tx_ns = now;
-	plist_init(&c->link);
-	plist_init(&c->idle_link);
-	plist_init(&c->dead_link);
-	plist_init(&c->unauth_link);
-	plist_init(&c->locks);
+	CDS_INIT_LIST_HEAD(&c->link);
+	CDS_INIT_LIST_HEAD(&c->idle_link);
+	CDS_INIT_LIST_HEAD(&c->dead_link);
+	CDS_INIT_LIST_HEAD(&c->unauth_link);
+	CDS_INIT_LIST_HEAD(&c->locks);
 	c->events = side == SIDE_SERVE ? (EPOLLIN | EPOLLRDHUP) : EPOLLOUT;
 	ev.events = c->events;
 	ev.data.ptr = &c->ev;
@@ -83,7 +83,7 @@ struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const str
 		free(c);
 		return NULL;
 	}
-	plist_add_tail(&c->link, &kp->conns);
+	cds_list_add_tail(&c->link, &kp->conns);
 	STAT_ADD(kp, conns_open, 1);
 	return c;
 }
@@ -122,15 +122,15 @@ void conn_close(struct conn *c, int err)
 		}
 		if (c->f)
 			fetch_conn_lost(c, err ? err : -ECONNRESET);
-		if (!plist_empty(&c->idle_link)) {
-			plist_del(&c->idle_link);
+		if (!cds_list_empty(&c->idle_link)) {
+			cds_list_del_init(&c->idle_link);
 			c->pe->nr_idle--;
 		}
 		if (c->pe)
 			fetch_conn_gone(c, was);
 	}
-	plist_del(&c->link);
-	plist_add_tail(&c->dead_link, &kp->dead);
+	cds_list_del_init(&c->link);
+	cds_list_add_tail(&c->dead_link, &kp->dead);
 	STAT_SUB(kp, conns_open, 1);
 }
 

@@ -44,18 +44,15 @@ void kvspeer_fetch_ref(struct kvspeer_fetch *kf)
 void kvspeer_fetch_unref(struct kvspeer_fetch *kf)
 {
 	struct fetch *f = (struct fetch *)kf;
+	struct waiter *w, *tmp;
 
 	if (!f)
 		return;
 	/* acq_rel: every use of @f by other holders happens before the free below. */
 	if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	while (f->waiters) {
-		struct waiter *w = f->waiters;
-
-		f->waiters = w->next;
+	cds_list_for_each_entry_safe(w, tmp, &f->waiters, link)
 		free(w);
-	}
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
 	free(f->keys);
@@ -79,8 +76,9 @@ static struct fetch *fetch_alloc(struct kvspeer *kp, enum fetch_kind kind, const
 	f->deadline_ns = f->submit_ns + (uint64_t)timeout_ms * NSEC_PER_MSEC;
 	f->result = -EINPROGRESS;
 	f->get_failed_at = UINT32_MAX;
-	plist_init(&f->link);
-	plist_init(&f->wait_link);
+	CDS_INIT_LIST_HEAD(&f->link);
+	CDS_INIT_LIST_HEAD(&f->wait_link);
+	CDS_INIT_LIST_HEAD(&f->waiters);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	return f;
@@ -142,7 +140,7 @@ int kvspeer_fetch_submit(struct kvspeer *kp, const struct kvspeer_fetch_params *
 int kvspeer_fetch_join(struct kvspeer_fetch *kf, kvspeer_done_fn done, void *arg)
 {
 	struct fetch *f = (struct fetch *)kf;
-	struct waiter *w, **tail;
+	struct waiter *w;
 
 	if (!f || !done)
 		return -EINVAL;
@@ -157,9 +155,7 @@ int kvspeer_fetch_join(struct kvspeer_fetch *kf, kvspeer_done_fn done, void *arg
 		free(w);
 		return -EALREADY;
 	}
-	for (tail = &f->waiters; *tail; tail = &(*tail)->next)
-		;
-	*tail = w;
+	cds_list_add_tail(&w->link, &f->waiters);
 	pthread_mutex_unlock(&f->lock);
 	return 0;
 }
@@ -241,22 +237,22 @@ int kvspeer_health(struct kvspeer *kp, const char *peer, int timeout_ms, struct 
 
 static struct peer_ent *peer_get(struct kvspeer *kp, const char *addr)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 	struct peer_ent *pe, *lru = NULL;
 
-	plist_for_each_safe(pos, tmp, &kp->peers)
+	cds_list_for_each_safe(pos, tmp, &kp->peers)
 	{
-		pe = plist_entry(pos, struct peer_ent, link);
+		pe = cds_list_entry(pos, struct peer_ent, link);
 		if (!strcmp(pe->addr, addr))
 			return pe;
-		if (!pe->conns && plist_empty(&pe->waiting) && (!lru || pe->last_ns < lru->last_ns))
+		if (!pe->conns && cds_list_empty(&pe->waiting) && (!lru || pe->last_ns < lru->last_ns))
 			lru = pe;
 	}
 	if (kp->nr_peers >= PEER_MAX_PEERS) {
 		/* Bounded: the least recently used entry without a connection goes. */
 		if (!lru)
 			return NULL;
-		plist_del(&lru->link);
+		cds_list_del_init(&lru->link);
 		kp->nr_peers--;
 		free(lru);
 	}
@@ -268,25 +264,25 @@ static struct peer_ent *peer_get(struct kvspeer *kp, const char *addr)
 		free(pe);
 		return NULL;
 	}
-	plist_init(&pe->idle);
-	plist_init(&pe->waiting);
-	plist_init(&pe->kick_link);
+	CDS_INIT_LIST_HEAD(&pe->idle);
+	CDS_INIT_LIST_HEAD(&pe->waiting);
+	CDS_INIT_LIST_HEAD(&pe->kick_link);
 	pe->last_ns = peer_now_ns();
-	plist_add_tail(&pe->link, &kp->peers);
+	cds_list_add_tail(&pe->link, &kp->peers);
 	kp->nr_peers++;
 	return pe;
 }
 
 void peer_ents_free(struct kvspeer *kp)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->peers)
+	cds_list_for_each_safe(pos, tmp, &kp->peers)
 	{
-		struct peer_ent *pe = plist_entry(pos, struct peer_ent, link);
+		struct peer_ent *pe = cds_list_entry(pos, struct peer_ent, link);
 
-		plist_del(pos);
-		plist_del(&pe->kick_link);
+		cds_list_del_init(pos);
+		cds_list_del_init(&pe->kick_link);
 		free(pe);
 	}
 	kp->nr_peers = 0;
@@ -308,8 +304,8 @@ static uint32_t connecting_max(const struct kvspeer *kp)
 /* A conn of @pe is free, or one more may be opened: its waiting fetches go next turn. */
 static void pe_kick(struct kvspeer *kp, struct peer_ent *pe)
 {
-	if (!plist_empty(&pe->waiting) && plist_empty(&pe->kick_link))
-		plist_add_tail(&pe->kick_link, &kp->kick);
+	if (!cds_list_empty(&pe->waiting) && cds_list_empty(&pe->kick_link))
+		cds_list_add_tail(&pe->kick_link, &kp->kick);
 }
 
 void fetch_conn_gone(struct conn *c, enum conn_state was)
@@ -329,23 +325,23 @@ void fetch_conn_gone(struct conn *c, enum conn_state was)
  */
 void fetch_kick(struct kvspeer *kp)
 {
-	while (!plist_empty(&kp->kick)) {
-		struct peer_ent *pe = plist_entry(kp->kick.next, struct peer_ent, kick_link);
-		struct plist todo, *pos, *tmp;
+	while (!cds_list_empty(&kp->kick)) {
+		struct peer_ent *pe = cds_list_entry(kp->kick.next, struct peer_ent, kick_link);
+		struct cds_list_head todo, *pos, *tmp;
 
-		plist_del(&pe->kick_link);
+		cds_list_del_init(&pe->kick_link);
 		/* Those that still find no conn join pe->waiting again, in order. */
-		plist_init(&todo);
-		plist_for_each_safe(pos, tmp, &pe->waiting)
+		CDS_INIT_LIST_HEAD(&todo);
+		cds_list_for_each_safe(pos, tmp, &pe->waiting)
 		{
-			plist_del(pos);
-			plist_add_tail(pos, &todo);
+			cds_list_del_init(pos);
+			cds_list_add_tail(pos, &todo);
 		}
-		plist_for_each_safe(pos, tmp, &todo)
+		cds_list_for_each_safe(pos, tmp, &todo)
 		{
-			struct fetch *f = plist_entry(pos, struct fetch, wait_link);
+			struct fetch *f = cds_list_entry(pos, struct fetch, wait_link);
 
-			plist_del(pos);
+			cds_list_del_init(pos);
 			fetch_start(kp, f);
 		}
 	}
@@ -362,7 +358,7 @@ static void conn_idle(struct conn *c)
 		return;
 	}
 	c->idle_since_ns = peer_now_ns();
-	plist_add_tail(&c->idle_link, &pe->idle);
+	cds_list_add_tail(&c->idle_link, &pe->idle);
 	pe->nr_idle++;
 	pe_kick(c->kp, pe);
 }
@@ -428,7 +424,6 @@ static void finish(struct fetch *f, int err)
 {
 	struct kvspeer *kp = f->kp;
 	struct peer_ent *pe = f->pe;
-	struct waiter *w;
 	uint64_t us, bytes = 0;
 	unsigned bucket = 0;
 	int n;
@@ -439,8 +434,8 @@ static void finish(struct fetch *f, int err)
 	f->state = FS_DONE;
 	detach(f);
 	lock_gone(f);
-	plist_del(&f->link);
-	plist_del(&f->wait_link);
+	cds_list_del_init(&f->link);
+	cds_list_del_init(&f->wait_link);
 	n = f->kind == FK_FETCH ? (int)f->verified : 0;
 	us = (peer_now_ns() - f->submit_ns) / 1000;
 	if (f->kind == FK_FETCH) {
@@ -490,10 +485,14 @@ static void finish(struct fetch *f, int err)
 	if (f->done)
 		f->done(f->arg, (struct kvspeer_fetch *)f, n);
 	for (;;) {
+		struct cds_list_head todo;
+		struct waiter *w, *tmp;
+
+		CDS_INIT_LIST_HEAD(&todo);
 		pthread_mutex_lock(&f->lock);
-		w = f->waiters;
-		f->waiters = NULL;
-		if (!w) {
+		cds_list_splice(&f->waiters, &todo);
+		CDS_INIT_LIST_HEAD(&f->waiters);
+		if (cds_list_empty(&todo)) {
 			f->completed = true;
 			/* Under f->lock: pairs with the waiter's check in kvspeer_fetch_wait(). */
 			pthread_cond_broadcast(&f->cond);
@@ -501,12 +500,9 @@ static void finish(struct fetch *f, int err)
 			break;
 		}
 		pthread_mutex_unlock(&f->lock);
-		while (w) {
-			struct waiter *next = w->next;
-
+		cds_list_for_each_entry_safe(w, tmp, &todo, link) {
 			w->done(w->arg, (struct kvspeer_fetch *)f, n);
 			free(w);
-			w = next;
 		}
 	}
 	kvspeer_fetch_unref((struct kvspeer_fetch *)f);
@@ -591,8 +587,8 @@ void fetch_start(struct kvspeer *kp, struct fetch *f)
 	struct conn *c = NULL;
 	int r;
 
-	if (plist_empty(&f->link))
-		plist_add_tail(&f->link, &kp->fetches);
+	if (cds_list_empty(&f->link))
+		cds_list_add_tail(&f->link, &kp->fetches);
 	f->state = FS_CONNECT;
 	pe = peer_get(kp, f->peer);
 	if (!pe) {
@@ -601,9 +597,9 @@ void fetch_start(struct kvspeer *kp, struct fetch *f)
 	}
 	f->pe = pe;
 	pe->last_ns = peer_now_ns();
-	if (!f->retried && !plist_empty(&pe->idle)) {
-		c = plist_entry(pe->idle.next, struct conn, idle_link);
-		plist_del(&c->idle_link);
+	if (!f->retried && !cds_list_empty(&pe->idle)) {
+		c = cds_list_entry(pe->idle.next, struct conn, idle_link);
+		cds_list_del_init(&c->idle_link);
 		pe->nr_idle--;
 		c->reused = true;
 		attach(f, c);
@@ -616,12 +612,12 @@ void fetch_start(struct kvspeer *kp, struct fetch *f)
 	 * (connecting_max()) and connections (max_conns_per_peer) per peer.
 	 */
 	if (pe->connecting >= connecting_max(kp) || pe->conns >= kp->p.max_conns_per_peer) {
-		if (pe->connecting >= connecting_max(kp) || plist_empty(&pe->idle)) {
-			plist_add_tail(&f->wait_link, &pe->waiting); /* fetch_kick() starts it */
+		if (pe->connecting >= connecting_max(kp) || cds_list_empty(&pe->idle)) {
+			cds_list_add_tail(&f->wait_link, &pe->waiting); /* fetch_kick() starts it */
 			return;
 		}
 		/* A retry, which must not take a pooled conn: the oldest one makes room. */
-		conn_close(plist_entry(pe->idle.next, struct conn, idle_link), 0);
+		conn_close(cds_list_entry(pe->idle.next, struct conn, idle_link), 0);
 	}
 	r = conn_open(kp, pe, &c);
 	if (r < 0) {
@@ -1227,11 +1223,11 @@ void fetch_tick(struct kvspeer *kp, uint64_t now)
 {
 	uint64_t io = kp->p.io_timeout_ms * NSEC_PER_MSEC;
 	uint64_t pool_idle = kp->p.idle_timeout_ms / 2 * NSEC_PER_MSEC;
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->fetches)
+	cds_list_for_each_safe(pos, tmp, &kp->fetches)
 	{
-		struct fetch *f = plist_entry(pos, struct fetch, link);
+		struct fetch *f = cds_list_entry(pos, struct fetch, link);
 
 		if (now < f->deadline_ns) {
 			if (kp->ucx && f->state == FS_DATA && f->lock_id)
@@ -1244,28 +1240,28 @@ void fetch_tick(struct kvspeer *kp, uint64_t now)
 		else
 			finish(f, -ETIMEDOUT);
 	}
-	plist_for_each_safe(pos, tmp, &kp->conns)
+	cds_list_for_each_safe(pos, tmp, &kp->conns)
 	{
-		struct conn *c = plist_entry(pos, struct conn, link);
+		struct conn *c = cds_list_entry(pos, struct conn, link);
 
 		if (c->side != SIDE_FETCH || c->f || c->state == CS_DEAD)
 			continue;
 		/* A RELEASE unanswered, or a pooled conn idle too long: close (releases the lock). */
 		if ((c->drain_seq && now - c->idle_since_ns > io) ||
-		    (!plist_empty(&c->idle_link) && now - c->idle_since_ns > pool_idle))
+		    (!cds_list_empty(&c->idle_link) && now - c->idle_since_ns > pool_idle))
 			conn_close(c, 0);
-		else if (!c->drain_seq && plist_empty(&c->idle_link) && c->state != CS_READY)
+		else if (!c->drain_seq && cds_list_empty(&c->idle_link) && c->state != CS_READY)
 			conn_close(c, 0); /* a handshake nobody waits for any more */
 	}
 }
 
 void fetch_fail_all(struct kvspeer *kp, int err)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->fetches)
+	cds_list_for_each_safe(pos, tmp, &kp->fetches)
 	{
-		struct fetch *f = plist_entry(pos, struct fetch, link);
+		struct fetch *f = cds_list_entry(pos, struct fetch, link);
 
 		set_err(f, err);
 		if (f->c)
@@ -1280,11 +1276,11 @@ void fetch_fail_all(struct kvspeer *kp, int err)
 int peers_snapshot(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned max)
 {
 	uint64_t now = peer_now_ns();
-	struct plist *pos;
+	struct cds_list_head *pos;
 	unsigned n = 0;
 
 	for (pos = kp->peers.next; pos != &kp->peers; pos = pos->next) {
-		struct peer_ent *pe = plist_entry(pos, struct peer_ent, link);
+		struct peer_ent *pe = cds_list_entry(pos, struct peer_ent, link);
 
 		if (n < max) {
 			struct kvspeer_peer_info *i = &ret[n];
@@ -1315,7 +1311,7 @@ int peers_snapshot(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned m
 		n++;
 	}
 	for (pos = kp->conns.next; pos != &kp->conns; pos = pos->next) {
-		struct conn *c = plist_entry(pos, struct conn, link);
+		struct conn *c = cds_list_entry(pos, struct conn, link);
 		uint64_t last;
 
 		if (c->side != SIDE_SERVE)

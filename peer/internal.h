@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include <kvstash/peer.h>
+#include <urcu/list.h>
 
 #include "peer/addr.h"
 #include "peer/auth.h"
@@ -46,40 +47,6 @@ static inline uint64_t peer_now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-
-/* An intrusive doubly linked list (the thread's own; no locking). */
-struct plist {
-	struct plist *next, *prev;
-};
-
-static inline void plist_init(struct plist *h)
-{
-	h->next = h->prev = h;
-}
-
-static inline bool plist_empty(const struct plist *h)
-{
-	return h->next == h;
-}
-
-static inline void plist_add_tail(struct plist *n, struct plist *h)
-{
-	n->prev = h->prev;
-	n->next = h;
-	h->prev->next = n;
-	h->prev = n;
-}
-
-static inline void plist_del(struct plist *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	n->next = n->prev = n;
-}
-
-#define plist_entry(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
-#define plist_for_each_safe(pos, tmp, head) \
-	for (pos = (head)->next, tmp = pos->next; pos != (head); pos = tmp, tmp = pos->next)
 
 /* What an epoll event's data.ptr points at. */
 enum ev_kind { EV_WAKE, EV_LISTEN, EV_CONN, EV_UCX };
@@ -108,7 +75,7 @@ struct lock_shard {
 };
 
 struct plock {
-	struct plist link; /* conn->locks */
+	struct cds_list_head link; /* conn->locks */
 	struct conn *c;
 	uint64_t id;
 	uint64_t expires_ns;
@@ -148,10 +115,10 @@ enum conn_state {
 
 struct conn {
 	struct ev_src ev;
-	struct plist link;	  /* kp->conns */
-	struct plist idle_link;	  /* a peer_ent's idle list */
-	struct plist dead_link;	  /* kp->dead */
-	struct plist unauth_link; /* kp->unauth, oldest first, until authenticated (serve) */
+	struct cds_list_head link;	  /* kp->conns */
+	struct cds_list_head idle_link;	  /* a peer_ent's idle list */
+	struct cds_list_head dead_link;	  /* kp->dead */
+	struct cds_list_head unauth_link; /* kp->unauth, oldest first, until authenticated (serve) */
 	struct kvspeer *kp;
 	int fd;
 	enum conn_side side;
@@ -196,7 +163,7 @@ struct conn {
 	uint64_t tx_wait_ns; /* bytes have waited to be sent since; 0: none wait */
 
 	/* serve side */
-	struct plist locks;
+	struct cds_list_head locks;
 	uint32_t nr_locks;
 	struct peer_acct *acct;
 	struct plock *stream; /* the lock being streamed */
@@ -220,19 +187,19 @@ struct conn {
 /* ---- Client side: peers and fetches --------------------------------------- */
 
 struct peer_ent {
-	struct plist link; /* kp->peers */
+	struct cds_list_head link; /* kp->peers */
 	char addr[KVSPEER_ADDR_MAX];
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	char node[KVSPEER_NAME_MAX];
 	uint64_t epoch;
-	struct plist idle; /* conns ready for reuse */
+	struct cds_list_head idle; /* conns ready for reuse */
 	uint32_t nr_idle;
 	uint32_t conns; /* open, idle or not */
 	uint32_t busy;
 	uint32_t connecting;	/* conns of ours not past the handshake (CS_CONNECTING..CS_AUTH) */
-	struct plist waiting;	/* fetches waiting for one of them (fetch.wait_link) */
-	struct plist kick_link; /* kp->kick: a waiting fetch may go now */
+	struct cds_list_head waiting;	/* fetches waiting for one of them (fetch.wait_link) */
+	struct cds_list_head kick_link; /* kp->kick: a waiting fetch may go now */
 	uint32_t locks;
 	int last_error;
 	bool ever_ok;
@@ -246,15 +213,15 @@ enum fetch_state { FS_QUEUED, FS_CONNECT, FS_QUERY, FS_DATA, FS_VERIFY, FS_DONE 
 struct waiter {
 	kvspeer_done_fn done;
 	void *arg;
-	struct waiter *next;
+	struct cds_list_head link; /* fetch.waiters */
 };
 
 struct fetch {
 	struct kvspeer *kp;
 	int refs; /* atomic */
 	enum fetch_kind kind;
-	struct plist link;	/* kp->cmds (queued) or kp->fetches (running) */
-	struct plist wait_link; /* pe->waiting: no conn free, handshakes at the limit */
+	struct cds_list_head link;	/* kp->cmds (queued) or kp->fetches (running) */
+	struct cds_list_head wait_link; /* pe->waiting: no conn free, handshakes at the limit */
 
 	/* the request (copies) */
 	char peer[KVSPEER_ADDR_MAX];
@@ -296,7 +263,7 @@ struct fetch {
 	bool resolved;	/* result and err final (set before the done callbacks) */
 	bool completed; /* every done callback returned */
 	int result;
-	struct waiter *waiters;
+	struct cds_list_head waiters; /* struct waiter.link, in join order */
 };
 
 /* ---- The service ------------------------------------------------------------ */
@@ -323,15 +290,15 @@ struct kvspeer {
 	bool thread_started;
 
 	pthread_mutex_t cmd_lock;
-	struct plist cmds; /* submitted fetches (cmd_lock) */
+	struct cds_list_head cmds; /* submitted fetches (cmd_lock) */
 	bool stopping;	   /* cmd_lock */
-	struct plist ctl;  /* control requests, e.g. peers snapshot (cmd_lock) */
+	struct cds_list_head ctl;  /* control requests, e.g. peers snapshot (cmd_lock) */
 
-	struct plist conns;   /* every connection, both sides */
-	struct plist dead;    /* closed this turn */
-	struct plist fetches; /* running */
-	struct plist peers;   /* peer_ent, client side */
-	struct plist kick;    /* peer_ent.kick_link: waiting fetches to start this loop turn */
+	struct cds_list_head conns;   /* every connection, both sides */
+	struct cds_list_head dead;    /* closed this turn */
+	struct cds_list_head fetches; /* running */
+	struct cds_list_head peers;   /* peer_ent, client side */
+	struct cds_list_head kick;    /* peer_ent.kick_link: waiting fetches to start this loop turn */
 	uint32_t nr_peers;
 	/* Admission (admit.c): accounts per host, the unauthenticated ones by age. */
 	uint32_t nr_serve_conns;
@@ -340,7 +307,7 @@ struct kvspeer {
 	uint32_t acct_mask;
 	uint64_t acct_seed; /* random: no peer can aim its addresses at one chain */
 	struct peer_acct *acct_free;
-	struct plist unauth; /* struct conn.unauth_link */
+	struct cds_list_head unauth; /* struct conn.unauth_link */
 	uint32_t nr_unauth;
 	uint32_t *unauth_hist; /* [k]: hosts holding k unauthenticated connections */
 	uint64_t next_tick_ns;
@@ -362,7 +329,7 @@ struct kvspeer {
 
 /* Control requests run on the service thread for a caller that waits. */
 struct ctl_req {
-	struct plist link;
+	struct cds_list_head link;
 	void (*fn)(struct kvspeer *kp, struct ctl_req *r);
 	void *arg;
 	int result;

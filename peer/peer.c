@@ -286,35 +286,27 @@ static void wake(struct kvspeer *kp)
 
 static void run_cmds(struct kvspeer *kp, bool *ret_stop)
 {
-	struct plist cmds, ctl, *pos, *tmp;
+	struct cds_list_head cmds, ctl, *pos, *tmp;
 	uint64_t v;
 
 	if (read(kp->wakefd, &v, sizeof(v)) < 0) {
 	}
-	plist_init(&cmds);
-	plist_init(&ctl);
+	CDS_INIT_LIST_HEAD(&cmds);
+	CDS_INIT_LIST_HEAD(&ctl);
 	pthread_mutex_lock(&kp->cmd_lock);
 	/* Take the lists whole: submitters append under cmd_lock only. */
-	if (!plist_empty(&kp->cmds)) {
-		cmds = kp->cmds;
-		cmds.next->prev = &cmds;
-		cmds.prev->next = &cmds;
-		plist_init(&kp->cmds);
-	}
-	if (!plist_empty(&kp->ctl)) {
-		ctl = kp->ctl;
-		ctl.next->prev = &ctl;
-		ctl.prev->next = &ctl;
-		plist_init(&kp->ctl);
-	}
+	cds_list_splice(&kp->cmds, &cmds);
+	CDS_INIT_LIST_HEAD(&kp->cmds);
+	cds_list_splice(&kp->ctl, &ctl);
+	CDS_INIT_LIST_HEAD(&kp->ctl);
 	*ret_stop = kp->stopping;
 	pthread_mutex_unlock(&kp->cmd_lock);
 
-	plist_for_each_safe(pos, tmp, &ctl)
+	cds_list_for_each_safe(pos, tmp, &ctl)
 	{
-		struct ctl_req *r = plist_entry(pos, struct ctl_req, link);
+		struct ctl_req *r = cds_list_entry(pos, struct ctl_req, link);
 
-		plist_del(pos);
+		cds_list_del_init(pos);
 		r->fn(kp, r);
 		pthread_mutex_lock(&kp->cmd_lock);
 		r->done = true;
@@ -322,11 +314,11 @@ static void run_cmds(struct kvspeer *kp, bool *ret_stop)
 		pthread_cond_signal(&r->cond);
 		pthread_mutex_unlock(&kp->cmd_lock);
 	}
-	plist_for_each_safe(pos, tmp, &cmds)
+	cds_list_for_each_safe(pos, tmp, &cmds)
 	{
-		struct fetch *f = plist_entry(pos, struct fetch, link);
+		struct fetch *f = cds_list_entry(pos, struct fetch, link);
 
-		plist_del(pos);
+		cds_list_del_init(pos);
 		fetch_start(kp, f);
 	}
 }
@@ -346,7 +338,7 @@ static int kp_ctl(struct kvspeer *kp, void (*fn)(struct kvspeer *, struct ctl_re
 		pthread_cond_destroy(&r.cond);
 		return -ESHUTDOWN;
 	}
-	plist_add_tail(&r.link, &kp->ctl);
+	cds_list_add_tail(&r.link, &kp->ctl);
 	pthread_mutex_unlock(&kp->cmd_lock);
 	wake(kp);
 	pthread_mutex_lock(&kp->cmd_lock);
@@ -365,7 +357,7 @@ int kp_submit(struct kvspeer *kp, struct fetch *f)
 		pthread_mutex_unlock(&kp->cmd_lock);
 		return -ESHUTDOWN;
 	}
-	plist_add_tail(&f->link, &kp->cmds);
+	cds_list_add_tail(&f->link, &kp->cmds);
 	pthread_mutex_unlock(&kp->cmd_lock);
 	wake(kp);
 	return 0;
@@ -400,24 +392,24 @@ static void conn_event(struct conn *c, uint32_t events)
 
 static void free_dead(struct kvspeer *kp)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->dead)
+	cds_list_for_each_safe(pos, tmp, &kp->dead)
 	{
-		struct conn *c = plist_entry(pos, struct conn, dead_link);
+		struct conn *c = cds_list_entry(pos, struct conn, dead_link);
 
-		plist_del(pos);
+		cds_list_del_init(pos);
 		conn_free(c);
 	}
 }
 
 static void close_all(struct kvspeer *kp)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->conns)
+	cds_list_for_each_safe(pos, tmp, &kp->conns)
 	{
-		struct conn *c = plist_entry(pos, struct conn, link);
+		struct conn *c = cds_list_entry(pos, struct conn, link);
 
 		conn_close(c, -ESHUTDOWN);
 	}
@@ -433,7 +425,7 @@ static void *service(void *arg)
 	if (kp->p.ops && kp->p.ops->thread_start)
 		kp->p.ops->thread_start(kp->p.host);
 	while (!stop) {
-		bool busy = !plist_empty(&kp->conns) || !plist_empty(&kp->fetches);
+		bool busy = !cds_list_empty(&kp->conns) || !cds_list_empty(&kp->fetches);
 		int n = epoll_wait(kp->epfd, evs, 64, busy ? PEER_TICK_MS : 1000);
 		uint64_t now;
 
@@ -451,7 +443,7 @@ static void *service(void *arg)
 				pucx_progress(kp->ucx);
 				break;
 			case EV_CONN:
-				conn_event(plist_entry(src, struct conn, ev), evs[i].events);
+				conn_event(cds_list_entry(src, struct conn, ev), evs[i].events);
 				break;
 			}
 		}
@@ -486,13 +478,13 @@ static int epoll_add(struct kvspeer *kp, int fd, struct ev_src *src, uint32_t ev
 
 static void kp_destroy(struct kvspeer *kp)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->cmds)
+	cds_list_for_each_safe(pos, tmp, &kp->cmds)
 	{
-		struct fetch *f = plist_entry(pos, struct fetch, link);
+		struct fetch *f = cds_list_entry(pos, struct fetch, link);
 
-		plist_del(pos);
+		cds_list_del_init(pos);
 		kvspeer_fetch_unref((struct kvspeer_fetch *)f);
 	}
 	peer_ents_free(kp);
@@ -534,13 +526,13 @@ int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
 	kp->epfd = kp->wakefd = kp->listenfd = -1;
 	pthread_mutex_init(&kp->cmd_lock, NULL);
 	pthread_mutex_init(&kp->reg_lock, NULL);
-	plist_init(&kp->cmds);
-	plist_init(&kp->ctl);
-	plist_init(&kp->conns);
-	plist_init(&kp->dead);
-	plist_init(&kp->fetches);
-	plist_init(&kp->peers);
-	plist_init(&kp->kick);
+	CDS_INIT_LIST_HEAD(&kp->cmds);
+	CDS_INIT_LIST_HEAD(&kp->ctl);
+	CDS_INIT_LIST_HEAD(&kp->conns);
+	CDS_INIT_LIST_HEAD(&kp->dead);
+	CDS_INIT_LIST_HEAD(&kp->fetches);
+	CDS_INIT_LIST_HEAD(&kp->peers);
+	CDS_INIT_LIST_HEAD(&kp->kick);
 	r = check_params(kp, p);
 	if (r < 0)
 		goto fail;

@@ -116,7 +116,7 @@ static void lock_end(struct conn *c, struct plock *lk, uint64_t *why)
 	for (uint32_t i = 0; i < lk->nr_blocks * lk->nr_shards; i++)
 		kp->regions[lk->shards[i].region].refs--;
 	pthread_mutex_unlock(&kp->reg_lock);
-	plist_del(&lk->link);
+	cds_list_del_init(&lk->link);
 	c->nr_locks--;
 	admit_unlock(c);
 	if (why)
@@ -130,27 +130,27 @@ static void lock_end(struct conn *c, struct plock *lk, uint64_t *why)
 
 void serve_drop_locks(struct conn *c, bool closing)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
 	if (c->stream) {
 		c->stream->streaming = false;
 		c->stream = NULL;
 		c->raw_src = NULL;
 	}
-	plist_for_each_safe(pos, tmp, &c->locks)
+	cds_list_for_each_safe(pos, tmp, &c->locks)
 	{
-		lock_end(c, plist_entry(pos, struct plock, link),
+		lock_end(c, cds_list_entry(pos, struct plock, link),
 			 closing ? &c->kp->st.locks_dropped : NULL);
 	}
 }
 
 static struct plock *lock_find(struct conn *c, uint64_t id)
 {
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &c->locks)
+	cds_list_for_each_safe(pos, tmp, &c->locks)
 	{
-		struct plock *lk = plist_entry(pos, struct plock, link);
+		struct plock *lk = cds_list_entry(pos, struct plock, link);
 
 		if (lk->id == id)
 			return lk;
@@ -422,7 +422,7 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		lk->expires_ns = peer_now_ns() + ttl * NSEC_PER_MSEC;
 		rep.ttl_ms = ttl;
 	}
-	plist_add_tail(&lk->link, &c->locks);
+	cds_list_add_tail(&lk->link, &c->locks);
 	c->nr_locks++;
 	admit_locked(c);
 	STAT_ADD(kp, locks_held, 1);
@@ -718,12 +718,12 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 {
 	uint64_t io = kp->p.io_timeout_ms * NSEC_PER_MSEC;
 	uint64_t idle = kp->p.idle_timeout_ms * NSEC_PER_MSEC;
-	struct plist *pos, *tmp;
+	struct cds_list_head *pos, *tmp;
 
-	plist_for_each_safe(pos, tmp, &kp->conns)
+	cds_list_for_each_safe(pos, tmp, &kp->conns)
 	{
-		struct conn *c = plist_entry(pos, struct conn, link);
-		struct plist *lp, *lt;
+		struct conn *c = cds_list_entry(pos, struct conn, link);
+		struct cds_list_head *lp, *lt;
 
 		if (c->side != SIDE_SERVE || c->state == CS_DEAD)
 			continue;
@@ -743,9 +743,9 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 			conn_close(c, -ETIMEDOUT);
 			continue;
 		}
-		plist_for_each_safe(lp, lt, &c->locks)
+		cds_list_for_each_safe(lp, lt, &c->locks)
 		{
-			struct plock *lk = plist_entry(lp, struct plock, link);
+			struct plock *lk = cds_list_entry(lp, struct plock, link);
 
 			if (!lk->streaming && now >= lk->expires_ns) {
 				kp_log_peer(kp, KVSPEER_LOG_INFO, "lock %llu of %s (%s) expired",
