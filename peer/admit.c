@@ -26,7 +26,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "peer/internal.h"
+#include "peer/admit.h"
+#include "peer/conn.h"
+#include "peer/kp.h"
 
 /* The host of @sa: family and address, no port, v4-mapped IPv6 as IPv4. */
 static void host_of(const struct sockaddr_storage *sa, struct peer_host *ret)

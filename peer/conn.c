@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A connection's bytes: non-blocking reads into a bounded read-ahead
- * buffer, messages parsed there and dispatched (serve.c or fetch.c), raw
+ * buffer, messages parsed there and handed to the handler its side set for
+ * the state it is in (c->rx: serve.c, fetch-*.c), raw
  * shard bytes received straight into the fetcher's buffer, and a send
  * queue flushed with writev, a serving stream's shard bytes going out from
  * registered memory without a copy in user space.
  *
  * Bounds: a header is checked before its payload is read (pw_parse_hdr),
  * a payload is read only up to its type's bound, raw bytes only as many as
- * the lock announced for that shard (fetch.c checks DATA first).
+ * the lock announced for that shard (fetch-xfer.c checks DATA first).
+ *
+ * The side is called only through c->ops and c->rx, so that this file
+ * knows neither serve.c nor fetch.c.  Service thread only.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,7 +25,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "peer/internal.h"
+#include "peer/conn.h"
+#include "peer/kp.h"
+#include "peer/ucx.h"
 
 /* Bytes one connection may move per loop turn, so one busy peer cannot starve the rest. */
 #define TURN_BYTES (8u << 20)
@@ -47,8 +53,10 @@ void conn_set_sockopts(struct kvspeer *kp, int fd)
 	}
 }
 
-struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const struct sockaddr *sa,
-		      socklen_t salen)
+static void conn_event(struct ev_src *src, uint32_t events);
+
+struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const struct conn_ops *ops,
+		      const struct conn_rx *rx, const struct sockaddr *sa, socklen_t salen)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	struct epoll_event ev;
@@ -61,7 +69,9 @@ struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const str
 		free(c);
 		return NULL;
 	}
-	c->ev.kind = EV_CONN;
+	c->ev.fn = conn_event;
+	c->ops = ops;
+	c->rx = rx;
 	c->kp = kp;
 	c->fd = fd;
 	c->side = side;
@@ -108,27 +118,7 @@ void conn_close(struct conn *c, int err)
 	}
 	close(c->fd);
 	c->fd = -1;
-	if (c->side == SIDE_SERVE) {
-		serve_drop_locks(c, true);
-		admit_release(kp, c);
-	} else {
-		/*
-		 * UCX first: closing the endpoint completes its gets (with an
-		 * error) before the fetch that issued them may finish.
-		 */
-		if (c->uep) {
-			pucx_ep_close(kp->ucx, c->uep);
-			c->uep = NULL;
-		}
-		if (c->f)
-			fetch_conn_lost(c, err ? err : -ECONNRESET);
-		if (!cds_list_empty(&c->idle_link)) {
-			cds_list_del_init(&c->idle_link);
-			c->pe->nr_idle--;
-		}
-		if (c->pe)
-			fetch_conn_gone(c, was);
-	}
+	c->ops->closed(c, err, was);
 	cds_list_del_init(&c->link);
 	cds_list_add_tail(&c->dead_link, &kp->dead);
 	STAT_SUB(kp, conns_open, 1);
@@ -169,6 +159,18 @@ int conn_send_error(struct conn *c, uint32_t seq, int status, unsigned req_type,
 	return conn_send(c, PW_ERROR, seq, &e, sizeof(e), NULL, 0);
 }
 
+static int conn_epoll_set(struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
+
+	if (c->events == events)
+		return 0;
+	if (epoll_ctl(c->kp->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+		return -errno;
+	c->events = events;
+	return 0;
+}
+
 static uint32_t base_events(const struct conn *c)
 {
 	/* A paused serve conn still hears its peer hang up (RDHUP), not its requests. */
@@ -177,7 +179,6 @@ static uint32_t base_events(const struct conn *c)
 
 int conn_flush(struct conn *c)
 {
-	struct kvspeer *kp = c->kp;
 	size_t moved = 0;
 
 	while (c->state != CS_DEAD) {
@@ -232,7 +233,7 @@ int conn_flush(struct conn *c)
 		}
 		if (c->raw_src && !c->raw_src_left) {
 			c->raw_src = NULL;
-			if (serve_stream_next(c) < 0)
+			if (c->ops->sent && c->ops->sent(c) < 0)
 				return -ECONNRESET;
 		}
 	}
@@ -246,7 +247,7 @@ int conn_flush(struct conn *c)
 			c->tx_wait_ns = 0;
 		if (c->state == CS_CONNECTING)
 			want = EPOLLOUT;
-		if (kp_epoll_set(kp, c, want) < 0) {
+		if (conn_epoll_set(c, want) < 0) {
 			conn_close(c, -EIO);
 			return -EIO;
 		}
@@ -278,47 +279,9 @@ static ssize_t rx(struct conn *c, void *dst, size_t len)
 	}
 }
 
-/*
- * May a message of @type arrive on @c now?  Checked from the header,
- * before its payload is read: a peer that has not authenticated can make
- * us hold at most a HELLO's or an AUTH's bytes, and no peer can send a
- * type meant for the other side (a 2 MiB QUERY_REPLY to a server).
- */
-static bool type_expected(const struct conn *c, unsigned type)
-{
-	if (c->side == SIDE_SERVE) {
-		switch (c->state) {
-		case CS_HELLO:
-			return type == PW_HELLO;
-		case CS_AUTH:
-			return type == PW_AUTH;
-		case CS_READY:
-			return type == PW_QUERY || type == PW_FETCH || type == PW_RENEW ||
-			       type == PW_RELEASE || type == PW_HEALTH;
-		default:
-			return false;
-		}
-	}
-	if (type == PW_ERROR)
-		return true;
-	switch (c->state) {
-	case CS_HELLO:
-		return type == PW_HELLO_REPLY;
-	case CS_AUTH:
-		return type == PW_AUTH_OK;
-	case CS_READY:
-		return type == PW_QUERY_REPLY || type == PW_DATA || type == PW_SHARD_END ||
-		       type == PW_FETCH_END || type == PW_RENEW_REPLY || type == PW_RELEASE_REPLY ||
-		       type == PW_HEALTH_REPLY;
-	default:
-		return false;
-	}
-}
-
 static int dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload)
 {
-	int r = c->side == SIDE_SERVE ? serve_dispatch(c, h, payload)
-				      : fetch_dispatch(c, h, payload);
+	int r = c->rx->handle(c, h, payload);
 
 	if (r < 0 && c->state != CS_DEAD) {
 		/* An ERROR queued for the peer goes out before the close if it can. */
@@ -328,139 +291,167 @@ static int dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *paylo
 	return r;
 }
 
-int conn_read(struct conn *c)
+/*
+ * The steps of conn_read(), each on what arrives next: 1 go on, 0 wait
+ * for the socket (or the next turn: @moved reached TURN_BYTES), <0 the
+ * connection closed.
+ */
+
+/* Raw shard bytes: what read-ahead already holds, then straight into place. */
+static int read_raw(struct conn *c, size_t *moved)
+{
+	size_t have = c->rend - c->rstart;
+	ssize_t n;
+
+	if (have) {
+		size_t take = have < c->raw_left ? have : (size_t)c->raw_left;
+
+		memcpy(c->raw_dst, c->rbuf + c->rstart, take);
+		c->rstart += take;
+		c->raw_dst += take;
+		c->raw_left -= take;
+		return 1;
+	}
+	if (*moved >= TURN_BYTES)
+		return 0;
+	n = rx(c, c->raw_dst, (size_t)c->raw_left);
+	if (n <= 0)
+		return 0;
+	*moved += (size_t)n;
+	c->raw_dst += n;
+	c->raw_left -= (uint64_t)n;
+	return 1;
+}
+
+/* A payload larger than rbuf, into its private buffer; handled once whole. */
+static int read_big(struct conn *c, size_t *moved)
+{
+	size_t have = c->rend - c->rstart;
+	struct pw_hdr h = c->big_hdr;
+	uint8_t *big = c->big;
+	ssize_t n;
+
+	if (have && c->big_have < c->big_len) {
+		size_t take = c->big_len - c->big_have;
+
+		if (take > have)
+			take = have;
+		memcpy(c->big + c->big_have, c->rbuf + c->rstart, take);
+		c->rstart += take;
+		c->big_have += take;
+	}
+	if (c->big_have < c->big_len) {
+		if (*moved >= TURN_BYTES)
+			return 0;
+		n = rx(c, c->big + c->big_have, c->big_len - c->big_have);
+		if (n <= 0)
+			return 0;
+		*moved += (size_t)n;
+		c->big_have += (size_t)n;
+		return 1;
+	}
+	c->big = NULL;
+	c->big_len = c->big_have = 0;
+	dispatch(c, &h, big);
+	free(big);
+	return 1;
+}
+
+/* A header bad or not expected in this state: ERROR, counted, closed. */
+static int bad_header(struct conn *c, const struct pw_hdr *h, int r, const char *why)
+{
+	kp_log_peer(c->kp, KVSPEER_LOG_WARNING, "peer %s: %s", c->addr_str, why);
+	(c->side == SIDE_SERVE ? STAT_ADD(c->kp, serve_fail[KVSPEER_FAIL_PROTOCOL], 1)
+			       : STAT_ADD(c->kp, fetch_fail[KVSPEER_FAIL_PROTOCOL], 1));
+	conn_send_error(c, h->seq, r == -EPROTO ? -EPROTO : -EBADMSG, 0,
+			r == -EPROTO ? "unexpected message" : "malformed header");
+	conn_flush(c);
+	conn_close(c, -EPROTO);
+	return -EPROTO;
+}
+
+/* The next message in read-ahead, whole, or the start of a big one; 0: not all there yet. */
+static int read_msg(struct conn *c)
+{
+	struct pw_hdr h = { 0 };
+	char why[128];
+	int r;
+
+	if (c->rend - c->rstart < sizeof(h))
+		return 0;
+	r = pw_parse_hdr(c->rbuf + c->rstart, &h, why, sizeof(why));
+	if (r == 0 && !c->rx->expects(c, h.type)) {
+		snprintf(why, sizeof(why), "message type %u unexpected here", h.type);
+		r = -EPROTO;
+	}
+	if (r < 0)
+		return bad_header(c, &h, r, why);
+	if (sizeof(h) + h.len > PEER_RBUF) {
+		/* Bounded by the type (pw_parse_hdr): a private buffer of exactly that. */
+		c->big = malloc(h.len);
+		if (!c->big) {
+			conn_close(c, -ENOMEM);
+			return -ENOMEM;
+		}
+		c->big_len = h.len;
+		c->big_have = 0;
+		c->big_hdr = h;
+		c->rstart += sizeof(h);
+		return 1;
+	}
+	if (c->rend - c->rstart < sizeof(h) + h.len)
+		return 0;
+	c->rstart += sizeof(h) + h.len;
+	if (dispatch(c, &h, c->rbuf + c->rstart - h.len) < 0)
+		return -ECONNRESET;
+	return 1;
+}
+
+/* More bytes into read-ahead, after making room. */
+static int read_more(struct conn *c, size_t *moved)
+{
+	ssize_t n;
+
+	if (c->rstart == c->rend) {
+		c->rstart = c->rend = 0;
+	} else if (c->rstart && c->rend == PEER_RBUF) {
+		memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+		c->rend -= c->rstart;
+		c->rstart = 0;
+	}
+	if (*moved >= TURN_BYTES)
+		return 0;
+	n = rx(c, c->rbuf + c->rend, PEER_RBUF - c->rend);
+	if (n <= 0)
+		return 0;
+	*moved += (size_t)n;
+	c->rend += (size_t)n;
+	return 1;
+}
+
+/* Read and hand on what arrived.  0, or -errno (closed). */
+static int conn_read(struct conn *c)
 {
 	size_t moved = 0;
-	char why[128];
+	int r = 1;
 
 	/*
 	 * TURN_BYTES bounds what one turn reads from the socket, never what
 	 * it parses: a message already in rbuf would wait for an EPOLLIN that
 	 * need not come (level-triggered fires only for unread socket data).
 	 */
-	while (c->state != CS_DEAD) {
-		ssize_t n;
-
-		if (c->raw_left) {
-			/* Raw shard bytes: what read-ahead already holds, then straight into place. */
-			size_t have = c->rend - c->rstart;
-
-			if (have) {
-				size_t take = have < c->raw_left ? have : (size_t)c->raw_left;
-
-				memcpy(c->raw_dst, c->rbuf + c->rstart, take);
-				c->rstart += take;
-				c->raw_dst += take;
-				c->raw_left -= take;
-			} else {
-				if (moved >= TURN_BYTES)
-					break;
-				n = rx(c, c->raw_dst, (size_t)c->raw_left);
-				if (n <= 0)
-					break;
-				moved += (size_t)n;
-				c->raw_dst += n;
-				c->raw_left -= (uint64_t)n;
-			}
-			if (!c->raw_left && (conn_raw_done(c) < 0 || c->state == CS_DEAD))
-				return -ECONNRESET;
-			continue;
-		}
-		if (c->big) {
-			size_t have = c->rend - c->rstart;
-
-			if (have && c->big_have < c->big_len) {
-				size_t take = c->big_len - c->big_have;
-
-				if (take > have)
-					take = have;
-				memcpy(c->big + c->big_have, c->rbuf + c->rstart, take);
-				c->rstart += take;
-				c->big_have += take;
-			}
-			if (c->big_have < c->big_len) {
-				if (moved >= TURN_BYTES)
-					break;
-				n = rx(c, c->big + c->big_have, c->big_len - c->big_have);
-				if (n <= 0)
-					break;
-				moved += (size_t)n;
-				c->big_have += (size_t)n;
-				continue;
-			}
-			{
-				uint8_t *big = c->big;
-				struct pw_hdr h = c->big_hdr;
-
-				c->big = NULL;
-				c->big_len = c->big_have = 0;
-				dispatch(c, &h, big);
-				free(big);
-			}
-			continue;
-		}
-		if (c->rx_paused)
-			break;
-		if (c->rend - c->rstart >= sizeof(struct pw_hdr)) {
-			struct pw_hdr h = { 0 };
-			int r = pw_parse_hdr(c->rbuf + c->rstart, &h, why, sizeof(why));
-
-			if (r == 0 && !type_expected(c, h.type)) {
-				snprintf(why, sizeof(why), "message type %u unexpected here",
-					 h.type);
-				r = -EPROTO;
-			}
-			if (r < 0) {
-				kp_log_peer(c->kp, KVSPEER_LOG_WARNING, "peer %s: %s", c->addr_str,
-					    why);
-				(c->side == SIDE_SERVE
-					 ? STAT_ADD(c->kp, serve_fail[KVSPEER_FAIL_PROTOCOL], 1)
-					 : STAT_ADD(c->kp, fetch_fail[KVSPEER_FAIL_PROTOCOL], 1));
-				conn_send_error(c, h.seq, r == -EPROTO ? -EPROTO : -EBADMSG, 0,
-						r == -EPROTO ? "unexpected message"
-							     : "malformed header");
-				conn_flush(c);
-				conn_close(c, -EPROTO);
-				return -EPROTO;
-			}
-			if (sizeof(h) + h.len > PEER_RBUF) {
-				/* Bounded by the type (pw_parse_hdr): a private buffer of exactly that. */
-				c->big = malloc(h.len);
-				if (!c->big) {
-					conn_close(c, -ENOMEM);
-					return -ENOMEM;
-				}
-				c->big_len = h.len;
-				c->big_have = 0;
-				c->big_hdr = h;
-				c->rstart += sizeof(h);
-				continue;
-			}
-			if (c->rend - c->rstart >= sizeof(h) + h.len) {
-				const uint8_t *payload = c->rbuf + c->rstart + sizeof(h);
-
-				c->rstart += sizeof(h) + h.len;
-				if (dispatch(c, &h, payload) < 0)
-					return -ECONNRESET;
-				continue;
-			}
-		}
-		/* Need more: make room, then read. */
-		if (c->rstart == c->rend) {
-			c->rstart = c->rend = 0;
-		} else if (c->rstart && c->rend == PEER_RBUF) {
-			memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
-			c->rend -= c->rstart;
-			c->rstart = 0;
-		}
-		if (moved >= TURN_BYTES)
-			break;
-		n = rx(c, c->rbuf + c->rend, PEER_RBUF - c->rend);
-		if (n <= 0)
-			break;
-		moved += (size_t)n;
-		c->rend += (size_t)n;
+	while (c->state != CS_DEAD && r > 0) {
+		if (c->raw_left)
+			r = read_raw(c, &moved);
+		else if (c->big)
+			r = read_big(c, &moved);
+		else if (c->rx_paused)
+			r = 0;
+		else if ((r = read_msg(c)) == 0)
+			r = read_more(c, &moved);
 	}
+	if (r < 0)
+		return r;
 	if (c->state == CS_DEAD)
 		return -ECONNRESET;
 	/* A message begun and not finished: the stall clock runs (serve_tick). */
@@ -474,12 +465,32 @@ int conn_read(struct conn *c)
 	return conn_flush(c);
 }
 
-int conn_raw_done(struct conn *c)
+/* The events of c->ev (the service loop, by c->ev.fn). */
+static void conn_event(struct ev_src *src, uint32_t events)
 {
-	return fetch_raw_done(c);
-}
+	struct conn *c = caa_container_of(src, struct conn, ev);
 
-int conn_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload)
-{
-	return dispatch(c, h, payload);
+	if (c->state == CS_DEAD)
+		return;
+	if (c->state == CS_CONNECTING) {
+		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			c->ops->connected(c);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+		if (c->rx_paused && !(events & EPOLLIN)) {
+			/* A streaming serve conn whose peer went away. */
+			conn_close(c, -ECONNRESET);
+			return;
+		}
+		if (conn_read(c) < 0 || c->state == CS_DEAD)
+			return;
+	}
+	if (events & EPOLLOUT)
+		conn_flush(c);
+	/* A stream ended: requests that waited in rbuf go now (a loop, not recursion). */
+	while (c->state != CS_DEAD && c->rx_kick && !c->rx_paused) {
+		c->rx_kick = false;
+		conn_read(c);
+	}
 }

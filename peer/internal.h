@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libkvspeer's internals: the service, its connections, locks and fetches.
+ * libkvspeer's internals: the service, its connections, locks and fetches,
+ * as data.  No function is declared here: each module's are in its own
+ * header (kp.h, conn.h, serve.h, admit.h, fetch*.h, ucx.h), so that what
+ * a file includes is what it calls, and scripts/check-includes sees the
+ * modules' real graph (conn.c calls neither side: struct conn_ops and
+ * struct conn_rx are how a side's code is reached).
  *
  * Ownership.  Everything here belongs to the service thread (peer.c's
  * loop), except what names another guard:
@@ -48,10 +53,14 @@ static inline uint64_t peer_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* What an epoll event's data.ptr points at. */
-enum ev_kind { EV_WAKE, EV_LISTEN, EV_CONN, EV_UCX };
+/*
+ * What an epoll event's data.ptr points at: the function its events go
+ * to, set by whoever owns the fd (the wake eventfd and UCX: peer.c; the
+ * listening socket: serve.c; a connection: conn.c), which finds its object
+ * again with caa_container_of().  The loop knows no kind of source.
+ */
 struct ev_src {
-	enum ev_kind kind;
+	void (*fn)(struct ev_src *src, uint32_t events);
 };
 
 /* ---- Registered memory ------------------------------------------------- */
@@ -113,12 +122,45 @@ enum conn_state {
 	CS_DEAD, /* closed; freed at the end of the loop turn */
 };
 
+struct conn;
+
+/*
+ * The messages a connection takes in the state it is in, set by the side
+ * that owns it at each step of its handshake (libfabric's
+ * ep->cur_rx.handler): serve.c for accepted connections, fetch.c for
+ * ours.  conn.c parses and bounds the bytes and hands each message here.
+ */
+struct conn_rx {
+	/*
+	 * May a message of @type arrive now?  Asked of the header, before the
+	 * payload is read: a peer that has not authenticated can make us hold
+	 * at most a HELLO's or an AUTH's bytes, and no peer can send a type
+	 * meant for the other side (a 2 MiB QUERY_REPLY to a server).
+	 */
+	bool (*expects)(const struct conn *c, unsigned type);
+	/* A whole message.  <0 ends the connection (an ERROR queued first still goes out). */
+	int (*handle)(struct conn *c, const struct pw_hdr *h, const uint8_t *payload);
+};
+
+/* What the side that owns a connection does at the events conn.c sees. */
+struct conn_ops {
+	/* The non-blocking connect finished, or failed (fetch). */
+	void (*connected)(struct conn *c);
+	/* The raw bytes being sent (c->raw_src) are out: the next, or none.  <0: closed. */
+	int (*sent)(struct conn *c);
+	/* @c closed, once, in state @was: its fd is gone; it is freed after the loop turn. */
+	void (*closed)(struct conn *c, int err, enum conn_state was);
+};
+
 struct conn {
 	struct ev_src ev;
-	struct cds_list_head link;	  /* kp->conns */
-	struct cds_list_head idle_link;	  /* a peer_ent's idle list */
-	struct cds_list_head dead_link;	  /* kp->dead */
-	struct cds_list_head unauth_link; /* kp->unauth, oldest first, until authenticated (serve) */
+	const struct conn_ops *ops;
+	const struct conn_rx *rx;	/* NULL while CS_CONNECTING */
+	struct cds_list_head link;	/* kp->conns */
+	struct cds_list_head idle_link; /* a peer_ent's idle list */
+	struct cds_list_head dead_link; /* kp->dead */
+	/* kp->unauth, oldest first, until authenticated (serve) */
+	struct cds_list_head unauth_link;
 	struct kvspeer *kp;
 	int fd;
 	enum conn_side side;
@@ -197,7 +239,7 @@ struct peer_ent {
 	uint32_t nr_idle;
 	uint32_t conns; /* open, idle or not */
 	uint32_t busy;
-	uint32_t connecting;	/* conns of ours not past the handshake (CS_CONNECTING..CS_AUTH) */
+	uint32_t connecting; /* conns of ours not past the handshake (CS_CONNECTING..CS_AUTH) */
 	struct cds_list_head waiting;	/* fetches waiting for one of them (fetch.wait_link) */
 	struct cds_list_head kick_link; /* kp->kick: a waiting fetch may go now */
 	uint32_t locks;
@@ -283,6 +325,7 @@ struct kvspeer {
 	uint64_t next_lock_id;
 
 	int epfd;
+	bool quit; /* thread: run_cmds() saw stopping */
 	int wakefd;
 	int listenfd;
 	struct ev_src wake_ev, listen_ev, ucx_ev;
@@ -291,14 +334,15 @@ struct kvspeer {
 
 	pthread_mutex_t cmd_lock;
 	struct cds_list_head cmds; /* submitted fetches (cmd_lock) */
-	bool stopping;	   /* cmd_lock */
+	bool stopping;		   /* cmd_lock */
 	struct cds_list_head ctl;  /* control requests, e.g. peers snapshot (cmd_lock) */
 
 	struct cds_list_head conns;   /* every connection, both sides */
 	struct cds_list_head dead;    /* closed this turn */
 	struct cds_list_head fetches; /* running */
 	struct cds_list_head peers;   /* peer_ent, client side */
-	struct cds_list_head kick;    /* peer_ent.kick_link: waiting fetches to start this loop turn */
+	/* peer_ent.kick_link: waiting fetches to start this loop turn */
+	struct cds_list_head kick;
 	uint32_t nr_peers;
 	/* Admission (admit.c): accounts per host, the unauthenticated ones by age. */
 	uint32_t nr_serve_conns;
@@ -337,119 +381,11 @@ struct ctl_req {
 	pthread_cond_t cond; /* signalled under cmd_lock */
 };
 
-/* ---- peer.c ----------------------------------------------------------------- */
-
-void kp_log(struct kvspeer *kp, int level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* A line caused by a peer: rate-limited so no peer can flood the host's log. */
-void kp_log_peer(struct kvspeer *kp, int level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-bool kp_on_thread(struct kvspeer *kp);
-/* Queue a fetch for the thread.  -ESHUTDOWN once kvspeer_free() began. */
-int kp_submit(struct kvspeer *kp, struct fetch *f);
-int kp_epoll_set(struct kvspeer *kp, struct conn *c, uint32_t events);
-uint64_t kp_epoch(struct kvspeer *kp);
-
 /*
  * Relaxed: counters with no ordering partner; a snapshot is per field.
  * (locks_held's drop in lock_end() is the one release: serve.c.)
  */
 #define STAT_ADD(kp, field, n) __atomic_fetch_add(&(kp)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_SUB(kp, field, n) __atomic_fetch_sub(&(kp)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
-
-/* Region lookup for a range; under reg_lock.  Index or -1. */
-int kp_region_find(struct kvspeer *kp, const void *addr, uint64_t len);
-
-/* ---- conn.c ----------------------------------------------------------------- */
-
-struct conn *conn_new(struct kvspeer *kp, int fd, enum conn_side side, const struct sockaddr *sa,
-		      socklen_t salen);
-/* Close (once): unregister, drop locks (serve) or fail the user (fetch). */
-void conn_close(struct conn *c, int err);
-void conn_free(struct conn *c);
-/* Queue a message; flushed by conn_flush().  0 or -ENOMEM (the conn is closed). */
-int conn_send(struct conn *c, unsigned type, uint32_t seq, const void *fixed, size_t flen,
-	      const void *tail, size_t tlen);
-int conn_send_error(struct conn *c, uint32_t seq, int status, unsigned req_type, const char *text);
-/* Write what is queued (and a serve stream); adjusts EPOLLOUT.  0, or -errno (closed). */
-int conn_flush(struct conn *c);
-/* Read and dispatch what arrived.  0, or -errno (closed). */
-int conn_read(struct conn *c);
-void conn_set_sockopts(struct kvspeer *kp, int fd);
-/* A message arrived on @c (dispatch to serve.c / fetch.c). */
-int conn_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload);
-/* Raw shard bytes finished arriving (fetch). */
-int conn_raw_done(struct conn *c);
-
-/* ---- serve.c ------------------------------------------------------------------ */
-
-int serve_listen(struct kvspeer *kp);
-void serve_accept(struct kvspeer *kp);
-int serve_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload);
-/* The stream of @c can move on (called by conn_flush when a shard's bytes are out). */
-int serve_stream_next(struct conn *c);
-void serve_drop_locks(struct conn *c, bool closing);
-void serve_tick(struct kvspeer *kp, uint64_t now);
-
-/* ---- admit.c ------------------------------------------------------------------ */
-
-int admit_init(struct kvspeer *kp);
-void admit_fini(struct kvspeer *kp);
-/*
- * May a connection from @sa be accepted?  0 and its host's account in
- * *@ret (possibly after closing another unauthenticated connection to
- * make room), or -EUSERS (counted by reason).
- */
-int admit_accept(struct kvspeer *kp, const struct sockaddr_storage *sa, struct peer_acct **ret);
-/* @c, just made, counts against @a, unauthenticated. */
-/* admit_accept() said yes, but no conn came of it: @a goes if unused. */
-void admit_cancel(struct kvspeer *kp, struct peer_acct *a);
-void admit_attach(struct kvspeer *kp, struct conn *c, struct peer_acct *a);
-void admit_authenticated(struct kvspeer *kp, struct conn *c);
-/* @c closed (its locks already ended). */
-void admit_release(struct kvspeer *kp, struct conn *c);
-/* May @c's host take one more lock?  false (counted) at max_locks_per_peer. */
-bool admit_may_lock(struct kvspeer *kp, const struct conn *c);
-/* @c's host holds one more lock, one fewer. */
-void admit_locked(struct conn *c);
-void admit_unlock(struct conn *c);
-
-/* ---- fetch.c ------------------------------------------------------------------- */
-
-void fetch_start(struct kvspeer *kp, struct fetch *f);
-int fetch_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *payload);
-int fetch_raw_done(struct conn *c);
-void fetch_connected(struct conn *c);
-/* The conn used by a fetch closed with @err. */
-void fetch_conn_lost(struct conn *c, int err);
-/* @c (ours, of a peer_ent) closed in state @was: one more may open. */
-void fetch_conn_gone(struct conn *c, enum conn_state was);
-/* Start the fetches that waited for a conn and may have one now (each loop turn). */
-void fetch_kick(struct kvspeer *kp);
-void fetch_tick(struct kvspeer *kp, uint64_t now);
-void fetch_fail_all(struct kvspeer *kp, int err);
-void fetch_ucx_get_done(struct fetch *f, uint32_t block, int status);
-void peer_ents_free(struct kvspeer *kp);
-int peers_snapshot(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned max);
-
-/* ---- ucx.c (KVSPEER_TRANSPORT_UCX) ---------------------------------------------- */
-
-int pucx_new(struct kvspeer *kp, struct pucx **ret, char *why, size_t wl);
-void pucx_free(struct pucx *u);
-int pucx_fd(struct pucx *u);
-/* Progress until idle, then re-arm the wakeup fd. */
-void pucx_progress(struct pucx *u);
-int pucx_address(struct pucx *u, const void **ret_addr, size_t *ret_len);
-int pucx_mem_map(struct pucx *u, void *addr, size_t len, void **ret_memh, void **ret_rkey,
-		 size_t *ret_rkey_len);
-void pucx_mem_unmap(struct pucx *u, void *memh, void *rkey);
-int pucx_ep_new(struct pucx *u, const void *addr, size_t len, struct conn *c, struct pucx_ep **ret);
-/* Force-close; outstanding gets complete with errors before this returns. */
-void pucx_ep_close(struct pucx *u, struct pucx_ep *ep);
-int pucx_rkey_unpack(struct pucx_ep *ep, const void *buf, size_t len, struct pucx_rkey **ret);
-void pucx_rkey_free(struct pucx_rkey *k);
-/* Read @len bytes at @raddr into @dst; fetch_ucx_get_done(f, block, status) when done. */
-int pucx_get(struct pucx_ep *ep, void *dst, uint64_t len, uint64_t raddr, struct pucx_rkey *k,
-	     struct fetch *f, uint32_t block);
 
 #endif /* KVS_PEER_INTERNAL_H */

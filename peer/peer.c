@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The service: parameters, the service thread's loop, registered memory,
- * statistics and logging.  serve.c answers peers, fetch.c fetches from
- * them, conn.c moves their bytes, ucx.c is the RDMA transport.
+ * statistics and the peers snapshot.  serve.c answers peers, fetch.c
+ * fetches from them, conn.c moves their bytes, ucx.c is the RDMA
+ * transport, kp.c what they share of the service.
+ *
+ * The loop knows no kind of event source: each epoll event goes to the
+ * function its source's owner set (struct ev_src), as sidecar/control/
+ * loop.c does; the loop adds the timers (serve_tick(), fetch_tick()) and
+ * the end of each turn (fetch_kick(), the dead connections' frees).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,72 +21,15 @@
 #include <unistd.h>
 
 #include "common/bits.h"
-#include "peer/internal.h"
+#include "peer/admit.h"
+#include "peer/conn.h"
+#include "peer/fetch-pool.h"
+#include "peer/fetch.h"
+#include "peer/kp.h"
+#include "peer/serve.h"
+#include "peer/ucx.h"
 
-/* ---- Logging ------------------------------------------------------------- */
-
-static void vlog(struct kvspeer *kp, int level, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	if (!kp->p.log)
-		return;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	kp->p.log(kp->p.log_arg, level, msg);
-}
-
-void kp_log(struct kvspeer *kp, int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vlog(kp, level, fmt, ap);
-	va_end(ap);
-}
-
-/* At most 20 lines a second that peers cause; the rest are counted, then said. */
-#define PEER_LOG_PER_SEC 20u
-
-void kp_log_peer(struct kvspeer *kp, int level, const char *fmt, ...)
-{
-	uint64_t now = peer_now_ns();
-	va_list ap;
-
-	if (now - kp->log_window_ns >= 1000 * NSEC_PER_MSEC) {
-		if (kp->log_suppressed)
-			kp_log(kp, KVSPEER_LOG_WARNING,
-			       "%u lines about peers suppressed in the last second",
-			       kp->log_suppressed);
-		kp->log_window_ns = now;
-		kp->log_in_window = 0;
-		kp->log_suppressed = 0;
-	}
-	if (kp->log_in_window >= PEER_LOG_PER_SEC) {
-		kp->log_suppressed++;
-		return;
-	}
-	kp->log_in_window++;
-	va_start(ap, fmt);
-	vlog(kp, level, fmt, ap);
-	va_end(ap);
-}
-
-bool kp_on_thread(struct kvspeer *kp)
-{
-	return kp->thread_started && pthread_equal(pthread_self(), kp->thread);
-}
-
-uint64_t kp_epoch(struct kvspeer *kp)
-{
-	/* Relaxed: a number told to peers, ordered against nothing. */
-	return __atomic_load_n(&kp->epoch, __ATOMIC_RELAXED);
-}
-
-void kvspeer_set_epoch(struct kvspeer *kp, uint64_t epoch)
-{
-	if (kp)
-		__atomic_store_n(&kp->epoch, epoch, __ATOMIC_RELAXED);
-}
+/* ---- Names ------------------------------------------------------------- */
 
 const char *kvspeer_version(void)
 {
@@ -177,21 +126,6 @@ static int check_params(struct kvspeer *kp, const struct kvspeer_params *p)
 
 /* ---- Registered memory --------------------------------------------------- */
 
-int kp_region_find(struct kvspeer *kp, const void *addr, uint64_t len)
-{
-	uintptr_t a = (uintptr_t)addr;
-
-	if (!len || a + len < a)
-		return -1;
-	for (uint32_t i = 0; i < kp->nr_regions; i++) {
-		const struct region *r = &kp->regions[i];
-
-		if (a >= r->base && a - r->base <= r->len && len <= r->len - (a - r->base))
-			return (int)i;
-	}
-	return -1;
-}
-
 int kvspeer_mem_register(struct kvspeer *kp, const void *addr, size_t len)
 {
 	uintptr_t a = (uintptr_t)addr;
@@ -263,29 +197,10 @@ int kvspeer_mem_unregister(struct kvspeer *kp, const void *addr)
 
 /* ---- The loop -------------------------------------------------------------- */
 
-int kp_epoll_set(struct kvspeer *kp, struct conn *c, uint32_t events)
+/* The wake eventfd: what the callers' threads queued (kp.c), and kvspeer_free()'s stop. */
+static void run_cmds(struct ev_src *src, uint32_t events)
 {
-	struct epoll_event ev = { .events = events, .data.ptr = &c->ev };
-
-	if (c->events == events)
-		return 0;
-	if (epoll_ctl(kp->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
-		return -errno;
-	c->events = events;
-	return 0;
-}
-
-static void wake(struct kvspeer *kp)
-{
-	uint64_t one = 1;
-
-	/* A failed write means the counter is already non-zero: a wake is pending. */
-	if (write(kp->wakefd, &one, sizeof(one)) < 0) {
-	}
-}
-
-static void run_cmds(struct kvspeer *kp, bool *ret_stop)
-{
+	struct kvspeer *kp = caa_container_of(src, struct kvspeer, wake_ev);
 	struct cds_list_head cmds, ctl, *pos, *tmp;
 	uint64_t v;
 
@@ -299,7 +214,7 @@ static void run_cmds(struct kvspeer *kp, bool *ret_stop)
 	CDS_INIT_LIST_HEAD(&kp->cmds);
 	cds_list_splice(&kp->ctl, &ctl);
 	CDS_INIT_LIST_HEAD(&kp->ctl);
-	*ret_stop = kp->stopping;
+	kp->quit = kp->stopping;
 	pthread_mutex_unlock(&kp->cmd_lock);
 
 	cds_list_for_each_safe(pos, tmp, &ctl)
@@ -320,73 +235,6 @@ static void run_cmds(struct kvspeer *kp, bool *ret_stop)
 
 		cds_list_del_init(pos);
 		fetch_start(kp, f);
-	}
-}
-
-/* Run @fn on the service thread and wait for it. */
-static int kp_ctl(struct kvspeer *kp, void (*fn)(struct kvspeer *, struct ctl_req *), void *arg)
-{
-	struct ctl_req r = { .fn = fn, .arg = arg };
-	int ret;
-
-	if (kp_on_thread(kp))
-		return -EDEADLK;
-	pthread_cond_init(&r.cond, NULL);
-	pthread_mutex_lock(&kp->cmd_lock);
-	if (kp->stopping) {
-		pthread_mutex_unlock(&kp->cmd_lock);
-		pthread_cond_destroy(&r.cond);
-		return -ESHUTDOWN;
-	}
-	cds_list_add_tail(&r.link, &kp->ctl);
-	pthread_mutex_unlock(&kp->cmd_lock);
-	wake(kp);
-	pthread_mutex_lock(&kp->cmd_lock);
-	while (!r.done)
-		pthread_cond_wait(&r.cond, &kp->cmd_lock);
-	ret = r.result;
-	pthread_mutex_unlock(&kp->cmd_lock);
-	pthread_cond_destroy(&r.cond);
-	return ret;
-}
-
-int kp_submit(struct kvspeer *kp, struct fetch *f)
-{
-	pthread_mutex_lock(&kp->cmd_lock);
-	if (kp->stopping) {
-		pthread_mutex_unlock(&kp->cmd_lock);
-		return -ESHUTDOWN;
-	}
-	cds_list_add_tail(&f->link, &kp->cmds);
-	pthread_mutex_unlock(&kp->cmd_lock);
-	wake(kp);
-	return 0;
-}
-
-static void conn_event(struct conn *c, uint32_t events)
-{
-	if (c->state == CS_DEAD)
-		return;
-	if (c->state == CS_CONNECTING) {
-		if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
-			fetch_connected(c);
-		return;
-	}
-	if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-		if (c->rx_paused && !(events & EPOLLIN)) {
-			/* A streaming serve conn whose peer went away. */
-			conn_close(c, -ECONNRESET);
-			return;
-		}
-		if (conn_read(c) < 0 || c->state == CS_DEAD)
-			return;
-	}
-	if (events & EPOLLOUT)
-		conn_flush(c);
-	/* A stream ended: requests that waited in rbuf go now (a loop, not recursion). */
-	while (c->state != CS_DEAD && c->rx_kick && !c->rx_paused) {
-		c->rx_kick = false;
-		conn_read(c);
 	}
 }
 
@@ -416,15 +264,21 @@ static void close_all(struct kvspeer *kp)
 	free_dead(kp);
 }
 
+/* The UCX worker's wakeup fd. */
+static void ucx_event(struct ev_src *src, uint32_t events)
+{
+	struct kvspeer *kp = caa_container_of(src, struct kvspeer, ucx_ev);
+
+	pucx_progress(kp->ucx);
+}
+
 static void *service(void *arg)
 {
 	struct kvspeer *kp = arg;
 	struct epoll_event evs[64];
-	bool stop = false;
-
 	if (kp->p.ops && kp->p.ops->thread_start)
 		kp->p.ops->thread_start(kp->p.host);
-	while (!stop) {
+	while (!kp->quit) {
 		bool busy = !cds_list_empty(&kp->conns) || !cds_list_empty(&kp->fetches);
 		int n = epoll_wait(kp->epfd, evs, 64, busy ? PEER_TICK_MS : 1000);
 		uint64_t now;
@@ -432,20 +286,7 @@ static void *service(void *arg)
 		for (int i = 0; i < n; i++) {
 			struct ev_src *src = evs[i].data.ptr;
 
-			switch (src->kind) {
-			case EV_WAKE:
-				run_cmds(kp, &stop);
-				break;
-			case EV_LISTEN:
-				serve_accept(kp);
-				break;
-			case EV_UCX:
-				pucx_progress(kp->ucx);
-				break;
-			case EV_CONN:
-				conn_event(cds_list_entry(src, struct conn, ev), evs[i].events);
-				break;
-			}
+			src->fn(src, evs[i].events);
 		}
 		/* UCX completions may be due without an fd event (they were queued). */
 		if (kp->ucx)
@@ -469,13 +310,6 @@ static void *service(void *arg)
 
 /* ---- Create / destroy -------------------------------------------------------- */
 
-static int epoll_add(struct kvspeer *kp, int fd, struct ev_src *src, uint32_t events)
-{
-	struct epoll_event ev = { .events = events, .data.ptr = src };
-
-	return epoll_ctl(kp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
-}
-
 static void kp_destroy(struct kvspeer *kp)
 {
 	struct cds_list_head *pos, *tmp;
@@ -487,7 +321,7 @@ static void kp_destroy(struct kvspeer *kp)
 		cds_list_del_init(pos);
 		kvspeer_fetch_unref((struct kvspeer_fetch *)f);
 	}
-	peer_ents_free(kp);
+	pool_free(kp);
 	if (kp->ucx) {
 		for (uint32_t i = 0; i < kp->nr_regions; i++)
 			pucx_mem_unmap(kp->ucx, kp->regions[i].memh, kp->regions[i].rkey);
@@ -508,6 +342,105 @@ static void kp_destroy(struct kvspeer *kp)
 	free((char *)kp->p.ucx_devices);
 	free((char *)kp->p.secret_file);
 	free(kp);
+}
+
+/* The parameters kept: copies of @p's strings, the defaults for what is 0. */
+static int copy_params(struct kvspeer *kp, const struct kvspeer_params *p)
+{
+	int r = check_params(kp, p);
+
+	if (r < 0)
+		return r;
+	kp->p = *p;
+	kp->p.listen = kp->p.allow = kp->p.ucx_devices = kp->p.secret_file = NULL;
+	/* 0: the defaults (a caller built before these fields passes zeros). */
+	if (!kp->p.max_unauth)
+		kp->p.max_unauth = kp->p.max_conns / 4 ? kp->p.max_conns / 4 : 1;
+	if (!kp->p.max_unauth_per_peer)
+		kp->p.max_unauth_per_peer = 4;
+	kp->p.secret_file = strdup(p->secret_file);
+	if ((p->listen && !(kp->p.listen = strdup(p->listen))) ||
+	    (p->allow && !(kp->p.allow = strdup(p->allow))) ||
+	    (p->ucx_devices && !(kp->p.ucx_devices = strdup(p->ucx_devices))) || !kp->p.secret_file)
+		return -ENOMEM;
+	snprintf(kp->cluster, sizeof(kp->cluster), "%s", p->cluster);
+	snprintf(kp->node, sizeof(kp->node), "%s", p->node);
+	kp->epoch = p->epoch;
+	kp->start_ns = peer_now_ns();
+	return 0;
+}
+
+/* Serving (kvspeer_params.listen): the allow-list, the address, admission. */
+static int setup_serving(struct kvspeer *kp, const struct kvspeer_params *p)
+{
+	char why[256] = "";
+	int r;
+
+	r = peer_allow_parse(p->allow, &kp->allow, why, sizeof(why));
+	if (r < 0) {
+		kp_log(kp, KVSPEER_LOG_ERR, "allow: %s", why);
+		return r;
+	}
+	r = peer_addr_parse(p->listen, &kp->listen_sa, &kp->listen_salen);
+	if (r < 0) {
+		kp_log(kp, KVSPEER_LOG_ERR, "listen '%s' is not ADDR:PORT or [ADDR]:PORT",
+		       p->listen);
+		return r;
+	}
+	if (peer_addr_is_wildcard((struct sockaddr *)&kp->listen_sa)) {
+		kp_log(kp, KVSPEER_LOG_ERR,
+		       "listen '%s' would bind every interface: name the cluster interface's address",
+		       p->listen);
+		return -EINVAL;
+	}
+	kp->serving = true;
+	return admit_init(kp);
+}
+
+/* The thread's event sources: its wake eventfd, the listening socket, UCX's worker. */
+static int setup_sources(struct kvspeer *kp, const struct kvspeer_params *p)
+{
+	char why[256] = "";
+	int r;
+
+	kp->epfd = epoll_create1(EPOLL_CLOEXEC);
+	kp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (kp->epfd < 0 || kp->wakefd < 0)
+		return -errno;
+	kp->wake_ev.fn = run_cmds;
+	kp->ucx_ev.fn = ucx_event;
+	r = kp_epoll_add(kp, kp->wakefd, &kp->wake_ev, EPOLLIN);
+	if (r < 0)
+		return r;
+	if (kp->serving) {
+		r = serve_listen(kp);
+		if (r < 0)
+			return r;
+	}
+	if (p->transport == KVSPEER_TRANSPORT_UCX) {
+		r = pucx_new(kp, &kp->ucx, why, sizeof(why));
+		if (r < 0) {
+			kp_log(kp, KVSPEER_LOG_ERR, "UCX transport: %s", why);
+			return r;
+		}
+		r = kp_epoll_add(kp, pucx_fd(kp->ucx), &kp->ucx_ev, EPOLLIN);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Lock ids start at a random point, so a restart does not reuse ids soon. */
+static int seed_lock_ids(struct kvspeer *kp)
+{
+	uint8_t rnd[PW_NONCE_SIZE];
+	int r = peer_nonce(rnd);
+
+	if (r < 0)
+		return r;
+	memcpy(&kp->next_lock_id, rnd, sizeof(kp->next_lock_id));
+	kp->next_lock_id = (kp->next_lock_id >> 2) | 1;
+	return 0;
 }
 
 int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
@@ -533,98 +466,23 @@ int kvspeer_new(const struct kvspeer_params *p, struct kvspeer **ret_kp)
 	CDS_INIT_LIST_HEAD(&kp->fetches);
 	CDS_INIT_LIST_HEAD(&kp->peers);
 	CDS_INIT_LIST_HEAD(&kp->kick);
-	r = check_params(kp, p);
+	r = copy_params(kp, p);
 	if (r < 0)
 		goto fail;
-	kp->p = *p;
-	kp->p.listen = kp->p.allow = kp->p.ucx_devices = kp->p.secret_file = NULL;
-	/* 0: the defaults (a caller built before these fields passes zeros). */
-	if (!kp->p.max_unauth)
-		kp->p.max_unauth = kp->p.max_conns / 4 ? kp->p.max_conns / 4 : 1;
-	if (!kp->p.max_unauth_per_peer)
-		kp->p.max_unauth_per_peer = 4;
-	kp->p.secret_file = strdup(p->secret_file);
-	if ((p->listen && !(kp->p.listen = strdup(p->listen))) ||
-	    (p->allow && !(kp->p.allow = strdup(p->allow))) ||
-	    (p->ucx_devices && !(kp->p.ucx_devices = strdup(p->ucx_devices))) ||
-	    !kp->p.secret_file) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	snprintf(kp->cluster, sizeof(kp->cluster), "%s", p->cluster);
-	snprintf(kp->node, sizeof(kp->node), "%s", p->node);
-	kp->epoch = p->epoch;
-	kp->start_ns = peer_now_ns();
-
 	r = peer_secret_load(p->secret_file, &kp->secret, why, sizeof(why));
 	if (r < 0) {
 		kp_log(kp, KVSPEER_LOG_ERR, "%s", why);
 		goto fail;
 	}
-	if (p->listen) {
-		r = peer_allow_parse(p->allow, &kp->allow, why, sizeof(why));
-		if (r < 0) {
-			kp_log(kp, KVSPEER_LOG_ERR, "allow: %s", why);
-			goto fail;
-		}
-		r = peer_addr_parse(p->listen, &kp->listen_sa, &kp->listen_salen);
-		if (r < 0) {
-			kp_log(kp, KVSPEER_LOG_ERR, "listen '%s' is not ADDR:PORT or [ADDR]:PORT",
-			       p->listen);
-			goto fail;
-		}
-		if (peer_addr_is_wildcard((struct sockaddr *)&kp->listen_sa)) {
-			kp_log(kp, KVSPEER_LOG_ERR,
-			       "listen '%s' would bind every interface: name the cluster interface's address",
-			       p->listen);
-			r = -EINVAL;
-			goto fail;
-		}
-		kp->serving = true;
-		r = admit_init(kp);
-		if (r < 0)
-			goto fail;
-	}
-	kp->epfd = epoll_create1(EPOLL_CLOEXEC);
-	kp->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (kp->epfd < 0 || kp->wakefd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	kp->wake_ev.kind = EV_WAKE;
-	kp->listen_ev.kind = EV_LISTEN;
-	kp->ucx_ev.kind = EV_UCX;
-	r = epoll_add(kp, kp->wakefd, &kp->wake_ev, EPOLLIN);
+	r = p->listen ? setup_serving(kp, p) : 0;
 	if (r < 0)
 		goto fail;
-	if (kp->serving) {
-		r = serve_listen(kp);
-		if (r < 0)
-			goto fail;
-		r = epoll_add(kp, kp->listenfd, &kp->listen_ev, EPOLLIN);
-		if (r < 0)
-			goto fail;
-	}
-	if (p->transport == KVSPEER_TRANSPORT_UCX) {
-		r = pucx_new(kp, &kp->ucx, why, sizeof(why));
-		if (r < 0) {
-			kp_log(kp, KVSPEER_LOG_ERR, "UCX transport: %s", why);
-			goto fail;
-		}
-		r = epoll_add(kp, pucx_fd(kp->ucx), &kp->ucx_ev, EPOLLIN);
-		if (r < 0)
-			goto fail;
-	}
-	/* Lock ids start at a random point, so a restart does not reuse ids soon. */
-	{
-		uint8_t rnd[PW_NONCE_SIZE];
-
-		r = peer_nonce(rnd);
-		if (r < 0)
-			goto fail;
-		memcpy(&kp->next_lock_id, rnd, sizeof(kp->next_lock_id));
-		kp->next_lock_id = (kp->next_lock_id >> 2) | 1;
-	}
+	r = setup_sources(kp, p);
+	if (r < 0)
+		goto fail;
+	r = seed_lock_ids(kp);
+	if (r < 0)
+		goto fail;
 	r = pthread_create(&kp->thread, NULL, service, kp);
 	if (r) {
 		r = -r;
@@ -645,7 +503,7 @@ void kvspeer_free(struct kvspeer *kp)
 	pthread_mutex_lock(&kp->cmd_lock);
 	kp->stopping = true;
 	pthread_mutex_unlock(&kp->cmd_lock);
-	wake(kp);
+	kp_wake(kp);
 	if (kp->thread_started)
 		pthread_join(kp->thread, NULL);
 	kp->thread_started = false;
@@ -690,6 +548,75 @@ int kvspeer_stats(struct kvspeer *kp, struct kvspeer_stats *ret)
 	for (size_t i = 0; i < sizeof(*ret) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
 	return 0;
+}
+
+/* What we know of a peer we fetch from. */
+static void server_info(struct kvspeer_peer_info *i, const struct peer_ent *pe, uint64_t now)
+{
+	*i = (struct kvspeer_peer_info){
+		.role = KVSPEER_PEER_SERVER,
+		.state = pe->busy		    ? KVSPEER_PEER_BUSY
+			 : pe->conns && pe->ever_ok ? KVSPEER_PEER_IDLE
+			 : pe->conns		    ? KVSPEER_PEER_CONNECTING
+			 : pe->last_error	    ? KVSPEER_PEER_FAILED
+						    : KVSPEER_PEER_CLOSED,
+		.conns = pe->conns,
+		.locks = pe->locks,
+		.epoch = pe->epoch,
+		.blocks = pe->blocks,
+		.bytes = pe->bytes,
+		.failures = pe->failures,
+		.last_error = pe->last_error,
+		.idle_ms = (now - pe->last_ns) / NSEC_PER_MSEC,
+	};
+	snprintf(i->addr, sizeof(i->addr), "%s", pe->addr);
+	memcpy(i->node, pe->node, sizeof(i->node));
+}
+
+/* What we know of a peer that fetches from us, through its connection @c. */
+static void client_info(struct kvspeer_peer_info *i, const struct conn *c, uint64_t now)
+{
+	uint64_t last = c->last_rx_ns > c->last_tx_ns ? c->last_rx_ns : c->last_tx_ns;
+
+	*i = (struct kvspeer_peer_info){
+		.role = KVSPEER_PEER_CLIENT,
+		.state = c->state < CS_READY	      ? KVSPEER_PEER_CONNECTING
+			 : (c->stream || c->nr_locks) ? KVSPEER_PEER_BUSY
+						      : KVSPEER_PEER_IDLE,
+		.conns = 1,
+		.locks = c->nr_locks,
+		.epoch = c->epoch,
+		.blocks = c->blocks_served,
+		.bytes = c->bytes_served,
+		.failures = c->errors,
+		.idle_ms = (now - last) / NSEC_PER_MSEC,
+	};
+	snprintf(i->addr, sizeof(i->addr), "%s", c->addr_str);
+	if (c->state == CS_READY)
+		memcpy(i->node, c->node, sizeof(i->node));
+}
+
+/* kvspeer_peers() on the thread: those we fetch from, then those fetching from us. */
+static int peers_snapshot(struct kvspeer *kp, struct kvspeer_peer_info *ret, unsigned max)
+{
+	uint64_t now = peer_now_ns();
+	struct peer_ent *pe;
+	struct conn *c;
+	unsigned n = 0;
+
+	cds_list_for_each_entry(pe, &kp->peers, link) {
+		if (n < max)
+			server_info(&ret[n], pe, now);
+		n++;
+	}
+	cds_list_for_each_entry(c, &kp->conns, link) {
+		if (c->side != SIDE_SERVE)
+			continue;
+		if (n < max)
+			client_info(&ret[n], c, now);
+		n++;
+	}
+	return (int)n;
 }
 
 struct peers_arg {

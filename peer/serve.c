@@ -10,17 +10,34 @@
  * which itself ends the connection if it makes no progress for
  * io_timeout_ms; so the host's slots are unpinned only when no byte of
  * them will be sent any more.
+ *
+ * An accepted connection's messages come here through the handler of the
+ * state it is in (c->rx: rx_hello, rx_auth, rx_ready), its other events
+ * through serve_ops; conn.c knows nothing of this file.  Service thread.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "peer/internal.h"
+#include "peer/admit.h"
+#include "peer/conn.h"
+#include "peer/kp.h"
+#include "peer/serve.h"
+#include "peer/ucx.h"
 
 #define SFAIL(kp, kind) STAT_ADD(kp, serve_fail[KVSPEER_FAIL_##kind], 1)
+
+/* The handlers of each state, and of the connection (defined at the end). */
+static const struct conn_rx rx_hello, rx_auth, rx_ready;
+static const struct conn_ops serve_ops;
+
+/* ---- Accepting ------------------------------------------------------------------ */
+
+static void on_accept(struct ev_src *src, uint32_t events);
 
 int serve_listen(struct kvspeer *kp)
 {
@@ -43,14 +60,21 @@ int serve_listen(struct kvspeer *kp)
 		return r;
 	}
 	peer_addr_format((struct sockaddr *)&sa, kp->listen_str, sizeof(kp->listen_str));
-	kp->listenfd = fd;
+	kp->listenfd = fd; /* closed by kp_destroy() from here on */
+	kp->listen_ev.fn = on_accept;
+	r = kp_epoll_add(kp, fd, &kp->listen_ev, EPOLLIN);
+	if (r < 0)
+		return r;
 	kp_log(kp, KVSPEER_LOG_INFO, "serving peers of cluster %s on %s", kp->cluster,
 	       kp->listen_str);
 	return 0;
 }
 
-void serve_accept(struct kvspeer *kp)
+/* The listening socket is readable: up to 64 connections per loop turn. */
+static void on_accept(struct ev_src *src, uint32_t events)
 {
+	struct kvspeer *kp = caa_container_of(src, struct kvspeer, listen_ev);
+
 	for (int i = 0; i < 64; i++) {
 		struct sockaddr_storage sa;
 		socklen_t len = sizeof(sa);
@@ -84,7 +108,8 @@ void serve_accept(struct kvspeer *kp)
 			continue;
 		}
 		conn_set_sockopts(kp, fd);
-		c = conn_new(kp, fd, SIDE_SERVE, (struct sockaddr *)&sa, len);
+		c = conn_new(kp, fd, SIDE_SERVE, &serve_ops, &rx_hello, (struct sockaddr *)&sa,
+			     len);
 		if (!c) {
 			/* A new host's account goes back: nothing else would free it. */
 			admit_cancel(kp, a);
@@ -128,7 +153,7 @@ static void lock_end(struct conn *c, struct plock *lk, uint64_t *why)
 	free(lk);
 }
 
-void serve_drop_locks(struct conn *c, bool closing)
+static void drop_locks(struct conn *c)
 {
 	struct cds_list_head *pos, *tmp;
 
@@ -139,8 +164,7 @@ void serve_drop_locks(struct conn *c, bool closing)
 	}
 	cds_list_for_each_safe(pos, tmp, &c->locks)
 	{
-		lock_end(c, cds_list_entry(pos, struct plock, link),
-			 closing ? &c->kp->st.locks_dropped : NULL);
+		lock_end(c, cds_list_entry(pos, struct plock, link), &c->kp->st.locks_dropped);
 	}
 }
 
@@ -231,6 +255,7 @@ static int on_hello(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	memcpy(c->reply, &rep, sizeof(rep));
 	c->reply_len = sizeof(rep);
 	c->state = CS_AUTH;
+	c->rx = &rx_auth;
 	return conn_send(c, PW_HELLO_REPLY, h->seq, &rep, sizeof(rep), NULL, 0);
 }
 
@@ -304,10 +329,125 @@ static int on_auth(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		return -EACCES;
 	}
 	c->state = CS_READY;
+	c->rx = &rx_ready;
 	c->deadline_ns = 0;
 	admit_authenticated(kp, c);
 	kp_log_peer(kp, KVSPEER_LOG_DEBUG, "peer %s (%s) authenticated", c->addr_str, c->node);
 	return send_auth_ok(c, h->seq);
+}
+
+/* The host's lock() of a query's keys: how many blocks it locked (at most asked), or -errno. */
+static int host_lock(struct conn *c, const struct kvspeer_lock_req *req,
+		     struct kvspeer_shard *shards, uint64_t *cookies)
+{
+	struct kvspeer *kp = c->kp;
+	int r = kp->p.ops->lock(kp->p.host, req, shards, cookies);
+
+	if (r < 0 || (uint32_t)r <= req->nr_keys)
+		return r;
+	kp_log(kp, KVSPEER_LOG_ERR, "host lock() returned %u blocks for %u keys", (uint32_t)r,
+	       req->nr_keys);
+	SFAIL(kp, HOST);
+	return (int)req->nr_keys;
+}
+
+/*
+ * Only registered memory is ever sent: the host's ranges are checked, not
+ * followed.  @lk->shards gets the blocks up to the first one with a shard
+ * outside (or over max_shard_bytes), each shard's region referenced; the
+ * host's locks of the rest are given back.  How many blocks are kept.
+ */
+static uint32_t lock_ranges(struct kvspeer *kp, struct plock *lk,
+			    const struct kvspeer_shard *shards, uint64_t *cookies, uint32_t n,
+			    uint32_t nr_shards)
+{
+	uint32_t keep = n;
+
+	pthread_mutex_lock(&kp->reg_lock);
+	for (uint32_t b = 0; b < n && keep == n; b++) {
+		for (uint32_t s = 0; s < nr_shards; s++) {
+			const struct kvspeer_shard *sh = &shards[(size_t)b * nr_shards + s];
+			int g = sh->len <= kp->p.max_shard_bytes
+					? kp_region_find(kp, sh->addr, sh->len)
+					: -1;
+
+			if (g < 0) {
+				keep = b;
+				break;
+			}
+			lk->shards[(size_t)b * nr_shards + s] = (struct lock_shard){
+				.addr = sh->addr,
+				.len = sh->len,
+				.gen = sh->generation,
+				.region = (uint32_t)g,
+			};
+		}
+	}
+	for (uint32_t i = 0; i < keep * nr_shards; i++)
+		kp->regions[lk->shards[i].region].refs++;
+	pthread_mutex_unlock(&kp->reg_lock);
+	if (keep < n) {
+		SFAIL(kp, HOST);
+		kp_log(kp, KVSPEER_LOG_ERR,
+		       "host lock(): block %u has a shard outside registered memory (or over max_shard_bytes): prefix ends there",
+		       keep);
+		kp->p.ops->unlock(kp->p.host, cookies + keep, n - keep);
+	}
+	return keep;
+}
+
+/* @lk, of @keep blocks, is @c's now, until lock_end().  The TTL granted. */
+static uint32_t lock_grant(struct conn *c, struct plock *lk, const struct pw_query *q,
+			   uint32_t keep, uint64_t id, uint64_t *cookies)
+{
+	struct kvspeer *kp = c->kp;
+	uint32_t ttl = q->ttl_ms && q->ttl_ms < kp->p.lock_ttl_ms ? q->ttl_ms : kp->p.lock_ttl_ms;
+
+	lk->c = c;
+	lk->id = id;
+	lk->nr_blocks = keep;
+	lk->nr_shards = q->nr_shards;
+	lk->cookies = cookies;
+	lk->expires_ns = peer_now_ns() + ttl * NSEC_PER_MSEC;
+	cds_list_add_tail(&lk->link, &c->locks);
+	c->nr_locks++;
+	admit_locked(c);
+	STAT_ADD(kp, locks_held, 1);
+	STAT_ADD(kp, locks_granted, 1);
+	return ttl;
+}
+
+/* The QUERY_REPLY of a granted lock: its entries, what a UCX peer needs to read them. */
+static int reply_locked(struct conn *c, const struct pw_hdr *h, struct plock *lk,
+			struct pw_query_reply *rep)
+{
+	struct kvspeer *kp = c->kp;
+	uint32_t n = lk->nr_blocks * lk->nr_shards;
+	struct pw_entry *ents = calloc(n, sizeof(*ents));
+	int r;
+
+	if (!ents) {
+		lock_end(c, lk, NULL);
+		return refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST, "out of memory");
+	}
+	pthread_mutex_lock(&kp->reg_lock);
+	rep->regions_version = kp->regions_version;
+	pthread_mutex_unlock(&kp->reg_lock);
+	for (uint32_t i = 0; i < n; i++) {
+		ents[i].len = lk->shards[i].len;
+		ents[i].generation = lk->shards[i].gen;
+		/* Addresses and regions mean something to UCX only; TCP peers learn none. */
+		if (kp->ucx) {
+			ents[i].addr = (uint64_t)(uintptr_t)lk->shards[i].addr;
+			ents[i].region = lk->shards[i].region;
+		}
+	}
+	rep->nr_blocks = lk->nr_blocks;
+	rep->lock_id = lk->id;
+	r = conn_send(c, PW_QUERY_REPLY, h->seq, rep, sizeof(*rep), ents,
+		      (size_t)n * sizeof(*ents));
+	free(ents);
+	return r;
 }
 
 static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
@@ -317,7 +457,6 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	const uint8_t *keys;
 	struct kvspeer_shard *shards = NULL;
 	uint64_t *cookies = NULL;
-	struct pw_entry *ents = NULL;
 	struct plock *lk = NULL;
 	struct kvspeer_lock_req req;
 	struct pw_query_reply rep = { 0 };
@@ -353,113 +492,35 @@ static int on_query(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		.peer_node = c->node,
 		.peer_addr = c->addr_str,
 	};
-	r = kp->p.ops->lock(kp->p.host, &req, shards, cookies);
+	r = host_lock(c, &req, shards, cookies);
 	if (r < 0) {
 		r = refuse(c, h->seq, r, h->type, KVSPEER_FAIL_HOST, "the host could not lock");
 		goto out;
 	}
 	n = (uint32_t)r;
-	if (n > q.nr_keys) {
-		kp_log(kp, KVSPEER_LOG_ERR, "host lock() returned %u blocks for %u keys", n,
-		       q.nr_keys);
-		SFAIL(kp, HOST);
-		n = q.nr_keys;
-	}
-	/* Only registered memory is ever sent: the host's ranges are checked, not followed. */
-	keep = n;
 	lk->shards = calloc((size_t)(n ? n : 1) * q.nr_shards, sizeof(*lk->shards));
 	if (!lk->shards) {
 		kp->p.ops->unlock(kp->p.host, cookies, n);
 		r = refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST, "out of memory");
 		goto out;
 	}
-	pthread_mutex_lock(&kp->reg_lock);
-	for (uint32_t b = 0; b < n && keep == n; b++) {
-		for (uint32_t s = 0; s < q.nr_shards; s++) {
-			const struct kvspeer_shard *sh = &shards[(size_t)b * q.nr_shards + s];
-			int g = sh->len <= kp->p.max_shard_bytes
-					? kp_region_find(kp, sh->addr, sh->len)
-					: -1;
-
-			if (g < 0) {
-				keep = b;
-				break;
-			}
-			lk->shards[(size_t)b * q.nr_shards + s] = (struct lock_shard){
-				.addr = sh->addr,
-				.len = sh->len,
-				.gen = sh->generation,
-				.region = (uint32_t)g,
-			};
-		}
-	}
-	for (uint32_t i = 0; i < keep * q.nr_shards; i++)
-		kp->regions[lk->shards[i].region].refs++;
-	pthread_mutex_unlock(&kp->reg_lock);
-	if (keep < n) {
-		SFAIL(kp, HOST);
-		kp_log(kp, KVSPEER_LOG_ERR,
-		       "host lock(): block %u has a shard outside registered memory (or over max_shard_bytes): prefix ends there",
-		       keep);
-		kp->p.ops->unlock(kp->p.host, cookies + keep, n - keep);
-	}
+	keep = lock_ranges(kp, lk, shards, cookies, n, q.nr_shards);
 	rep.nr_shards = q.nr_shards;
 	if (keep == 0) {
 		r = conn_send(c, PW_QUERY_REPLY, h->seq, &rep, sizeof(rep), NULL, 0);
 		free(lk->shards);
 		goto out;
 	}
-	lk->c = c;
-	lk->id = req.lock_id;
-	lk->nr_blocks = keep;
-	lk->nr_shards = q.nr_shards;
-	lk->cookies = cookies;
+	rep.ttl_ms = lock_grant(c, lk, &q, keep, req.lock_id, cookies);
 	cookies = NULL;
-	{
-		uint32_t ttl =
-			q.ttl_ms && q.ttl_ms < kp->p.lock_ttl_ms ? q.ttl_ms : kp->p.lock_ttl_ms;
-
-		lk->expires_ns = peer_now_ns() + ttl * NSEC_PER_MSEC;
-		rep.ttl_ms = ttl;
-	}
-	cds_list_add_tail(&lk->link, &c->locks);
-	c->nr_locks++;
-	admit_locked(c);
-	STAT_ADD(kp, locks_held, 1);
-	STAT_ADD(kp, locks_granted, 1);
-
-	ents = calloc((size_t)keep * q.nr_shards, sizeof(*ents));
-	if (!ents) {
-		lock_end(c, lk, NULL);
-		lk = NULL;
-		r = refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST, "out of memory");
-		goto out;
-	}
-	pthread_mutex_lock(&kp->reg_lock);
-	rep.regions_version = kp->regions_version;
-	pthread_mutex_unlock(&kp->reg_lock);
-	for (uint32_t i = 0; i < keep * q.nr_shards; i++) {
-		ents[i].len = lk->shards[i].len;
-		ents[i].generation = lk->shards[i].gen;
-		/* Addresses and regions mean something to UCX only; TCP peers learn none. */
-		if (kp->ucx) {
-			ents[i].addr = (uint64_t)(uintptr_t)lk->shards[i].addr;
-			ents[i].region = lk->shards[i].region;
-		}
-	}
-	rep.nr_blocks = keep;
-	rep.lock_id = lk->id;
-	lk = NULL; /* owned by the connection now */
-	r = conn_send(c, PW_QUERY_REPLY, h->seq, &rep, sizeof(rep), ents,
-		      (size_t)keep * q.nr_shards * sizeof(*ents));
+	r = reply_locked(c, h, lk, &rep);
+	lk = NULL; /* owned by the connection now, or ended */
 out:
-	free(ents);
 	free(lk);
 	free(cookies);
 	free(shards);
 	return r;
 }
-
 static int stream_shard(struct conn *c)
 {
 	struct plock *lk = c->stream;
@@ -494,7 +555,8 @@ static int stream_end(struct conn *c, int status)
 	return conn_send(c, PW_FETCH_END, 0, &e, sizeof(e), NULL, 0);
 }
 
-int serve_stream_next(struct conn *c)
+/* The shard being sent is out (c->ops->sent): its SHARD_END, then the next. */
+static int stream_next(struct conn *c)
 {
 	struct kvspeer *kp = c->kp;
 	struct plock *lk = c->stream;
@@ -625,7 +687,7 @@ static int on_release(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 			return refuse(c, h->seq, -ENOMEM, h->type, KVSPEER_FAIL_HOST,
 				      "out of memory");
 		}
-		/* After the peer's reads: the seqlock check of serve_stream_next(), for UCX. */
+		/* After the peer's reads: the seqlock check of stream_next(), for UCX. */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		for (uint32_t b = 0; b < lk->nr_blocks; b++) {
 			uint64_t bytes = 0;
@@ -673,35 +735,22 @@ static int on_health(struct conn *c, const struct pw_hdr *h)
 	return conn_send(c, PW_HEALTH_REPLY, h->seq, &rep, sizeof(rep), NULL, 0);
 }
 
-int serve_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
+/* CS_READY: a request (expects_request() let only these through). */
+static int on_request(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 {
 	struct kvspeer *kp = c->kp;
 
-	switch (c->state) {
-	case CS_HELLO:
-		if (h->type == PW_HELLO)
-			return on_hello(c, h, p);
-		break;
-	case CS_AUTH:
-		if (h->type == PW_AUTH)
-			return on_auth(c, h, p);
-		break;
-	case CS_READY:
-		switch (h->type) {
-		case PW_QUERY:
-			return on_query(c, h, p);
-		case PW_FETCH:
-			return on_fetch(c, h, p);
-		case PW_RENEW:
-			return on_renew(c, h, p);
-		case PW_RELEASE:
-			return on_release(c, h, p);
-		case PW_HEALTH:
-			return on_health(c, h);
-		default:
-			break;
-		}
-		break;
+	switch (h->type) {
+	case PW_QUERY:
+		return on_query(c, h, p);
+	case PW_FETCH:
+		return on_fetch(c, h, p);
+	case PW_RENEW:
+		return on_renew(c, h, p);
+	case PW_RELEASE:
+		return on_release(c, h, p);
+	case PW_HEALTH:
+		return on_health(c, h);
 	default:
 		break;
 	}
@@ -710,6 +759,13 @@ int serve_dispatch(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 		    c->addr_str, h->type);
 	conn_send_error(c, h->seq, -EPROTO, h->type, "unexpected message");
 	return -EPROTO;
+}
+
+/* c->ops->closed: every lock of @c ends with it, then its host's account. */
+static void serve_closed(struct conn *c, int err, enum conn_state was)
+{
+	drop_locks(c);
+	admit_release(c->kp, c);
 }
 
 /* ---- Timers ------------------------------------------------------------------------ */
@@ -762,3 +818,26 @@ void serve_tick(struct kvspeer *kp, uint64_t now)
 		}
 	}
 }
+
+/* ---- The state machine: what each state takes, who takes it ------------------ */
+
+static bool expects_hello(const struct conn *c, unsigned type)
+{
+	return type == PW_HELLO;
+}
+
+static bool expects_auth(const struct conn *c, unsigned type)
+{
+	return type == PW_AUTH;
+}
+
+static bool expects_request(const struct conn *c, unsigned type)
+{
+	return type == PW_QUERY || type == PW_FETCH || type == PW_RENEW || type == PW_RELEASE ||
+	       type == PW_HEALTH;
+}
+
+static const struct conn_rx rx_hello = { .expects = expects_hello, .handle = on_hello };
+static const struct conn_rx rx_auth = { .expects = expects_auth, .handle = on_auth };
+static const struct conn_rx rx_ready = { .expects = expects_request, .handle = on_request };
+static const struct conn_ops serve_ops = { .sent = stream_next, .closed = serve_closed };

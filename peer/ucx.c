@@ -34,7 +34,8 @@
 #include <string.h>
 
 #include "common/why.h"
-#include "peer/internal.h"
+#include "peer/kp.h"
+#include "peer/ucx.h"
 
 #if HAVE_UCX
 #include <ucp/api/ucp.h>
@@ -109,7 +110,8 @@ struct pucx_rkey {
 
 struct get_ctx {
 	struct pucx_ep *ep;
-	struct fetch *f;
+	pucx_get_done_fn done;
+	void *arg;
 	uint32_t block;
 };
 
@@ -420,7 +422,7 @@ void pucx_ep_close(struct pucx *u, struct pucx_ep *e)
 		u->f.worker_progress(u->worker);
 	if (UCS_PTR_IS_PTR(req))
 		u->f.request_free(req);
-	/* Their callbacks must have run before a fetch may finish (fetch.c). */
+	/* Their callbacks must have run before a fetch may finish (fetch.c: fetch_closed()). */
 	while (e->inflight && peer_now_ns() < until)
 		u->f.worker_progress(u->worker);
 	if (e->inflight)
@@ -466,13 +468,13 @@ static void get_done(void *request, ucs_status_t status, void *user_data)
 	struct pucx_ep *e = g->ep;
 
 	e->inflight--;
-	fetch_ucx_get_done(g->f, g->block, status_errno(status));
+	g->done(g->arg, g->block, status_errno(status));
 	e->u->f.request_free(request);
 	free(g);
 }
 
 int pucx_get(struct pucx_ep *e, void *dst, uint64_t len, uint64_t raddr, struct pucx_rkey *k,
-	     struct fetch *f, uint32_t block)
+	     pucx_get_done_fn done, void *arg, uint32_t block)
 {
 	struct get_ctx *g;
 	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
@@ -485,7 +487,8 @@ int pucx_get(struct pucx_ep *e, void *dst, uint64_t len, uint64_t raddr, struct 
 	if (!g)
 		return -ENOMEM;
 	g->ep = e;
-	g->f = f;
+	g->done = done;
+	g->arg = arg;
 	g->block = block;
 	p.cb.send = get_done;
 	p.user_data = g;
@@ -493,7 +496,7 @@ int pucx_get(struct pucx_ep *e, void *dst, uint64_t len, uint64_t raddr, struct 
 	if (req == NULL) {
 		/* Done at once: the callback is not called. */
 		free(g);
-		fetch_ucx_get_done(f, block, 0);
+		done(arg, block, 0);
 		return 0;
 	}
 	if (UCS_PTR_IS_ERR(req)) {
@@ -548,7 +551,7 @@ void pucx_rkey_free(struct pucx_rkey *k)
 {
 }
 int pucx_get(struct pucx_ep *ep, void *dst, uint64_t len, uint64_t raddr, struct pucx_rkey *k,
-	     struct fetch *f, uint32_t block)
+	     pucx_get_done_fn done, void *arg, uint32_t block)
 {
 	return -EPROTONOSUPPORT;
 }
