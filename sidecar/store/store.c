@@ -9,7 +9,7 @@
 
 #include "base/util.h"
 #include "obs/log.h"
-#include "ssd/ssd.h"
+#include "store/spill.h"
 #include "store/store.h"
 
 /*
@@ -41,25 +41,7 @@ static inline void read_unlock(void)
 }
 
 #define EVICT_TRIES 64
-/*
- * The SSD tier's reserve: writes to SSD may hold at most this share (1/n)
- * of the pool, capped at SPILL_RESERVE_MAX, and eviction spills ahead of
- * need until free room and those writes together reach it (spill_ahead()).
- */
-#define SPILL_POOL_SHARE  4
-#define SPILL_RESERVE_MAX (4ull << 30)
-#define SPILL_AHEAD_MAX	  16 /* victims spilled ahead per slot taken: a bounded step */
-/*
- * Writes ahead of eviction (store_ssd_idle()): at most this many bytes in
- * flight, as a read that comes meanwhile waits behind them (2 MiB: about
- * 0.3 ms on a 7 GB/s NVMe drive, 1.3 ms on the 1.5 GB/s virtio disks
- * measured here); each walk looks at the coldest AHEAD_WALK_MAX blocks of
- * a class (8 GiB of 2 MiB blocks; its time under the store lock: a few
- * hundred microseconds, and only while some block is not yet on SSD).
- */
-#define AHEAD_INFLIGHT (2ull << 20)
-#define AHEAD_WALK_MAX 4096
-
+#define SPILL_AHEAD_MAX 16 /* victims spilled ahead per slot taken: a bounded step (spill_ahead()) */
 /*
  * Index size.  liburcu's own auto-resize grows a table only once it holds
  * 8 nodes per bucket (count >> 3 >= size, checked at powers of two), so
@@ -128,15 +110,9 @@ struct store {
 	uint64_t seed[2];			/* keyed hash against collision floods */
 	struct store_stats stats;		/* counters: relaxed atomics */
 
-	/* The SSD tier (store_set_ssd()); NULL: none. */
-	struct ssd *ssd;
-	void (*wake)(void *arg);
-	void *wake_arg;
-	uint64_t spill_cap;	     /* pool bytes writes to SSD may hold */
-	bool write_ahead;	     /* store_ssd_idle() writes (release/acquire) */
-	uint64_t ahead_bytes;	     /* of writes ahead in flight (store lock; relaxed reads) */
-	uint64_t dirty;		     /* sealed blocks saved, not known on SSD (likewise) */
 	struct cds_list_head failed; /* blocks whose read failed, until unpinned (store lock) */
+	/* The SSD tier (store_set_ssd()), called through spill.h; it calls back through spill_cbs. */
+	struct spill tier;
 };
 
 struct lookup_key {
@@ -261,6 +237,22 @@ void store_ns_init(struct store_ns *ns, uint32_t id)
 	CDS_INIT_LIST_HEAD(&ns->list);
 }
 
+static void block_destroy(struct store *st, struct block *b);
+
+/* spill_cbs.drop: an evicted block's writes to SSD ended; its slots go. */
+static void tier_drop(void *core, struct block *b)
+{
+	block_destroy(core, b);
+}
+
+/* spill_cbs.requeue: a block rescued mid-write is resident and evictable again. */
+static void tier_requeue(void *core, struct block *b)
+{
+	struct store *st = core;
+
+	s3fifo_insert(&st->queues[b->class_id], &b->qn, block_fp(st, b));
+}
+
 int store_new(const struct store_params *p, struct store **ret)
 {
 	struct store *st = calloc(1, sizeof(*st));
@@ -294,6 +286,8 @@ int store_new(const struct store_params *p, struct store **ret)
 	CDS_INIT_LIST_HEAD(&st->partial);
 	CDS_INIT_LIST_HEAD(&st->tenants);
 	CDS_INIT_LIST_HEAD(&st->failed);
+	spill_init(&st->tier, p->pool, st->queues,
+		   &(struct spill_cbs){ .drop = tier_drop, .requeue = tier_requeue, .core = st });
 	st->unsealed_cap = unsealed_cap(p->pool, p->unsealed_share);
 	/* Last: pthread_create() orders everything above before the resizer's first step. */
 	r = -pthread_create(&st->resizer, NULL, resizer_main, st);
@@ -419,8 +413,7 @@ static void block_destroy(struct store *st, struct block *b)
 		/* No-op after evict(), which took it out as an eviction. */
 		s3fifo_remove(&st->queues[b->class_id], &b->qn);
 		stat_add(&st->stats.resident, -1);
-		if (!b->on_ssd)
-			stat_add(&st->dirty, -1);
+		spill_block_gone(&st->tier, b);
 		if (st->hooks && b->ns->tagged)
 			st->hooks->gone(st->hooks->arg, b->ns->tag, b->key);
 	} else if (b->tier == BLOCK_RESIDENT) {
@@ -514,175 +507,6 @@ static void reclaim(struct store *st, struct block *b)
 	stat_add(&st->stats.partial_reclaimed, 1);
 }
 
-static int ssd_has(struct store *st, const struct store_ns *ns, const uint8_t *key);
-
-/* Store lock held, @b sealed and resident: it is on SSD now, not dirty any more. */
-static void mark_on_ssd(struct store *st, struct block *b)
-{
-	if (b->on_ssd)
-		return;
-	b->on_ssd = 1;
-	stat_add(&st->dirty, -1);
-}
-
-/*
- * Store lock held: one write ahead of @b's (write_ahead()) ended, or was
- * displaced by an eviction's (ahead_end()), or the count write_ahead()
- * held while queueing goes.  The last one marks the block written (its
- * eviction then costs nothing), unless one of them failed: then its
- * eviction writes it, as if this had never been tried.
- */
-static void ahead_put(struct store *st, struct block *b)
-{
-	if (--b->spilling)
-		return;
-	b->ahead = 0;
-	if (!b->ahead_err) {
-		mark_on_ssd(st, b);
-		stat_add(&st->stats.written_ahead, 1);
-	}
-	b->ahead_err = 0;
-}
-
-static void ahead_end(struct store *st, struct block *b, int res)
-{
-	__atomic_store_n(&st->ahead_bytes, st->ahead_bytes - slot_bytes_of(st, b),
-			 __ATOMIC_RELAXED);
-	if (res != 0)
-		b->ahead_err = 1;
-	ahead_put(st, b);
-}
-
-/*
- * Store lock held: one write to SSD of @b's (spill()) ended, or was
- * displaced from a drive's queue by one worth more.  The last one frees
- * the block's slots.
- */
-static void spill_end(struct store *st, struct shard *sh, int res)
-{
-	struct block *b = sh->blk;
-
-	if (b->ahead) {
-		ahead_end(st, b, res);
-		return;
-	}
-	stat_add(&st->stats.spilling_bytes, -(int64_t)slot_bytes_of(st, b));
-
-	if (res != 0)
-		stat_add(&st->stats.spill_failed, 1);
-	if (--b->spilling)
-		return;
-	if (!b->rescued) {
-		block_destroy(st, b);
-		return;
-	}
-	/* A QUERY took it back mid-write (rescue()): resident again, evictable again. */
-	b->rescued = 0;
-	s3fifo_insert(&st->queues[b->class_id], &b->qn, block_fp(st, b));
-}
-
-/*
- * Store lock held: queue @sh's write to SSD from its slot, worth @value
- * under backpressure, counted in its block's spilling (the write's end
- * is spill_end()'s).  A write it displaced from the queue ends at once.
- * Returns ssd_write()'s result.
- */
-static int shard_write(struct store *st, struct shard *sh, uint32_t value, uint32_t hits,
-		       bool ahead)
-{
-	struct block *b = sh->blk;
-	struct ssd_write w = {
-		.ns = b->ns->ssd_ns,
-		.key = b->key,
-		.shard = sh->idx,
-		.buf = sh->slot.addr,
-		.len = (uint32_t)slot_bytes_of(st, b),
-		.value = value,
-		.hits = hits,
-		.ahead = ahead,
-		.cookie = sh,
-	};
-	void *displaced = NULL;
-	int r = ssd_write(st->ssd, &w, &displaced);
-
-	if (r < 0)
-		return r;
-	b->spilling++;
-	if (r == 1)
-		spill_end(st, displaced, -ENOBUFS);
-	return r;
-}
-
-/*
- * Store lock held, @b claimed for eviction: queue its shards' writes to
- * SSD, reading from its slots, which stay allocated until the writes end
- * (store_ssd_write_done()).  The block stays in the index meanwhile,
- * claimed: a miss for QUERY (and ssd_lookup() finds it only once
- * written), as good as resident for a SAVE of it.  Never waits: the
- * drives' queues are bounded and refuse, or displace a write worth less.
- * Returns true when a write is queued.
- */
-static bool spill(struct store *st, struct block *b)
-{
-	uint64_t bytes = slot_bytes_of(st, b);
-	uint32_t uses;
-
-	/* Pairs with the store-release in store_ns_tier(). */
-	if (!st->ssd || !__atomic_load_n(&b->ns->on_ssd, __ATOMIC_ACQUIRE))
-		return false;
-	if (st->stats.spilling_bytes + b->bytes > st->spill_cap) {
-		stat_add(&st->stats.spill_skipped, 1);
-		return false;
-	}
-	uses = __atomic_load_n(&b->uses, __ATOMIC_RELAXED);
-	/* One extra count while queueing: a displaced write of this block cannot end it here. */
-	b->spilling = 1;
-	for (uint32_t i = 0; i < b->nshards; i++) {
-		/* r < 0: on SSD already, not admitted, no room: this shard is not kept. */
-		if (shard_write(st, &b->shards[i], uses, uses, false) >= 0)
-			stat_add(&st->stats.spilling_bytes, (int64_t)bytes);
-	}
-	if (--b->spilling == 0) {
-		stat_add(&st->stats.spill_skipped, 1);
-		return false;
-	}
-	stat_add(&st->stats.spilled, 1);
-	return true;
-}
-
-/*
- * Store lock held, @b sealed, resident and queued: write its shards to
- * SSD while it stays where it is, a hit as before (pins and QUERYs do
- * not mind the drive reading its slots).  claim() refuses it until the
- * writes end (ahead_end()), so its slots cannot be reused under them.
- * Value 0: any eviction's write displaces it from a full queue.
- */
-static void write_ahead(struct store *st, struct block *b)
-{
-	uint64_t bytes = slot_bytes_of(st, b);
-	uint32_t uses = __atomic_load_n(&b->uses, __ATOMIC_RELAXED), exist = 0;
-
-	/* One extra count while queueing, as spill()'s. */
-	b->spilling = 1;
-	b->ahead = 1;
-	for (uint32_t i = 0; i < b->nshards; i++) {
-		int r = shard_write(st, &b->shards[i], 0, uses, true);
-
-		if (r >= 0)
-			__atomic_store_n(&st->ahead_bytes, st->ahead_bytes + bytes,
-					 __ATOMIC_RELAXED);
-		else if (r == -EEXIST)
-			exist++;
-		else
-			b->ahead_err = 1; /* not admitted (yet), no room, no drive: its eviction decides */
-	}
-	if (exist == b->nshards) {
-		mark_on_ssd(st, b); /* there already: written before a restart, or rescued */
-		b->ahead_err = 1;   /* so not counted as written ahead */
-	}
-	ahead_put(st, b);
-}
-
 /*
  * Store lock held, @b claimed (so sealed): evicted, remembered by its
  * queue's ghost.  With @may_spill it may go to SSD first: then its slots
@@ -692,7 +516,7 @@ static bool evict(struct store *st, struct block *b, bool may_spill)
 {
 	s3fifo_evict(&st->queues[b->class_id], &b->qn, block_fp(st, b));
 	stat_add(&st->stats.evictions, 1);
-	if (may_spill && spill(st, b))
+	if (may_spill && spill_block(&st->tier, b))
 		return false;
 	block_destroy(st, b);
 	return true;
@@ -769,15 +593,11 @@ static void spill_ahead(struct store *st, const struct store_place *p)
 	uint64_t cap = (uint64_t)r->nr_extents * st->pool->extent_size;
 	uint64_t slot = st->pool->classes[p->class_id].slot_bytes;
 
-	if (!st->ssd)
-		return;
 	for (int i = 0; i < SPILL_AHEAD_MAX; i++) {
 		uint64_t used = __atomic_load_n(&r->used_bytes, __ATOMIC_RELAXED);
-		uint64_t spilling = st->stats.spilling_bytes;
 		struct s3fifo_node *victim;
 
-		if (cap - MIN(used, cap) + spilling >= st->spill_cap ||
-		    spilling + slot > st->spill_cap)
+		if (!spill_wants_ahead(&st->tier, cap - MIN(used, cap), slot))
 			return;
 		victim = s3fifo_pick(&st->queues[p->class_id], queue_claim, NULL, 0);
 		if (!victim)
@@ -789,10 +609,7 @@ static void spill_ahead(struct store *st, const struct store_place *p)
 /* Store lock held, @b claimed: evicted now; with an SSD tier, counted if it is not there. */
 static void evict_now(struct store *st, struct block *b)
 {
-	/* Pairs with the store-release in store_ns_tier(). */
-	if (st->ssd && __atomic_load_n(&b->ns->on_ssd, __ATOMIC_ACQUIRE) &&
-	    ssd_has(st, b->ns, b->key) < 0)
-		stat_add(&st->stats.spill_dropped, 1);
+	spill_note_dropped(&st->tier, b);
 	evict(st, b, false);
 }
 
@@ -994,7 +811,7 @@ static void seal(struct store *st, struct block *b, void *owner)
 	cds_list_del(&b->partial);
 	stat_add(&st->stats.partial, -1);
 	stat_add(&st->stats.resident, 1);
-	stat_add(&st->dirty, 1); /* store_ssd_idle()'s to write */
+	spill_block_sealed(&st->tier);
 	s3fifo_insert(&st->queues[b->class_id], &b->qn, block_fp(st, b));
 	/*
 	 * Store-release: the slot bytes (written by the copy before
@@ -1109,17 +926,6 @@ static bool hit(struct block *b, const struct store_query_req *q, struct store_q
 	return true;
 }
 
-/* Every shard of (@ns, @key) is on SSD: -ENOENT if one is not. */
-static int ssd_has(struct store *st, const struct store_ns *ns, const uint8_t *key)
-{
-	struct ssd_loc loc;
-
-	for (uint32_t s = 0; s < ns->nshards; s++)
-		if (ssd_lookup(st->ssd, ns->ssd_ns, key, s, &loc) < 0)
-			return -ENOENT;
-	return 0;
-}
-
 /* Store lock held: the class of @slot_bytes some registration holds, or POOL_NO_CLASS. */
 static uint32_t class_of_bytes(const struct store *st, uint64_t slot_bytes)
 {
@@ -1202,7 +1008,7 @@ static struct block *read_back(struct store *st, const struct store_query_req *q
 	struct block *b;
 	uint32_t s;
 
-	if (ssd_has(st, ns, key) < 0)
+	if (spill_has(&st->tier, ns, key) < 0)
 		return NULL;
 	b = block_alloc(st, ns, key, cls, ns->nshards);
 	if (!b)
@@ -1238,11 +1044,8 @@ static struct block *read_back(struct store *st, const struct store_query_req *q
 	/* In prefix order, every shard at once: the drives order nothing else. */
 	for (s = 0; s < b->nshards; s++) {
 		struct shard *sh = &b->shards[s];
-		struct ssd_loc loc;
-		int r = ssd_lookup(st->ssd, ns->ssd_ns, key, s, &loc);
+		int r = spill_read(&st->tier, ns, key, s, sh->slot.addr, bytes, sh);
 
-		if (r == 0)
-			r = ssd_read(st->ssd, &loc, sh->slot.addr, bytes, sh);
 		/* No callback comes for a read refused here. */
 		if (r < 0)
 			*ret_ended |= read_end(st, sh, r);
@@ -1385,9 +1188,7 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 		query_par(st, q, &r);
 	else
 		dram_prefix(st, q, q->n, &r);
-	/* Pairs with the store-release in store_ns_tier(). */
-	if (r.hits == q->n || q->dram_only || !st->ssd ||
-	    !__atomic_load_n(&q->ns->on_ssd, __ATOMIC_ACQUIRE)) {
+	if (r.hits == q->n || q->dram_only || !spill_on(&st->tier, q->ns)) {
 		*ret = r;
 		return;
 	}
@@ -1400,7 +1201,7 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 
 			if (sh && hit(sh->blk, q, &r))
 				continue;
-			if (ssd_has(st, q->ns, key) < 0)
+			if (spill_has(&st->tier, q->ns, key) < 0)
 				break;
 			r.ssd++;
 		}
@@ -1459,8 +1260,8 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 			block_unpin(q->ret_blocks[i]);
 	store_unlock(st);
 	stat_add(&st->stats.ssd_hits, r.ssd);
-	if (ended && st->wake)
-		st->wake(st->wake_arg);
+	if (ended)
+		spill_wake(&st->tier);
 	*ret = r;
 }
 
@@ -1488,38 +1289,13 @@ uint32_t store_query(struct store *st, const struct store_ns *ns, const uint8_t 
 void store_set_ssd(struct store *st, struct ssd *ssd, bool write_ahead, void (*wake)(void *arg),
 		   void *wake_arg)
 {
-	st->ssd = ssd;
-	st->wake = wake;
-	st->wake_arg = wake_arg;
-	st->spill_cap = MIN(st->pool->capacity_bytes / SPILL_POOL_SHARE, SPILL_RESERVE_MAX);
-	/*
-	 * Release: the fields above before a drive thread's store_ssd_idle()
-	 * (its load-acquire) uses them; the drives run before this.
-	 */
-	__atomic_store_n(&st->write_ahead, write_ahead, __ATOMIC_RELEASE);
+	spill_attach(&st->tier, ssd, write_ahead, wake, wake_arg);
 }
 
 int store_ns_tier(struct store *st, struct store_ns *ns, const char *name, uint64_t fingerprint,
 		  uint64_t slot_bytes, uint32_t tp_size, bool replicated)
 {
-	uint8_t ident[SSD_NS_MAX];
-	uint32_t id;
-	int len, r;
-
-	if (!st->ssd)
-		return 0;
-	len = ssd_ns_ident(name, fingerprint, slot_bytes, tp_size, replicated, ident);
-	if (len < 0)
-		return len;
-	r = ssd_ns(st->ssd, ident, (size_t)len, &id);
-	if (r < 0)
-		return r;
-	ns->ssd_ns = id;
-	ns->slot_bytes = slot_bytes;
-	ns->nshards = replicated ? 1 : tp_size;
-	/* Release: the fields above before a QUERY or eviction that sees on_ssd. */
-	__atomic_store_n(&ns->on_ssd, true, __ATOMIC_RELEASE);
-	return 0;
+	return spill_ns(&st->tier, ns, name, fingerprint, slot_bytes, tp_size, replicated);
 }
 
 void store_ssd_write_done(void *arg, void *cookie, int res)
@@ -1527,50 +1303,19 @@ void store_ssd_write_done(void *arg, void *cookie, int res)
 	struct store *st = arg;
 
 	store_lock(st);
-	spill_end(st, cookie, res);
+	spill_write_done(&st->tier, cookie, res);
 	store_unlock(st);
 }
 
-static bool ahead_visit(struct s3fifo_node *n, void *arg)
-{
-	struct store *st = arg;
-	struct block *b = caa_container_of(n, struct block, qn);
-
-	/* One block at least, so any block size is written ahead; more only within the bound. */
-	if (st->ahead_bytes && st->ahead_bytes + b->bytes > AHEAD_INFLIGHT)
-		return false;
-	/* Pairs with the store-release in store_ns_tier(). */
-	if (!b->on_ssd && !b->spilling && __atomic_load_n(&b->ns->on_ssd, __ATOMIC_ACQUIRE))
-		write_ahead(st, b);
-	return true;
-}
-
-/*
- * The SSD tier's idle hook (a drive thread, no lock held; struct
- * ssd_config): nothing is being read or queued, so write the coldest
- * resident blocks not yet on SSD, the next victims, a few at a time.
- * Their evictions then cost no write, the reads a QUERY starts once the
- * pool is full do not share the drive with the spills of their own slot
- * allocations, and a crash loses none of them (test: test-tier-ahead).
- * A block is written at most once (blocks never change), and the spill
- * policy writes every evicted block anyway, so this costs the drive only
- * the blocks dropped before their eviction (a deleted namespace).
- */
+/* The SSD tier's idle hook (a drive thread, no lock held; struct ssd_config): spill_idle(). */
 void store_ssd_idle(void *arg)
 {
 	struct store *st = arg;
 
-	/*
-	 * Pairs with the store-release in store_set_ssd().  Relaxed for the
-	 * rest: a stale figure costs one walk or one call's delay.
-	 */
-	if (!__atomic_load_n(&st->write_ahead, __ATOMIC_ACQUIRE) ||
-	    !__atomic_load_n(&st->dirty, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&st->ahead_bytes, __ATOMIC_RELAXED) >= AHEAD_INFLIGHT)
+	if (!spill_idle_wanted(&st->tier))
 		return;
 	store_lock(st);
-	for (uint32_t c = 0; c < st->pool->nr_classes && st->ahead_bytes < AHEAD_INFLIGHT; c++)
-		s3fifo_walk_coldest(&st->queues[c], ahead_visit, st, AHEAD_WALK_MAX);
+	spill_idle(&st->tier);
 	store_unlock(st);
 }
 
@@ -1583,8 +1328,8 @@ void store_ssd_read_done(void *arg, void *cookie, int res)
 	ended = read_end(st, cookie, res);
 	store_unlock(st);
 	/* After the unlock: a woken worker's LOAD sees the block's tier at once. */
-	if (ended && st->wake)
-		st->wake(st->wake_arg);
+	if (ended)
+		spill_wake(&st->tier);
 }
 
 unsigned store_reclaim_partial(struct store *st, uint64_t timeout_ns)
@@ -1623,14 +1368,17 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 	ret->partial = __atomic_load_n(&st->stats.partial, __ATOMIC_RELAXED);
 	ret->evictions = __atomic_load_n(&st->stats.evictions, __ATOMIC_RELAXED);
 	ret->partial_reclaimed = __atomic_load_n(&st->stats.partial_reclaimed, __ATOMIC_RELAXED);
-	ret->spilled = __atomic_load_n(&st->stats.spilled, __ATOMIC_RELAXED);
-	ret->spill_skipped = __atomic_load_n(&st->stats.spill_skipped, __ATOMIC_RELAXED);
-	ret->spill_failed = __atomic_load_n(&st->stats.spill_failed, __ATOMIC_RELAXED);
-	ret->spill_dropped = __atomic_load_n(&st->stats.spill_dropped, __ATOMIC_RELAXED);
+	struct spill_stats sp;
+
+	spill_get_stats(&st->tier, &sp);
+	ret->spilled = sp.spilled;
+	ret->spill_skipped = sp.skipped;
+	ret->spill_failed = sp.failed;
+	ret->spill_dropped = sp.dropped;
 	ret->ssd_hits = __atomic_load_n(&st->stats.ssd_hits, __ATOMIC_RELAXED);
 	ret->ssd_read_failed = __atomic_load_n(&st->stats.ssd_read_failed, __ATOMIC_RELAXED);
-	ret->spilling_bytes = __atomic_load_n(&st->stats.spilling_bytes, __ATOMIC_RELAXED);
-	ret->written_ahead = __atomic_load_n(&st->stats.written_ahead, __ATOMIC_RELAXED);
+	ret->spilling_bytes = sp.spilling_bytes;
+	ret->written_ahead = sp.written_ahead;
 }
 
 void store_clear(struct store *st)
