@@ -138,7 +138,7 @@ struct block {
 	uint32_t present;  /* shards DONE (store lock) */
 	uint32_t writers;  /* shards WRITING (store lock) */
 	int32_t pins;	   /* atomic; BLOCK_EVICTING when claimed */
-	uint8_t sealed;	   /* release/acquire: see seal() in store.c */
+	uint8_t sealed;	   /* release/acquire: see seal() in core.c */
 	uint8_t tier;	   /* enum block_tier: release/acquire */
 	uint8_t read_err;  /* a shard's read from SSD failed (store lock) */
 	uint32_t spilling; /* evicted: shards still being written to SSD (store lock) */
