@@ -115,91 +115,154 @@ void store_tenant_put(struct store_tenant *t)
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* One SAVE's first phase under the store lock, (key, shard) after (key, shard). */
+struct save_run {
+	struct store_tenant *t;
+	struct store_ns *ns;
+	uint64_t bytes; /* of a slot of the class */
+	bool full;	/* a key got no slot: the rest of the class gets none either */
+	bool revoked;	/* leases were revoked once for this SAVE */
+	struct store_save_res res;
+};
+
+/*
+ * Nothing to evict for a shard of @run, @left shards still to place:
+ * revoke the leases of whoever pins more than this instance, once per
+ * SAVE.  The lease lock is never taken under the store lock, so let it
+ * go; the shards taken so far are WRITING, which nothing but
+ * store_save_end() touches.  True when leases went: try the key again,
+ * from its lookup.
+ */
+static bool save_revoke(struct store *st, struct save_run *run, uint64_t left)
+{
+	struct store_tenant *t = run->t;
+	uint64_t need = left * run->bytes;
+	unsigned nrev;
+
+	if (run->revoked || !t || !t->leases || !st->revoke)
+		return false;
+	if (st->unsealed_cap != UINT64_MAX)
+		need = MIN(need, st->unsealed_cap - t->unsealed);
+	run->revoked = true;
+	store_unlock(st);
+	nrev = st->revoke(st->leases, t->leases, need);
+	store_lock(st);
+	return nrev;
+}
+
+/*
+ * Store lock held: begin shard @p->shard of @key for @run, @left shards
+ * of the SAVE still to place (this one included).  Returns 1 with
+ * *@ret_sh WRITING in the index, 0 when it is not begun (counted in
+ * run->res), -EAGAIN when leases were revoked for it: try it again.
+ */
+static int save_one(struct store *st, struct save_run *run, const struct store_place *p,
+		    const uint8_t *key, uint64_t left, struct shard **ret_sh)
+{
+	struct store_tenant *t = run->t;
+	struct block *b;
+	struct shard *sh;
+
+	if (index_lookup(&st->index, run->ns->id, p->shard, key)) {
+		run->res.skipped++;
+		return 0;
+	}
+	/*
+	 * No room for one key, none for the next of the same class:
+	 * searching again per key cost a scan of the whole queue each.
+	 */
+	if (run->full) {
+		run->res.nospace++;
+		return 0;
+	}
+	/* Past the share; one block always, or a block above it could never be saved. */
+	if (t && t->unsealed && t->unsealed + run->bytes > st->unsealed_cap) {
+		run->res.quota++;
+		return 0;
+	}
+	b = find_or_create(st, run->ns, p, key);
+	if (!b) {
+		run->res.nospace++;
+		return 0;
+	}
+	sh = &b->shards[p->shard];
+	if (take_slot(st, p, t, sh) < 0) {
+		if (b->present == 0 && b->writers == 0)
+			block_destroy(st, b);
+		/* Everything left is pinned: unpin others' blocks, then this key again. */
+		if (save_revoke(st, run, left))
+			return -EAGAIN;
+		run->full = true;
+		run->res.nospace++;
+		return 0;
+	}
+	sh->state = SHARD_WRITING;
+	b->writers++;
+	charge(st, sh, t);
+	index_add(&st->index, sh);
+	run->res.nents++;
+	*ret_sh = sh;
+	return 1;
+}
+
 void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns *ns,
 		      const struct store_place *p, const uint8_t *keys, const uint32_t *block_ids,
 		      uint32_t n, struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
 		      uint32_t *ret_nospace, uint32_t *ret_quota)
 {
-	uint32_t nents = 0, skipped = 0, nospace = 0, quota = 0, i = 0;
-	bool full = false, revoked = false;
-	uint64_t bytes;
+	struct save_run run = { .t = t, .ns = ns };
+	uint32_t i = 0;
 
 	store_lock(st);
 	/* The caller holds the class (store_class_get()): its size cannot change under us. */
-	bytes = st->pool->classes[p->class_id].slot_bytes;
+	run.bytes = st->pool->classes[p->class_id].slot_bytes;
 	while (i < n) {
-		const uint8_t *key = keys + (size_t)i * KVS_KEY_SIZE;
-		struct block *b;
 		struct shard *sh;
+		int r = save_one(st, &run, p, keys + (size_t)i * KVS_KEY_SIZE, n - i, &sh);
 
-		if (index_lookup(&st->index, ns->id, p->shard, key)) {
-			skipped++;
-			i++;
+		if (r == -EAGAIN)
 			continue;
-		}
-		/*
-		 * No room for one key, none for the next of the same class:
-		 * searching again per key cost a scan of the whole queue each.
-		 */
-		if (full) {
-			nospace++;
-			i++;
-			continue;
-		}
-		/* Past the share; one block always, or a block above it could never be saved. */
-		if (t && t->unsealed && t->unsealed + bytes > st->unsealed_cap) {
-			quota++;
-			i++;
-			continue;
-		}
-		b = find_or_create(st, ns, p, key);
-		if (!b) {
-			nospace++;
-			i++;
-			continue;
-		}
-		sh = &b->shards[p->shard];
-		if (take_slot(st, p, t, sh) < 0) {
-			if (b->present == 0 && b->writers == 0)
-				block_destroy(st, b);
-			if (!revoked && t && t->leases && st->revoke) {
-				uint64_t need = (uint64_t)(n - i) * bytes;
-				unsigned nrev;
-
-				if (t && st->unsealed_cap != UINT64_MAX)
-					need = MIN(need, st->unsealed_cap - t->unsealed);
-				/*
-				 * Everything left is pinned: leases of whoever pins
-				 * more than this instance go, once per batch.  The
-				 * lease lock is never taken under the store lock, so
-				 * let it go; the shards taken so far are WRITING, which
-				 * nothing but store_save_end() touches.  Then this key
-				 * again, from its lookup.
-				 */
-				revoked = true;
-				store_unlock(st);
-				nrev = st->revoke(st->leases, t->leases, need);
-				store_lock(st);
-				if (nrev)
-					continue;
-			}
-			full = true;
-			nospace++;
-			i++;
-			continue;
-		}
-		sh->state = SHARD_WRITING;
-		b->writers++;
-		charge(st, sh, t);
-		index_add(&st->index, sh);
-		ents[nents++] = (struct save_ent){ sh, block_ids[i] };
+		if (r > 0)
+			ents[run.res.nents - 1] = (struct save_ent){ sh, block_ids[i] };
 		i++;
 	}
 	store_unlock(st);
-	*ret_nents = nents;
-	*ret_skipped = skipped;
-	*ret_nospace = nospace;
-	*ret_quota = quota;
+	*ret_nents = run.res.nents;
+	*ret_skipped = run.res.skipped;
+	*ret_nospace = run.res.nospace;
+	*ret_quota = run.res.quota;
+}
+
+int store_save_begin_shards(struct store *st, struct store_tenant *t, struct store_ns *ns,
+			    const struct store_place *p, const uint8_t *keys,
+			    const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
+			    struct store_save_res *ret)
+{
+	struct save_run run = { .t = t, .ns = ns };
+	struct store_place place = *p;
+	uint64_t total = (uint64_t)n * p->nshards, k = 0;
+
+	if (p->nshards == 0 || p->nshards > UINT16_MAX || total > UINT32_MAX)
+		return -EINVAL;
+	store_lock(st);
+	/* The caller holds the class (store_class_get()): its size cannot change under us. */
+	run.bytes = st->pool->classes[p->class_id].slot_bytes;
+	/* Key by key, each key's shards in order: a shorter prefix when the room runs out. */
+	while (k < total) {
+		uint32_t i = (uint32_t)(k / p->nshards);
+		struct shard *sh = NULL;
+		int r;
+
+		place.shard = (uint32_t)(k % p->nshards);
+		r = save_one(st, &run, &place, keys + (size_t)i * KVS_KEY_SIZE, total - k, &sh);
+		if (r == -EAGAIN)
+			continue;
+		ents[k] = (struct save_ent){ sh, block_ids ? block_ids[i] : i };
+		k++;
+	}
+	store_unlock(st);
+	*ret = run.res;
+	return (int)run.res.nents;
 }
 
 void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok, void *owner)
@@ -208,8 +271,11 @@ void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok
 	urcu_memb_read_lock();
 	for (uint32_t i = 0; i < n; i++) {
 		struct shard *sh = ents[i].shard;
-		struct block *b = sh->blk;
+		struct block *b;
 
+		if (!sh)
+			continue; /* not begun (store_save_begin_shards()) */
+		b = sh->blk;
 		b->writers--;
 		if (ok) {
 			sh->state = SHARD_DONE;
