@@ -308,7 +308,7 @@ static void evict_now(struct store *st, struct block *b)
 
 /* Store lock held.  A slot of @p's class in its region, evicting if needed. */
 int take_slot(struct store *st, const struct store_place *p, const struct store_tenant *t,
-		     struct shard *sh)
+	      struct shard *sh)
 {
 	uint32_t cls = p->class_id;
 
@@ -373,8 +373,8 @@ static struct block *block_alloc(struct store *st, struct store_ns *ns, const ui
 }
 
 /* Store lock held.  The block for (ns, key), found through any shard, or a new one. */
-struct block *find_or_create(struct store *st, struct store_ns *ns,
-				    const struct store_place *p, const uint8_t *key)
+struct block *find_or_create(struct store *st, struct store_ns *ns, const struct store_place *p,
+			     const uint8_t *key)
 {
 	struct block *b;
 
@@ -519,8 +519,8 @@ bool read_end(struct store *st, struct shard *sh, int res)
  * NULL when it cannot be (no slot, a read refused at once, the SSD no
  * longer has it): the prefix ends there.  *@ret_ended: a read ended here.
  */
-struct block *read_back(struct store *st, const struct store_query_req *q,
-			       const uint8_t *key, uint32_t cls, bool *ret_ended)
+struct block *read_back(struct store *st, const struct store_query_req *q, const uint8_t *key,
+			uint32_t cls, bool *ret_ended)
 {
 	struct store_ns *ns = (struct store_ns *)q->ns;
 	uint64_t bytes = st->pool->classes[cls].slot_bytes;

@@ -28,7 +28,8 @@
 #include "store/types.h"
 
 #define EVICT_TRIES 64
-#define SPILL_AHEAD_MAX 16 /* victims spilled ahead per slot taken: a bounded step (spill_ahead()) */
+/* Victims spilled ahead per slot taken: a bounded step (spill_ahead()). */
+#define SPILL_AHEAD_MAX 16
 
 struct store {
 	pthread_mutex_t lock; /* the store lock */
@@ -45,7 +46,7 @@ struct store {
 	struct cds_list_head partial;		/* oldest first */
 	struct cds_list_head tenants;		/* tenants with unsealed bytes */
 	uint64_t unsealed_cap;			/* bytes one tenant may hold unsealed */
-	struct store_stats stats; /* counters: relaxed atomics (the SSD ones are the tier's) */
+	struct store_stats stats;    /* counters: relaxed atomics (the SSD ones are the tier's) */
 	struct cds_list_head failed; /* blocks whose read failed, until unpinned (store lock) */
 	/* The SSD tier (store_set_ssd()), called through spill.h; it calls back through spill_cbs. */
 	struct spill tier;

@@ -49,15 +49,15 @@ static inline void index_read_unlock(void)
 
 struct store_index {
 	struct cds_lfht *ht;
-	uint64_t seed[2];	   /* keyed hash against collision floods */
-	unsigned long nodes;	   /* shards in the index (store lock) */
-	unsigned long buckets;	   /* size last asked for (store lock) */
+	uint64_t seed[2];      /* keyed hash against collision floods */
+	unsigned long nodes;   /* shards in the index (store lock) */
+	unsigned long buckets; /* size last asked for (store lock) */
 	pthread_t resizer;
 	bool running;
-	pthread_mutex_t rlock;	   /* the resizer's: nests inside the store lock */
+	pthread_mutex_t rlock; /* the resizer's: nests inside the store lock */
 	pthread_cond_t rcond;
-	unsigned long resize_to;   /* rlock; 0: nothing asked */
-	bool stop;		   /* rlock */
+	unsigned long resize_to; /* rlock; 0: nothing asked */
+	bool stop;		 /* rlock */
 };
 
 /* An empty table and its hash keys; no resizer yet (index_start()). */

@@ -55,10 +55,10 @@ struct spill {
 	struct spill_cbs cbs;
 	void (*wake)(void *arg);
 	void *wake_arg;
-	uint64_t cap;	     /* pool bytes writes to SSD may hold */
-	bool write_ahead;    /* spill_idle() writes (release/acquire) */
+	uint64_t cap;	      /* pool bytes writes to SSD may hold */
+	bool write_ahead;     /* spill_idle() writes (release/acquire) */
 	uint64_t ahead_bytes; /* of writes ahead in flight (store lock; relaxed reads) */
-	uint64_t dirty;	     /* sealed blocks saved, not known on SSD (likewise) */
+	uint64_t dirty;	      /* sealed blocks saved, not known on SSD (likewise) */
 	struct spill_stats stats;
 };
 
