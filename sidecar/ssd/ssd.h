@@ -12,8 +12,17 @@
  *   index.c    the in-memory index over all drives (52 bytes per block)
  *   fault.c    the fault-injection seam (tests only; inert unless configured)
  *   config.c   [ssd] keys of kvstash.conf into a struct ssd_config
- *   ssd.c      drives: one io_uring and one thread each; writes, reads,
- *              recovery, backpressure, faults, shutdown
+ *   dev.h      the drive I/O layer: an ops table per drive, so the tier
+ *              never names io_uring; dev-uring.c (files and block devices,
+ *              O_DIRECT, one io_uring each) and dev-mem.c (a memory buffer,
+ *              for unit tests of the tier)
+ *   tier.h     the log-structured tier over those drives, one thread each:
+ *              tier.c (shared steps), super.c (superblocks), recover.c
+ *              (recovery on open), writeout.c (writes, header zones,
+ *              sealing), reclaim.c (FIFO reuse: eviction, erase), reads.c
+ *              (reads, checksums), loop.c (the drive thread)
+ *   api.c      this API: open, close, lookups, writes (backpressure,
+ *              admission), reads, stats
  *   stub.c     the same API without liburing: ssd_open() says it is not
  *              compiled in
  *
@@ -253,6 +262,17 @@ void ssd_conf_paths_free(struct ssd_conf_paths *store);
  * (no O_DIRECT, e.g. tmpfs; bad geometry), -EOPNOTSUPP (not compiled in).
  */
 int ssd_open(const struct ssd_config *cfg, struct ssd **ret, char *err, size_t errlen);
+
+/*
+ * ssd_open() over memory drives (dev.h: ssd_mem_new()), for unit tests of
+ * the tier: @mems[i] is drive i, cfg->paths[i] only its name; cfg->size
+ * is not used (a memory drive's size is its own).  The bytes stay in the
+ * memory drive after ssd_close(), so opening it again recovers them.
+ * -EBUSY when one of them is open in another tier.
+ */
+struct ssd_mem;
+int ssd_open_mem(const struct ssd_config *cfg, struct ssd_mem *const *mems, struct ssd **ret,
+		 char *err, size_t errlen);
 
 /* Drain, seal, sync, mark clean, stop the threads, free.  NULL: nothing. */
 void ssd_close(struct ssd *ssd);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Regions are erased ahead of the writes, in batches, with one datasync
- * per batch (erase_ahead() in sidecar/ssd/ssd.c): a write storm through
+ * per batch (erase_ahead() in sidecar/ssd/reclaim.c): a write storm through
  * many regions takes at least one datasync and at most one per two
  * regions, and every block of it reads back byte-exact; blocks of regions
  * erased ahead (dropped from the index, never rewritten) stay gone after
