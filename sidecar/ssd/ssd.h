@@ -85,11 +85,11 @@
  *    of on_ssd).  A namespace whose geometry changed gets another
  *    identity, so its old blocks on SSD are misses by construction.
  *
- * 3. Spill (store.c, under the store lock).  Eviction runs ahead of need
- *    (spill_ahead(), after each slot taken): while a region's free room
+ * 3. Spill (store/core.c and store/spill.c, under the store lock).
+ *    Eviction runs ahead of need (spill_ahead(), after each slot taken): while a region's free room
  *    plus the bytes of writes in flight is below a reserve (a quarter of
  *    the pool, at most 4 GiB), the coldest blocks are evicted and written
- *    (spill()), since a victim written at the moment of need frees its
+ *    (spill_block()), since a victim written at the moment of need frees its
  *    slot only later; a victim needed at once (take_slot()) is dropped
  *    unwritten and counted.  For each shard, ssd_write() with the slot's
  *    address and length, value and hits = the block's QUERY uses (a
