@@ -40,7 +40,11 @@
  *     kind     KEY: says which node, session ... the message is about;
  *              COUNTER: only grows; GAUGE: a value of the moment.
  *     src      CTR: counted by kvstashd as it happens (its counters);
- *              SMP: read from its owner (store, lease table) for each reply.
+ *              MOD: the field of the group's module stats struct by the
+ *              same name, copied as is (see "a module's own fields");
+ *              STORE: the same, of struct store_stats; SMP: read or
+ *              computed from its owner for each reply (sums, quantiles,
+ *              names: by hand, in sidecar/control/admin.c).
  *     unit     NONE, COUNT, BYTES, NS, MS, US.
  *     section, key   JSON: member @key of object @section ("": the top
  *              level; a group shown as a list: its items).  key NULL: not
@@ -248,70 +252,70 @@
 #define KVS_STATS_REGISTRY(X)                                                                      \
 	X(F, NAME, state_name, GAUGE, SMP, NONE, "", "state", "state", "%s",                       \
 	  NULL, "The state's name (registry_state_name()).")                                       \
-	X(F, U32, state, GAUGE, SMP, NONE, "", "state_code", NULL, NULL,                           \
+	X(F, U32, state, GAUGE, MOD, NONE, "", "state_code", NULL, NULL,                           \
 	  "kvstash_registry_state",                                                                \
 	  "Registry client state: 0 disconnected, 1 connecting, 2 handshake, 3 ready, "            \
 	  "4 conflict, 5 closed.")                                                                 \
-	X(F, BOOL, connected, GAUGE, SMP, NONE, "", "connected", "state", ", connected %s",        \
+	X(F, BOOL, connected, GAUGE, MOD, NONE, "", "connected", "state", ", connected %s",        \
 	  "kvstash_registry_connected", "1 while connected to Redis.")                             \
-	X(F, BOOL, leased, GAUGE, SMP, NONE, "", "leased", "state", ", leased %s",                 \
+	X(F, BOOL, leased, GAUGE, MOD, NONE, "", "leased", "state", ", leased %s",                 \
 	  "kvstash_registry_leased", "1 while this node holds its lease.")                         \
-	X(F, BOOL, backfilling, GAUGE, SMP, NONE, "", "backfilling", "state", ", backfilling %s",  \
+	X(F, BOOL, backfilling, GAUGE, MOD, NONE, "", "backfilling", "state", ", backfilling %s",  \
 	  "kvstash_registry_backfilling",                                                          \
 	  "1 while resident blocks are re-registered after a lease acquisition.")                  \
-	X(F, U64, epoch, GAUGE, SMP, NONE, "", "epoch", "state", ", epoch %s",                     \
+	X(F, U64, epoch, GAUGE, MOD, NONE, "", "epoch", "state", ", epoch %s",                     \
 	  "kvstash_registry_epoch", "Epoch of the lease held or last held; 0: never leased.")      \
-	X(F, U64, queue_depth, GAUGE, SMP, COUNT, "queue", "depth", NULL, NULL,                    \
+	X(F, U64, queue_depth, GAUGE, MOD, COUNT, "queue", "depth", NULL, NULL,                    \
 	  "kvstash_registry_queue_depth", "Changes waiting in the registration queue.")            \
-	X(F, U64, queue_capacity, GAUGE, SMP, COUNT, "queue", "capacity", NULL, NULL,              \
+	X(F, U64, queue_capacity, GAUGE, MOD, COUNT, "queue", "capacity", NULL, NULL,              \
 	  "kvstash_registry_queue_capacity", "Entries of the registration queue.")                 \
 	X(D, queue, PAIR, queue_depth, queue_capacity, NULL, NULL, "queue", "%s queued",           \
 	  NULL, NULL)                                                                              \
-	X(F, U64, enqueued, COUNTER, SMP, COUNT, "queue", "enqueued", "queue", ", %s enqueued",    \
+	X(F, U64, enqueued, COUNTER, MOD, COUNT, "queue", "enqueued", "queue", ", %s enqueued",    \
 	  "kvstash_registry_enqueued_total", "Registrations and removals enqueued.")               \
-	X(F, U64, delivered, COUNTER, SMP, COUNT, "queue", "delivered", "queue", ", %s delivered", \
+	X(F, U64, delivered, COUNTER, MOD, COUNT, "queue", "delivered", "queue", ", %s delivered", \
 	  "kvstash_registry_delivered_total", "Changes Redis applied (netted ones included).")     \
-	X(F, U64, dropped_overflow, COUNTER, SMP, COUNT, "dropped", "overflow",                    \
+	X(F, U64, dropped_overflow, COUNTER, MOD, COUNT, "dropped", "overflow",                    \
 	  "dropped", "%s overflow",                                                                \
 	  "kvstash_registry_dropped_total{reason=\"overflow\"}",                                   \
 	  "Changes dropped, by reason: queue full (overflow), no lease or connection when "        \
 	  "dequeued (offline), a failed or fenced attempt (failed).")                              \
-	X(F, U64, dropped_offline, COUNTER, SMP, COUNT, "dropped", "offline",                      \
+	X(F, U64, dropped_offline, COUNTER, MOD, COUNT, "dropped", "offline",                      \
 	  "dropped", ", %s offline",                                                               \
 	  "kvstash_registry_dropped_total{reason=\"offline\"}",                                    \
 	  "Changes dropped, by reason: queue full (overflow), no lease or connection when "        \
 	  "dequeued (offline), a failed or fenced attempt (failed).")                              \
-	X(F, U64, dropped_failed, COUNTER, SMP, COUNT, "dropped", "failed",                        \
+	X(F, U64, dropped_failed, COUNTER, MOD, COUNT, "dropped", "failed",                        \
 	  "dropped", ", %s failed",                                                                \
 	  "kvstash_registry_dropped_total{reason=\"failed\"}",                                     \
 	  "Changes dropped, by reason: queue full (overflow), no lease or connection when "        \
 	  "dequeued (offline), a failed or fenced attempt (failed).")                              \
-	X(F, U64, backfilled, COUNTER, SMP, COUNT, "queue", "backfilled", "queue",                 \
+	X(F, U64, backfilled, COUNTER, MOD, COUNT, "queue", "backfilled", "queue",                 \
 	  ", %s backfilled",                                                                       \
 	  "kvstash_registry_backfilled_total", "Blocks re-registered after a lease acquisition.")  \
-	X(F, U64, round_trips, COUNTER, SMP, COUNT, "redis", "round_trips", "redis", "%s replies", \
+	X(F, U64, round_trips, COUNTER, MOD, COUNT, "redis", "round_trips", "redis", "%s replies", \
 	  "kvstash_registry_round_trips_total", "Replies received from Redis.")                    \
-	X(F, U64, last_rtt_us, GAUGE, SMP, US, "redis", "last_rtt_us", "redis",                    \
+	X(F, U64, last_rtt_us, GAUGE, MOD, US, "redis", "last_rtt_us", "redis",                    \
 	  ", last round trip %s",                                                                  \
 	  "kvstash_registry_last_rtt_seconds", "Round trip of the last reply from Redis.")         \
-	X(F, U64, errors, COUNTER, SMP, COUNT, "redis", "errors", "redis", ", %s errors",          \
+	X(F, U64, errors, COUNTER, MOD, COUNT, "redis", "errors", "redis", ", %s errors",          \
 	  "kvstash_registry_errors_total", "Error replies, timeouts and protocol violations.")     \
-	X(F, U64, connects, COUNTER, SMP, COUNT, "redis", "connects", "redis", ", %s connects",    \
+	X(F, U64, connects, COUNTER, MOD, COUNT, "redis", "connects", "redis", ", %s connects",    \
 	  "kvstash_registry_connects_total", "Connections to Redis established.")                  \
-	X(F, U64, disconnects, COUNTER, SMP, COUNT, "redis", "disconnects", "redis",               \
+	X(F, U64, disconnects, COUNTER, MOD, COUNT, "redis", "disconnects", "redis",               \
 	  ", %s disconnects",                                                                      \
 	  "kvstash_registry_disconnects_total", "Connections to Redis lost or closed.")            \
-	X(F, U64, leases_acquired, COUNTER, SMP, COUNT, "leases", "acquired", "leases",            \
+	X(F, U64, leases_acquired, COUNTER, MOD, COUNT, "leases", "acquired", "leases",            \
 	  "%s acquired",                                                                           \
 	  "kvstash_registry_leases_acquired_total", "Node leases acquired (each a new epoch).")    \
-	X(F, U64, leases_lost, COUNTER, SMP, COUNT, "leases", "lost", "leases", ", %s lost",       \
+	X(F, U64, leases_lost, COUNTER, MOD, COUNT, "leases", "lost", "leases", ", %s lost",       \
 	  "kvstash_registry_leases_lost_total", "Node leases lost: expired, fenced or taken over.")\
-	X(F, U64, queries, COUNTER, SMP, COUNT, "queries", "ops", "ops", "%s cluster queries",     \
+	X(F, U64, queries, COUNTER, MOD, COUNT, "queries", "ops", "ops", "%s cluster queries",     \
 	  "kvstash_registry_queries_total", "Cluster queries asked of the registry.")              \
-	X(F, U64, query_hits, COUNTER, SMP, COUNT, "queries", "hits", "ops",                       \
+	X(F, U64, query_hits, COUNTER, MOD, COUNT, "queries", "hits", "ops",                       \
 	  ", %s with a holder",                                                                    \
 	  "kvstash_registry_query_hits_total", "Cluster queries answered with another holder.")    \
-	X(F, U64, flushes, COUNTER, SMP, COUNT, "", "flushes", "ops", ", %s flushes",              \
+	X(F, U64, flushes, COUNTER, MOD, COUNT, "", "flushes", "ops", ", %s flushes",              \
 	  "kvstash_registry_flushes_total", "Cluster flushes asked of the registry.")              \
 	X(F, NAME, master, GAUGE, SMP, NONE, "redis", "master", "master", "%s",                    \
 	  NULL, "The Redis this node registers with (HOST:PORT), or last did; empty: none yet.")    \
@@ -319,12 +323,12 @@
 	  NULL, "How it was found: direct ([cluster] redis) or sentinel ([cluster] sentinels).")   \
 	X(F, NAME, master_name, GAUGE, SMP, NONE, "redis", "master_name", NULL, NULL,        \
 	  NULL, "With Sentinel: the master's name ([cluster] master_name); else empty.")           \
-	X(F, U32, sentinels, GAUGE, SMP, COUNT, "redis", "sentinels", NULL, NULL,                  \
+	X(F, U32, sentinels, GAUGE, MOD, COUNT, "redis", "sentinels", NULL, NULL,                  \
 	  NULL, "Sentinels configured.")                                                           \
-	X(F, U32, sentinels_up, GAUGE, SMP, COUNT, "redis", "sentinels_up", NULL, NULL,            \
+	X(F, U32, sentinels_up, GAUGE, MOD, COUNT, "redis", "sentinels_up", NULL, NULL,            \
 	  "kvstash_registry_sentinels_up",                                                         \
 	  "Sentinels that answered this node's last look for the master.")                         \
-	X(F, U64, failovers, COUNTER, SMP, COUNT, "redis", "failovers", "failover", "%s followed", \
+	X(F, U64, failovers, COUNTER, MOD, COUNT, "redis", "failovers", "failover", "%s followed", \
 	  "kvstash_registry_failovers_total",                                                      \
 	  "Failovers followed: the registry moved to another master the sentinels named.")        \
 	X(F, U64, last_failover_ms, GAUGE, SMP, MS, "redis", "last_failover_ms", "failover",       \
@@ -355,48 +359,48 @@
 	X(F, U64, hits_dram, COUNTER, SMP, COUNT, "hits", "dram", "hits", "%s in DRAM",            \
 	  "kvstash_tier_hits_total{tier=\"dram\"}",                                                \
 	  "Blocks found by QUERY, by the tier that held them (DRAM: query hits less SSD hits).")   \
-	X(F, U64, hits_ssd, COUNTER, SMP, COUNT, "hits", "ssd", "hits", ", %s on SSD",             \
+	X(F, U64, hits_ssd, COUNTER, STORE, COUNT, "hits", "ssd", "hits", ", %s on SSD",             \
 	  "kvstash_tier_hits_total{tier=\"ssd\"}",                                                 \
 	  "Blocks found by QUERY, by the tier that held them (DRAM: query hits less SSD hits).")   \
 	X(D, ssd_share, SHARE, hits_ssd, hits_dram, "hits", "ssd_share", "hits",                   \
 	  " (%s from SSD)", NULL, NULL)                                                            \
-	X(F, U64, read_failed, COUNTER, SMP, COUNT, "hits", "read_failed", "hits",                 \
+	X(F, U64, read_failed, COUNTER, STORE, COUNT, "hits", "read_failed", "hits",                 \
 	  ", %s read back failed", "kvstash_ssd_read_failed_total",                                \
 	  "SSD hits whose read back failed (a shorter prefix, never wrong bytes).")                \
 	X(F, U64, reads_pending, GAUGE, SMP, COUNT, "hits", "reads_pending", "hits",               \
 	  ", %s being read", NULL, "SSD hits being read into DRAM now, every drive together.")     \
-	X(F, U64, spilled, COUNTER, SMP, COUNT, "spills", "spilled", "spills", "%s spilled",       \
+	X(F, U64, spilled, COUNTER, STORE, COUNT, "spills", "spilled", "spills", "%s spilled",       \
 	  "kvstash_ssd_spilled_total", "Evicted blocks whose shards were queued for the SSD.")     \
-	X(F, U64, spill_skipped, COUNTER, SMP, COUNT, "spills", "skipped", "spills",               \
+	X(F, U64, spill_skipped, COUNTER, STORE, COUNT, "spills", "skipped", "spills",               \
 	  ", %s skipped", "kvstash_ssd_spill_skipped_total",                                       \
 	  "Evicted blocks not written: already on SSD, refused, or no room.")                      \
-	X(F, U64, spill_failed, COUNTER, SMP, COUNT, "spills", "failed", "spills", ", %s failed",  \
+	X(F, U64, spill_failed, COUNTER, STORE, COUNT, "spills", "failed", "spills", ", %s failed",  \
 	  "kvstash_ssd_spill_failed_total", "Spilled blocks whose write did not make it.")         \
-	X(F, U64, spill_dropped, COUNTER, SMP, COUNT, "spills", "dropped", "spills",               \
+	X(F, U64, spill_dropped, COUNTER, STORE, COUNT, "spills", "dropped", "spills",               \
 	  ", %s dropped (drive behind)", "kvstash_ssd_spill_dropped_total",                        \
 	  "Evicted blocks dropped unwritten: needed at once while the drive was behind.")          \
-	X(F, U64, spilling_bytes, GAUGE, SMP, BYTES, "spills", "spilling_bytes", "spills",         \
+	X(F, U64, spilling_bytes, GAUGE, STORE, BYTES, "spills", "spilling_bytes", "spills",         \
 	  ", %s being written", "kvstash_ssd_spilling_bytes",                                      \
 	  "Pool bytes held by writes to the SSD.")                                                 \
-	X(F, U64, admitted, COUNTER, SMP, COUNT, "writes", "admitted", "writes", "%s admitted",    \
+	X(F, U64, admitted, COUNTER, MOD, COUNT, "writes", "admitted", "writes", "%s admitted",    \
 	  "kvstash_ssd_admitted_total", "Writes the admission policy let through.")                \
-	X(F, U64, not_admitted, COUNTER, SMP, COUNT, "writes", "not_admitted", "writes",           \
+	X(F, U64, not_admitted, COUNTER, MOD, COUNT, "writes", "not_admitted", "writes",           \
 	  ", %s not admitted", "kvstash_ssd_not_admitted_total",                                   \
 	  "Writes the admission filter refused (one-hit blocks).")                                 \
-	X(F, U64, exists, COUNTER, SMP, COUNT, "writes", "exists", "writes",                       \
+	X(F, U64, exists, COUNTER, MOD, COUNT, "writes", "exists", "writes",                       \
 	  ", %s already on SSD", "kvstash_ssd_write_exists_total",                                 \
 	  "Writes skipped: the block was on SSD already.")                                         \
-	X(F, U64, dropped, COUNTER, SMP, COUNT, "writes", "dropped", "writes", ", %s refused",     \
+	X(F, U64, dropped, COUNTER, MOD, COUNT, "writes", "dropped", "writes", ", %s refused",     \
 	  "kvstash_ssd_backpressure_total{reason=\"refused\"}",                                    \
 	  "Writes lost to backpressure, by reason: refused at a full queue, displaced from it "    \
 	  "by a write worth more.")                                                                \
-	X(F, U64, displaced, COUNTER, SMP, COUNT, "writes", "displaced", "writes",                 \
+	X(F, U64, displaced, COUNTER, MOD, COUNT, "writes", "displaced", "writes",                 \
 	  ", %s displaced", "kvstash_ssd_backpressure_total{reason=\"displaced\"}",                \
 	  "Writes lost to backpressure, by reason: refused at a full queue, displaced from it "    \
 	  "by a write worth more.")                                                                \
-	X(F, U64, lookups, COUNTER, SMP, COUNT, "index", "lookups", "index", "%s lookups",         \
+	X(F, U64, lookups, COUNTER, MOD, COUNT, "index", "lookups", "index", "%s lookups",         \
 	  "kvstash_ssd_lookups_total", "Lookups in the SSD index.")                                \
-	X(F, U64, lookup_hits, COUNTER, SMP, COUNT, "index", "lookup_hits", "index",               \
+	X(F, U64, lookup_hits, COUNTER, MOD, COUNT, "index", "lookup_hits", "index",               \
 	  ", %s found", "kvstash_ssd_lookup_hits_total", "Lookups in the SSD index that found.")   \
 	X(F, U64, index_entries, GAUGE, SMP, COUNT, "index", "blocks", "index", ", %s blocks",     \
 	  "kvstash_ssd_index_blocks", "Blocks the SSD index holds (every drive).")                 \
@@ -406,7 +410,7 @@
 	  NULL, "Bytes written to every drive together.")                                          \
 	X(F, U64, bytes_read, COUNTER, SMP, BYTES, "bytes", "read", "bytes", ", %s read",          \
 	  NULL, "Bytes read from every drive together.")                                           \
-	X(F, U64, written_ahead, COUNTER, SMP, COUNT, "spills", "written_ahead", "spills",         \
+	X(F, U64, written_ahead, COUNTER, STORE, COUNT, "spills", "written_ahead", "spills",         \
 	  ", %s written ahead", "kvstash_ssd_written_ahead_total",                                 \
 	  "Resident blocks written to the SSD while its drives were idle, before eviction.")      \
 	X(S, SSD_DRIVE, "", "per_drive", NULL)
@@ -421,72 +425,72 @@
 #define KVS_STATS_SSD_DRIVE(X)                                                                     \
 	X(F, U32, drive, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                   \
 	  "drive", "The drive's index, in the order of [ssd] path.")                               \
-	X(F, U32, state, GAUGE, SMP, NONE, "", "state_code", NULL, NULL,                           \
+	X(F, U32, state, GAUGE, MOD, NONE, "", "state_code", NULL, NULL,                           \
 	  "kvstash_ssd_drive_state",                                                               \
 	  "SSD drive state: 0 recovering, 1 online, 2 offline, 3 closed.")                         \
 	X(F, NAME, path, KEY, SMP, NONE, NULL, NULL, NULL, NULL,                                   \
 	  NULL, "The drive's file or device (its last bytes when longer).")                        \
 	X(F, NAME, state_name, GAUGE, SMP, NONE, "", "state", NULL, "STATE",                       \
 	  NULL, "The state's name (ssd_drive_state_name()).")                                      \
-	X(F, U64, capacity_bytes, GAUGE, SMP, BYTES, "", "capacity_bytes", NULL, "CAPACITY",       \
+	X(F, U64, capacity_bytes, GAUGE, MOD, BYTES, "", "capacity_bytes", NULL, "CAPACITY",       \
 	  "kvstash_ssd_capacity_bytes", "Bytes of the drive the tier uses.")                       \
-	X(F, U64, bytes_written, COUNTER, SMP, BYTES, "bytes", "written", NULL, "WRITTEN",         \
+	X(F, U64, bytes_written, COUNTER, MOD, BYTES, "bytes", "written", NULL, "WRITTEN",         \
 	  "kvstash_ssd_bytes_total{direction=\"write\"}", "Bytes moved, per direction.")           \
-	X(F, U64, bytes_read, COUNTER, SMP, BYTES, "bytes", "read", NULL, "READ",                  \
+	X(F, U64, bytes_read, COUNTER, MOD, BYTES, "bytes", "read", NULL, "READ",                  \
 	  "kvstash_ssd_bytes_total{direction=\"read\"}", "Bytes moved, per direction.")            \
-	X(F, U64, writes, COUNTER, SMP, COUNT, "ios", "writes", NULL, NULL,                        \
+	X(F, U64, writes, COUNTER, MOD, COUNT, "ios", "writes", NULL, NULL,                        \
 	  "kvstash_ssd_ios_total{direction=\"write\"}",                                            \
 	  "Block I/Os completed successfully, per direction.")                                     \
-	X(F, U64, reads, COUNTER, SMP, COUNT, "ios", "reads", NULL, NULL,                          \
+	X(F, U64, reads, COUNTER, MOD, COUNT, "ios", "reads", NULL, NULL,                          \
 	  "kvstash_ssd_ios_total{direction=\"read\"}",                                             \
 	  "Block I/Os completed successfully, per direction.")                                     \
-	X(F, U64, write_errors, COUNTER, SMP, COUNT, "errors", "write", NULL, "W ERR",             \
+	X(F, U64, write_errors, COUNTER, MOD, COUNT, "errors", "write", NULL, "W ERR",             \
 	  "kvstash_ssd_errors_total{kind=\"write\"}",                                              \
 	  "I/O errors, by kind: a failed or short write or read, a payload failing its "           \
 	  "checksum (crc).")                                                                       \
-	X(F, U64, read_errors, COUNTER, SMP, COUNT, "errors", "read", NULL, "R ERR",               \
+	X(F, U64, read_errors, COUNTER, MOD, COUNT, "errors", "read", NULL, "R ERR",               \
 	  "kvstash_ssd_errors_total{kind=\"read\"}",                                               \
 	  "I/O errors, by kind: a failed or short write or read, a payload failing its "           \
 	  "checksum (crc).")                                                                       \
-	X(F, U64, crc_errors, COUNTER, SMP, COUNT, "errors", "crc", NULL, "CRC",                   \
+	X(F, U64, crc_errors, COUNTER, MOD, COUNT, "errors", "crc", NULL, "CRC",                   \
 	  "kvstash_ssd_errors_total{kind=\"crc\"}",                                                \
 	  "I/O errors, by kind: a failed or short write or read, a payload failing its "           \
 	  "checksum (crc).")                                                                       \
-	X(F, U64, stale_reads, COUNTER, SMP, COUNT, "", "stale_reads", NULL, NULL,                 \
+	X(F, U64, stale_reads, COUNTER, MOD, COUNT, "", "stale_reads", NULL, NULL,                 \
 	  "kvstash_ssd_stale_reads_total", "Reads of a block whose region was reused first.")      \
-	X(F, U64, drops, COUNTER, SMP, COUNT, "", "drops", NULL, "DROPS",                          \
+	X(F, U64, drops, COUNTER, MOD, COUNT, "", "drops", NULL, "DROPS",                          \
 	  "kvstash_ssd_drops_total", "Writes not made: backpressure or the rate cap.")             \
-	X(F, U64, regions_reclaimed, COUNTER, SMP, COUNT, "regions", "reclaimed", NULL, NULL,      \
+	X(F, U64, regions_reclaimed, COUNTER, MOD, COUNT, "regions", "reclaimed", NULL, NULL,      \
 	  "kvstash_ssd_regions_reclaimed_total", "Regions reused (FIFO over regions).")            \
-	X(F, U64, blocks_evicted, COUNTER, SMP, COUNT, "regions", "blocks_evicted", NULL, NULL,    \
+	X(F, U64, blocks_evicted, COUNTER, MOD, COUNT, "regions", "blocks_evicted", NULL, NULL,    \
 	  "kvstash_ssd_evictions_total", "Blocks dropped from the SSD index by region reuse.")     \
-	X(F, U64, regions_abandoned, COUNTER, SMP, COUNT, "regions", "abandoned", NULL, NULL,      \
+	X(F, U64, regions_abandoned, COUNTER, MOD, COUNT, "regions", "abandoned", NULL, NULL,      \
 	  "kvstash_ssd_regions_abandoned_total", "Regions given up after an I/O error.")           \
-	X(F, U64, recovered_blocks, GAUGE, SMP, COUNT, "recovery", "blocks", NULL, NULL,           \
+	X(F, U64, recovered_blocks, GAUGE, MOD, COUNT, "recovery", "blocks", NULL, NULL,           \
 	  "kvstash_ssd_recovered_blocks", "Blocks found by the start-up scan.")                    \
-	X(F, U64, recovered_regions, GAUGE, SMP, COUNT, "recovery", "regions", NULL, NULL,         \
+	X(F, U64, recovered_regions, GAUGE, MOD, COUNT, "recovery", "regions", NULL, NULL,         \
 	  "kvstash_ssd_recovered_regions", "Regions found by the start-up scan.")                  \
-	X(F, U64, recovery_bad, GAUGE, SMP, COUNT, "recovery", "bad", NULL, NULL,                  \
+	X(F, U64, recovery_bad, GAUGE, MOD, COUNT, "recovery", "bad", NULL, NULL,                  \
 	  "kvstash_ssd_recovery_bad_blocks", "Blocks the start-up scan found torn or corrupt.")    \
 	X(F, U64, recovery_us, GAUGE, SMP, US, "recovery", "time_us", NULL, NULL,                  \
 	  "kvstash_ssd_recovery_seconds", "Time the start-up scan took; 0 until it is done.")      \
-	X(F, U64, recovery_bytes_read, GAUGE, SMP, BYTES, "recovery", "bytes_read", NULL, NULL,    \
+	X(F, U64, recovery_bytes_read, GAUGE, MOD, BYTES, "recovery", "bytes_read", NULL, NULL,    \
 	  NULL, "Bytes the start-up scan read.")                                                   \
-	X(F, U32, nr_regions, GAUGE, SMP, COUNT, "regions", "total", NULL, NULL,                   \
+	X(F, U32, nr_regions, GAUGE, MOD, COUNT, "regions", "total", NULL, NULL,                   \
 	  "kvstash_ssd_regions", "Regions of the drive.")                                          \
-	X(F, U32, io_align, GAUGE, SMP, BYTES, "", "io_align", NULL, NULL,                         \
+	X(F, U32, io_align, GAUGE, MOD, BYTES, "", "io_align", NULL, NULL,                         \
 	  NULL, "Direct I/O alignment of the drive.")                                              \
-	X(F, BOOL, fixed_buffers, GAUGE, SMP, NONE, "", "fixed_buffers", NULL, NULL,               \
+	X(F, BOOL, fixed_buffers, GAUGE, MOD, NONE, "", "fixed_buffers", NULL, NULL,               \
 	  NULL, "The pool is registered with the drive's io_uring.")                               \
-	X(F, BOOL, last_clean, GAUGE, SMP, NONE, "", "last_clean", NULL, NULL,                     \
+	X(F, BOOL, last_clean, GAUGE, MOD, NONE, "", "last_clean", NULL, NULL,                     \
 	  NULL, "The previous stop was clean.")                                                    \
-	X(F, BOOL, formatted, GAUGE, SMP, NONE, "", "formatted", NULL, NULL,                       \
+	X(F, BOOL, formatted, GAUGE, MOD, NONE, "", "formatted", NULL, NULL,                       \
 	  NULL, "The drive was formatted at this start.")                                          \
-	X(F, U32, queued_writes, GAUGE, SMP, COUNT, "", "queued_writes", NULL, "QUEUED",           \
+	X(F, U32, queued_writes, GAUGE, MOD, COUNT, "", "queued_writes", NULL, "QUEUED",           \
 	  "kvstash_ssd_queued_writes", "Writes waiting in the drive's queue.")                     \
-	X(F, U32, inflight, GAUGE, SMP, COUNT, "", "inflight", NULL, "INFLIGHT",                   \
+	X(F, U32, inflight, GAUGE, MOD, COUNT, "", "inflight", NULL, "INFLIGHT",                   \
 	  "kvstash_ssd_inflight", "Block I/Os submitted and not completed.")                       \
-	X(F, U32, reads_pending, GAUGE, SMP, COUNT, "", "reads_pending", NULL, "READING",          \
+	X(F, U32, reads_pending, GAUGE, MOD, COUNT, "", "reads_pending", NULL, "READING",          \
 	  "kvstash_ssd_reads_pending", "Reads queued or in flight.")                               \
 	X(F, U64, write_p50_us, GAUGE, SMP, US, "latency", "write_p50_us", NULL, NULL,             \
 	  NULL, "Median write latency (a bucket's upper bound).")                                  \
@@ -496,10 +500,10 @@
 	  NULL, "Median read latency (a bucket's upper bound).")                                   \
 	X(F, U64, read_p99_us, GAUGE, SMP, US, "latency", "read_p99_us", NULL, "R P99",            \
 	  NULL, "99th percentile read latency (a bucket's upper bound).")                          \
-	X(F, U64, regions_opened, COUNTER, SMP, COUNT, "regions", "opened", NULL, NULL,            \
+	X(F, U64, regions_opened, COUNTER, MOD, COUNT, "regions", "opened", NULL, NULL,            \
 	  "kvstash_ssd_regions_opened_total",                                                      \
 	  "Regions emptied for new blocks (their old cycle erased), ahead of the writes.")         \
-	X(F, U64, erase_syncs, COUNTER, SMP, COUNT, "regions", "erase_syncs", NULL, NULL,          \
+	X(F, U64, erase_syncs, COUNTER, MOD, COUNT, "regions", "erase_syncs", NULL, NULL,          \
 	  "kvstash_ssd_erase_syncs_total",                                                         \
 	  "Datasyncs (cache flushes) that made a batch of those erases durable.")                  \
 	X(I, HIST, write_lat, "kvstash_ssd_io_duration_seconds{direction=\"write\"}",              \
@@ -534,56 +538,56 @@
 	  "Peers of the service: servers fetched from, clients fetching (256 at most).")           \
 	X(F, U32, peers_failed, GAUGE, SMP, COUNT, "", "peers_failed", "peers", ", %s failed",     \
 	  "kvstash_peer_peers_failed", "Peers whose last attempt failed.")                         \
-	X(F, U64, fetches, COUNTER, SMP, COUNT, "fetches", "completed", "fetches", "%s completed:",\
+	X(F, U64, fetches, COUNTER, MOD, COUNT, "fetches", "completed", "fetches", "%s completed:",\
 	  NULL, "Fetches completed (full, partial and empty together).")                           \
-	X(F, U64, fetches_full, COUNTER, SMP, COUNT, "fetches", "full", "fetches", " %s full",     \
+	X(F, U64, fetches_full, COUNTER, MOD, COUNT, "fetches", "full", "fetches", " %s full",     \
 	  "kvstash_peer_fetches_total{result=\"full\"}",                                           \
 	  "Fetches completed, by result: every key fetched (full), some (partial), none (empty).") \
-	X(F, U64, fetches_partial, COUNTER, SMP, COUNT, "fetches", "partial", "fetches",           \
+	X(F, U64, fetches_partial, COUNTER, MOD, COUNT, "fetches", "partial", "fetches",           \
 	  ", %s partial", "kvstash_peer_fetches_total{result=\"partial\"}",                        \
 	  "Fetches completed, by result: every key fetched (full), some (partial), none (empty).") \
-	X(F, U64, fetches_empty, COUNTER, SMP, COUNT, "fetches", "empty", "fetches", ", %s empty", \
+	X(F, U64, fetches_empty, COUNTER, MOD, COUNT, "fetches", "empty", "fetches", ", %s empty", \
 	  "kvstash_peer_fetches_total{result=\"empty\"}",                                          \
 	  "Fetches completed, by result: every key fetched (full), some (partial), none (empty).") \
-	X(F, U64, fetch_blocks, COUNTER, SMP, COUNT, "fetches", "blocks", "fetched", "%s blocks",  \
+	X(F, U64, fetch_blocks, COUNTER, MOD, COUNT, "fetches", "blocks", "fetched", "%s blocks",  \
 	  "kvstash_peer_fetched_blocks_total", "Blocks fetched from peers and verified.")          \
-	X(F, U64, fetch_bytes, COUNTER, SMP, BYTES, "fetches", "bytes", "fetched", ", %s",         \
+	X(F, U64, fetch_bytes, COUNTER, MOD, BYTES, "fetches", "bytes", "fetched", ", %s",         \
 	  "kvstash_peer_fetched_bytes_total", "Bytes of the blocks fetched from peers, verified.") \
 	X(F, U64, fetch_p50_us, GAUGE, SMP, US, "fetches", "p50_us", "fetched",                    \
 	  ", latency p50 %s", NULL,                                                                \
 	  "Median fetch latency, submission to completion (a bucket's upper bound).")              \
 	X(F, U64, fetch_p99_us, GAUGE, SMP, US, "fetches", "p99_us", "fetched", ", p99 %s",        \
 	  NULL, "99th percentile fetch latency (a bucket's upper bound).")                         \
-	X(F, U64, fetch_latency_sum_us, COUNTER, SMP, US, "fetches", "latency_sum_us", NULL, NULL, \
+	X(F, U64, fetch_latency_sum_us, COUNTER, MOD, US, "fetches", "latency_sum_us", NULL, NULL, \
 	  NULL, "Fetch latencies summed.")                                                         \
 	X(I, HIST, fetch_lat, "kvstash_peer_fetch_duration_seconds",                               \
 	  "Time from a fetch's submission to its completion.")                                     \
 	X(F, U64, fetch_failures, COUNTER, SMP, COUNT, "fetches", "failures", "fetches",           \
 	  ", %s failed", NULL, "Fetches that ended on a failure (every kind together).")           \
-	X(F, U64, serve_blocks, COUNTER, SMP, COUNT, "serves", "blocks", "served", "%s blocks",    \
+	X(F, U64, serve_blocks, COUNTER, MOD, COUNT, "serves", "blocks", "served", "%s blocks",    \
 	  "kvstash_peer_served_blocks_total",                                                      \
 	  "Blocks served to peers: every shard sent (TCP) or verified (UCX).")                     \
-	X(F, U64, serve_bytes, COUNTER, SMP, BYTES, "serves", "bytes", "served", ", %s",           \
+	X(F, U64, serve_bytes, COUNTER, MOD, BYTES, "serves", "bytes", "served", ", %s",           \
 	  "kvstash_peer_served_bytes_total", "Bytes of the blocks served to peers.")               \
-	X(F, U64, locks_held, GAUGE, SMP, COUNT, "locks", "held", "locks", "%s held",              \
+	X(F, U64, locks_held, GAUGE, MOD, COUNT, "locks", "held", "locks", "%s held",              \
 	  "kvstash_peer_locks_held", "Locks peers hold on blocks of this node now.")               \
-	X(F, U64, locks_granted, COUNTER, SMP, COUNT, "locks", "granted", "locks", ", %s granted", \
+	X(F, U64, locks_granted, COUNTER, MOD, COUNT, "locks", "granted", "locks", ", %s granted", \
 	  "kvstash_peer_locks_granted_total", "Lock requests of peers that pinned blocks.")        \
-	X(F, U64, locks_released, COUNTER, SMP, COUNT, "locks", "released", "locks",               \
+	X(F, U64, locks_released, COUNTER, MOD, COUNT, "locks", "released", "locks",               \
 	  ", %s released", "kvstash_peer_locks_total{end=\"released\"}",                           \
 	  "Locks ended, by how: released by the peer, expired at their TTL, dropped with their "   \
 	  "connection.")                                                                           \
-	X(F, U64, locks_expired, COUNTER, SMP, COUNT, "locks", "expired", "locks", ", %s expired", \
+	X(F, U64, locks_expired, COUNTER, MOD, COUNT, "locks", "expired", "locks", ", %s expired", \
 	  "kvstash_peer_locks_total{end=\"expired\"}",                                             \
 	  "Locks ended, by how: released by the peer, expired at their TTL, dropped with their "   \
 	  "connection.")                                                                           \
-	X(F, U64, locks_dropped, COUNTER, SMP, COUNT, "locks", "dropped", "locks", ", %s dropped", \
+	X(F, U64, locks_dropped, COUNTER, MOD, COUNT, "locks", "dropped", "locks", ", %s dropped", \
 	  "kvstash_peer_locks_total{end=\"dropped\"}",                                             \
 	  "Locks ended, by how: released by the peer, expired at their TTL, dropped with their "   \
 	  "connection.")                                                                           \
-	X(F, U64, conns_open, GAUGE, SMP, COUNT, "conns", "open", "conns", "%s open",              \
+	X(F, U64, conns_open, GAUGE, MOD, COUNT, "conns", "open", "conns", "%s open",              \
 	  "kvstash_peer_connections", "Peer connections open now, both sides.")                    \
-	X(F, U64, conns_accepted, COUNTER, SMP, COUNT, "conns", "accepted", "conns",               \
+	X(F, U64, conns_accepted, COUNTER, MOD, COUNT, "conns", "accepted", "conns",               \
 	  ", %s accepted", "kvstash_peer_connections_accepted_total",                              \
 	  "Connections accepted from peers.")                                                      \
 	X(F, U64, serve_failures, COUNTER, SMP, COUNT, "serves", "failures", "served",             \
@@ -618,36 +622,36 @@
 	KVS_STATS_PEER_FAIL(X, serve, stall)                                                       \
 	KVS_STATS_PEER_FAIL(X, serve, host)                                                        \
 	KVS_STATS_PEER_FAIL(X, serve, transport)                                                   \
-	X(F, U64, conns_unauth, GAUGE, SMP, COUNT, "conns", "unauthenticated", "conns",            \
+	X(F, U64, conns_unauth, GAUGE, MOD, COUNT, "conns", "unauthenticated", "conns",            \
 	  ", %s not authenticated", "kvstash_peer_connections_unauthenticated",                    \
 	  "Peer connections served that have not authenticated yet.")                              \
-	X(F, U64, refused_host_conns, COUNTER, SMP, COUNT, "refused", "host_conns", "refused",     \
+	X(F, U64, refused_host_conns, COUNTER, MOD, COUNT, "refused", "host_conns", "refused",     \
 	  "%s over a host's connections", "kvstash_peer_refused_total{reason=\"host_conns\"}",     \
 	  "Peer connections and locks refused, by the limit: a host's connections "                \
 	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
 	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
-	X(F, U64, refused_host_unauth, COUNTER, SMP, COUNT, "refused", "host_unauth", "refused",   \
+	X(F, U64, refused_host_unauth, COUNTER, MOD, COUNT, "refused", "host_unauth", "refused",   \
 	  ", %s over its unauthenticated", "kvstash_peer_refused_total{reason=\"host_unauth\"}",   \
 	  "Peer connections and locks refused, by the limit: a host's connections "                \
 	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
 	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
-	X(F, U64, refused_unauth_budget, COUNTER, SMP, COUNT, "refused", "unauth_budget",          \
+	X(F, U64, refused_unauth_budget, COUNTER, MOD, COUNT, "refused", "unauth_budget",          \
 	  "refused", ", %s over the unauthenticated budget",                                       \
 	  "kvstash_peer_refused_total{reason=\"unauth_budget\"}",                                  \
 	  "Peer connections and locks refused, by the limit: a host's connections "                \
 	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
 	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
-	X(F, U64, refused_total, COUNTER, SMP, COUNT, "refused", "max_conns", "refused",           \
+	X(F, U64, refused_total, COUNTER, MOD, COUNT, "refused", "max_conns", "refused",           \
 	  ", %s over every connection", "kvstash_peer_refused_total{reason=\"max_conns\"}",        \
 	  "Peer connections and locks refused, by the limit: a host's connections "                \
 	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
 	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
-	X(F, U64, locks_refused_host, COUNTER, SMP, COUNT, "refused", "host_locks", "refused",     \
+	X(F, U64, locks_refused_host, COUNTER, MOD, COUNT, "refused", "host_locks", "refused",     \
 	  ", %s locks over a host's", "kvstash_peer_refused_total{reason=\"host_locks\"}",         \
 	  "Peer connections and locks refused, by the limit: a host's connections "                \
 	  "(host_conns), its unauthenticated ones (host_unauth), the unauthenticated budget "      \
 	  "(unauth_budget), every connection (max_conns), a host's locks (host_locks).")           \
-	X(F, U64, evicted_unauth, COUNTER, SMP, COUNT, "refused", "evicted_unauth", "refused",     \
+	X(F, U64, evicted_unauth, COUNTER, MOD, COUNT, "refused", "evicted_unauth", "refused",     \
 	  "; %s unauthenticated closed for a newcomer", "kvstash_peer_unauth_evicted_total",       \
 	  "Unauthenticated peer connections closed to make room for a newcomer (the host "         \
 	  "holding the most of the unauthenticated budget gives its oldest).")                     \
@@ -747,6 +751,57 @@
 		struct kvs_msg_hdr hdr;                             \
 		table(KVS_STATS_MEMBER_)                            \
 		uint64_t resv[KVS_STATS_RESV(size, table)];         \
+	}
+/* clang-format on */
+
+/* ---- a module's own fields (kvstashd) -------------------------------- */
+
+/*
+ * The rows of source MOD are fields of the group's module stats struct by
+ * the same name and type (struct registry_stats, ssd_stats,
+ * ssd_drive_stats: declared from these rows; struct kvspeer_stats, the
+ * peer library's public struct, by hand), those of source STORE fields of
+ * struct store_stats.  A module declares them with
+ * table(KVS_STATS_MOD_MEMBER_) (or _STORE_MEMBER_) and copies them, from
+ * its live counters into a snapshot and from the snapshot into its
+ * message, with a function of KVS_STATS_COPY(): so a counter of the
+ * module is one row here and the line that counts it.
+ */
+#define KVS_STATS_MOD_MEMBER_(shape, ...)   KVS_STATS_OWN_##shape(MOD, KVS_STATS_OWN_MEMBER, __VA_ARGS__)
+#define KVS_STATS_STORE_MEMBER_(shape, ...) KVS_STATS_OWN_##shape(STORE, KVS_STATS_OWN_MEMBER, __VA_ARGS__)
+#define KVS_STATS_MOD_COPY_(shape, ...)	    KVS_STATS_OWN_##shape(MOD, KVS_STATS_OWN_COPY, __VA_ARGS__)
+#define KVS_STATS_STORE_COPY_(shape, ...)   KVS_STATS_OWN_##shape(STORE, KVS_STATS_OWN_COPY, __VA_ARGS__)
+
+/* f(type, name) for a row of source @own, nothing for the others. */
+#define KVS_STATS_OWN_F(own, f, type, name, kind, src, ...) KVS_STATS_IF_##own##_##src(f, type, name)
+#define KVS_STATS_OWN_D(...)
+#define KVS_STATS_OWN_S(...)
+#define KVS_STATS_OWN_I(...)
+#define KVS_STATS_IF_MOD_MOD(f, ...)	 f(__VA_ARGS__)
+#define KVS_STATS_IF_MOD_STORE(...)
+#define KVS_STATS_IF_MOD_CTR(...)
+#define KVS_STATS_IF_MOD_SMP(...)
+#define KVS_STATS_IF_STORE_STORE(f, ...) f(__VA_ARGS__)
+#define KVS_STATS_IF_STORE_MOD(...)
+#define KVS_STATS_IF_STORE_CTR(...)
+#define KVS_STATS_IF_STORE_SMP(...)
+
+#define KVS_STATS_OWN_MEMBER(type, name) KVS_STATS_CTYPE_##type name KVS_STATS_CDIM_##type;
+/*
+ * Each a relaxed load: the source may be counted as it is copied (each
+ * value alone, ordered against nothing); from a snapshot, a plain load.
+ */
+#define KVS_STATS_OWN_COPY(type, name) d->name = __atomic_load_n(&s->name, __ATOMIC_RELAXED);
+
+/*
+ * fn(d, s): copy the fields of source @own (MOD, STORE) of @table from
+ * @s (a struct @stag) into @d (a struct @dtag).
+ */
+/* clang-format off */
+#define KVS_STATS_COPY(fn, dtag, stag, table, own)                            \
+	static inline void fn(struct dtag *d, const struct stag *s)           \
+	{                                                                     \
+		table(KVS_STATS_##own##_COPY_)                                \
 	}
 /* clang-format on */
 

@@ -390,27 +390,13 @@ void registry_free(struct registry *r)
 	free(r);
 }
 
-_Static_assert(offsetof(struct registry_stats, epoch) == 16 &&
-		       offsetof(struct registry_stats, sentinels) % 8 == 0,
-	       "registry_get_stats() copies the u64 part word by word");
+/* Every field of a MOD row of KVS_STATS_REGISTRY, each a relaxed load. */
+KVS_STATS_COPY(stats_copy, registry_stats, registry_stats, KVS_STATS_REGISTRY, MOD)
 
 void registry_get_stats(const struct registry *r, struct registry_stats *ret)
 {
-	const uint64_t *src =
-		(const uint64_t *)((const char *)&r->st + offsetof(struct registry_stats, epoch));
-	uint64_t *dst = (uint64_t *)((char *)ret + offsetof(struct registry_stats, epoch));
-
-	ret->state = __atomic_load_n(&r->st.state, __ATOMIC_RELAXED);
-	ret->connected = __atomic_load_n(&r->st.connected, __ATOMIC_RELAXED);
-	ret->leased = __atomic_load_n(&r->st.leased, __ATOMIC_RELAXED);
-	ret->backfilling = __atomic_load_n(&r->st.backfilling, __ATOMIC_RELAXED);
-	for (size_t i = 0; i < (offsetof(struct registry_stats, sentinels) -
-				offsetof(struct registry_stats, epoch)) /
-				       8;
-	     i++)
-		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-	ret->sentinels = __atomic_load_n(&r->st.sentinels, __ATOMIC_RELAXED);
-	ret->sentinels_up = __atomic_load_n(&r->st.sentinels_up, __ATOMIC_RELAXED);
+	stats_copy(ret, &r->st);
+	ret->last_failover_ns = __atomic_load_n(&r->st.last_failover_ns, __ATOMIC_RELAXED);
 	ret->sentinel = r->st.sentinel; /* constant */
 	/* The strings change with a failover (control thread), under st_lock. */
 	pthread_mutex_lock((pthread_mutex_t *)&r->st_lock);

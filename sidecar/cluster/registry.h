@@ -58,6 +58,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvstash/stats.h>
+
 #include "cluster/flush.h"
 #include "cluster/limits.h"
 #include "common/loghook.h"
@@ -322,36 +324,18 @@ enum registry_state {
 };
 const char *registry_state_name(int state);
 
-/* For `kvstash status`, STATS and Prometheus: counters are cumulative. */
+/*
+ * For `kvstash status`, STATS and Prometheus: counters are cumulative.
+ * The fields of KVS_STATS_REGISTRY's rows of source MOD (<kvstash/stats.h>:
+ * its state, queue, Redis and lease figures, in table order) come from the
+ * rows, so a counter is one row there; what only the daemon shows
+ * computed (names, times since) or the module keeps follows.
+ */
 struct registry_stats {
-	uint32_t state; /* enum registry_state */
-	uint32_t connected;
-	uint32_t leased;
-	uint32_t backfilling;
-	uint64_t epoch; /* of the lease held (or last held); 0: never */
-	uint64_t queue_depth;
-	uint64_t queue_capacity;
-	uint64_t enqueued;
-	uint64_t delivered;	   /* changes Redis applied (netted ones included) */
-	uint64_t dropped_overflow; /* queue full */
-	uint64_t dropped_offline;  /* no lease / not connected when dequeued */
-	uint64_t dropped_failed;   /* a failed or fenced attempt */
-	uint64_t backfilled;	   /* entries re-registered after an acquisition */
-	uint64_t round_trips;	   /* replies received */
-	uint64_t last_rtt_us;	   /* of the last reply */
-	uint64_t errors;	   /* error replies, timeouts, protocol violations */
-	uint64_t connects;	   /* successful connections */
-	uint64_t disconnects;
-	uint64_t leases_acquired;
-	uint64_t leases_lost; /* expired, fenced or taken over */
-	uint64_t queries;
-	uint64_t query_hits; /* queries answered with best > 0 */
-	uint64_t flushes;
-	uint64_t failovers;	   /* masters the sentinels named in place of the one before */
+	KVS_STATS_REGISTRY(KVS_STATS_MOD_MEMBER_)
 	uint64_t last_failover_ns; /* CLOCK_MONOTONIC of the last; 0: none */
-	uint32_t sentinels, sentinels_up;
-	uint32_t sentinel; /* 1: the master comes from the sentinels */
-	char incarnation[17]; /* this process's id, 16 hex digits (constant) */
+	uint32_t sentinel;	   /* 1: the master comes from the sentinels */
+	char incarnation[17];	   /* this process's id, 16 hex digits (constant) */
 	char master[REG_ADDR_MAX]; /* "ip:port" (or the configured address); "": none yet */
 	char last_failover_from[REG_ADDR_MAX];
 	char master_name[REG_NAME_MAX];

@@ -80,6 +80,17 @@ static bool listed(const struct session *s)
 }
 
 /*
+ * The module's fields of each group's message: its rows of source MOD
+ * (STORE) in <kvstash/stats.h>, copied by name.  The rows of source SMP
+ * are filled below by hand: names, sums, quantiles, times since.
+ */
+KVS_STATS_COPY(registry_msg_copy, kvs_msg_stats_registry, registry_stats, KVS_STATS_REGISTRY, MOD)
+KVS_STATS_COPY(ssd_msg_copy, kvs_msg_stats_ssd, ssd_stats, KVS_STATS_SSD, MOD)
+KVS_STATS_COPY(store_msg_copy, kvs_msg_stats_ssd, store_stats, KVS_STATS_SSD, STORE)
+KVS_STATS_COPY(drive_msg_copy, kvs_msg_stats_ssd_drive, ssd_drive_stats, KVS_STATS_SSD_DRIVE, MOD)
+KVS_STATS_COPY(peer_msg_copy, kvs_msg_stats_peer, kvspeer_stats, KVS_STATS_PEER, MOD)
+
+/*
  * The registry client's message, when kvstashd has one ([cluster]); false
  * without, and the replies and the scrape then carry none.  The values are
  * registry_get_stats()'s relaxed reads: safe on the metrics thread too,
@@ -93,37 +104,12 @@ static bool sample_registry(struct daemon *d, struct kvs_msg_stats_registry *m)
 	if (!d->reg)
 		return false;
 	registry_get_stats(d->reg, &st);
+	registry_msg_copy(m, &st);
 	strscpy_trunc(m->state_name, registry_state_name((int)st.state), sizeof(m->state_name));
-	m->state = st.state;
-	m->connected = st.connected != 0;
-	m->leased = st.leased != 0;
-	m->backfilling = st.backfilling != 0;
-	m->epoch = st.epoch;
-	m->queue_depth = st.queue_depth;
-	m->queue_capacity = st.queue_capacity;
-	m->enqueued = st.enqueued;
-	m->delivered = st.delivered;
-	m->dropped_overflow = st.dropped_overflow;
-	m->dropped_offline = st.dropped_offline;
-	m->dropped_failed = st.dropped_failed;
-	m->backfilled = st.backfilled;
-	m->round_trips = st.round_trips;
-	m->last_rtt_us = st.last_rtt_us;
-	m->errors = st.errors;
-	m->connects = st.connects;
-	m->disconnects = st.disconnects;
-	m->leases_acquired = st.leases_acquired;
-	m->leases_lost = st.leases_lost;
-	m->queries = st.queries;
-	m->query_hits = st.query_hits;
-	m->flushes = st.flushes;
 	strscpy_trunc(m->master, st.master, sizeof(m->master));
 	/* Literals of ours: GCC takes strscpy_trunc()'s bound for a read past them. */
 	snprintf(m->discovery, sizeof(m->discovery), "%s", st.sentinel ? "sentinel" : "direct");
 	strscpy_trunc(m->master_name, st.master_name, sizeof(m->master_name));
-	m->sentinels = st.sentinels;
-	m->sentinels_up = st.sentinels_up;
-	m->failovers = st.failovers;
 	m->last_failover_ms =
 		st.last_failover_ns ? (now_ns() - st.last_failover_ns) / NSEC_PER_MSEC : 0;
 	strscpy_trunc(m->last_failover_from, st.last_failover_from, sizeof(m->last_failover_from));
@@ -196,23 +182,10 @@ static bool sample_ssd(struct daemon *d, struct kvs_msg_stats_ssd *m,
 	store_get_stats(d->store, &st);
 	hits = counter_get(&d->ctr.query_blocks_hit);
 	ssd_get_stats(d->ssd, &ss);
+	ssd_msg_copy(m, &ss);
+	store_msg_copy(m, &st);
 	m->nr_drives = ss.nr_drives;
-	m->hits_ssd = st.ssd_hits;
-	m->hits_dram = hits > st.ssd_hits ? hits - st.ssd_hits : 0;
-	m->read_failed = st.ssd_read_failed;
-	m->spilled = st.spilled;
-	m->spill_skipped = st.spill_skipped;
-	m->spill_failed = st.spill_failed;
-	m->spill_dropped = st.spill_dropped;
-	m->spilling_bytes = st.spilling_bytes;
-	m->written_ahead = st.written_ahead;
-	m->admitted = ss.admitted;
-	m->not_admitted = ss.not_admitted;
-	m->exists = ss.exists;
-	m->dropped = ss.dropped;
-	m->displaced = ss.displaced;
-	m->lookups = ss.lookups;
-	m->lookup_hits = ss.hits;
+	m->hits_dram = hits > st.hits_ssd ? hits - st.hits_ssd : 0;
 	m->index_entries = ss.index_entries;
 	m->index_bytes = ss.index_bytes;
 	for (unsigned i = 0; i < ss.nr_drives && i < SSD_MAX_DRIVES; i++) {
@@ -225,42 +198,15 @@ static bool sample_ssd(struct daemon *d, struct kvs_msg_stats_ssd *m,
 		m->reads_pending += s->reads_pending;
 		m->bytes_written += s->bytes_written;
 		m->bytes_read += s->bytes_read;
+		drive_msg_copy(o, s);
 		o->drive = i;
-		o->state = s->state;
 		path_tail(o->path, path ? path : "");
 		strscpy_trunc(o->state_name, ssd_drive_state_name(s->state), sizeof(o->state_name));
-		o->capacity_bytes = s->capacity_bytes;
-		o->bytes_written = s->bytes_written;
-		o->bytes_read = s->bytes_read;
-		o->writes = s->writes;
-		o->reads = s->reads;
-		o->write_errors = s->write_errors;
-		o->read_errors = s->read_errors;
-		o->crc_errors = s->crc_errors;
-		o->stale_reads = s->stale_reads;
-		o->drops = s->drops;
-		o->regions_reclaimed = s->regions_reclaimed;
-		o->blocks_evicted = s->blocks_evicted;
-		o->regions_abandoned = s->regions_abandoned;
-		o->recovered_blocks = s->recovered_blocks;
-		o->recovered_regions = s->recovered_regions;
-		o->recovery_bad = s->recovery_bad;
 		o->recovery_us = s->recovery_ns / 1000;
-		o->recovery_bytes_read = s->recovery_bytes_read;
-		o->nr_regions = s->nr_regions;
-		o->io_align = s->io_align;
-		o->fixed_buffers = s->fixed_buffers;
-		o->last_clean = s->last_clean;
-		o->formatted = s->formatted;
-		o->queued_writes = s->queued_writes;
-		o->inflight = s->inflight;
-		o->reads_pending = s->reads_pending;
 		o->write_p50_us = quantile_us(s->write_lat, SSD_HIST_BUCKETS, 500);
 		o->write_p99_us = quantile_us(s->write_lat, SSD_HIST_BUCKETS, 990);
 		o->read_p50_us = quantile_us(s->read_lat, SSD_HIST_BUCKETS, 500);
 		o->read_p99_us = quantile_us(s->read_lat, SSD_HIST_BUCKETS, 990);
-		o->regions_opened = s->regions_opened;
-		o->erase_syncs = s->erase_syncs;
 		if (hists) {
 			hist_copy(&hists[i].write_lat, s->write_lat, s->write_lat_sum_ns);
 			hist_copy(&hists[i].read_lat, s->read_lat, s->read_lat_sum_ns);
@@ -341,31 +287,9 @@ static bool sample_peer(struct daemon *d, struct kvs_msg_stats_peer *m,
 	m->nr_peers = nr;
 	for (unsigned i = 0; i < nr; i++)
 		m->peers_failed += peers[i].state == KVSPEER_PEER_FAILED;
-	m->fetches = st.fetches;
-	m->fetches_full = st.fetches_full;
-	m->fetches_partial = st.fetches_partial;
-	m->fetches_empty = st.fetches_empty;
-	m->fetch_blocks = st.fetch_blocks;
-	m->fetch_bytes = st.fetch_bytes;
+	peer_msg_copy(m, &st);
 	m->fetch_p50_us = quantile_us(st.fetch_latency_us, KVSPEER_HIST_BUCKETS, 500);
 	m->fetch_p99_us = quantile_us(st.fetch_latency_us, KVSPEER_HIST_BUCKETS, 990);
-	m->fetch_latency_sum_us = st.fetch_latency_sum_us;
-	m->serve_blocks = st.serve_blocks;
-	m->serve_bytes = st.serve_bytes;
-	m->locks_held = st.locks_held;
-	m->locks_granted = st.locks_granted;
-	m->locks_released = st.locks_released;
-	m->locks_expired = st.locks_expired;
-	m->locks_dropped = st.locks_dropped;
-	m->conns_open = st.conns_open;
-	m->conns_accepted = st.conns_accepted;
-	m->conns_unauth = st.conns_unauth;
-	m->refused_host_conns = st.refused_host_conns;
-	m->refused_host_unauth = st.refused_host_unauth;
-	m->refused_unauth_budget = st.refused_unauth_budget;
-	m->refused_total = st.refused_total;
-	m->locks_refused_host = st.locks_refused_host;
-	m->evicted_unauth = st.evicted_unauth;
 	m->fetch_staged_bytes = peer_staged_bytes(d);
 	for (unsigned k = 0; k < KVSPEER_FAIL__MAX; k++) {
 		m->fetch_failures += st.fetch_fail[k];

@@ -7,8 +7,9 @@
  * Prometheus shows).  A module declares the counters of its group with
  * COUNTERS_STRUCT() (the global and per-session ones are here; a drive's or
  * a peer's go with the module that owns the drive or the peer) and copies
- * them into its reply message with COUNTERS_READ().  The fields of source
- * SMP the module fills itself, from whoever owns them.
+ * them into its reply message with COUNTERS_READ().  The fields of
+ * sources MOD and STORE are the owning module's (KVS_STATS_COPY(), stats.h)
+ * and those of source SMP the module fills itself, from whoever owns them.
  *
  * Every counter is a relaxed atomic: threads count concurrently and a
  * reader takes each value alone, ordered against nothing (a reply is a
@@ -36,6 +37,8 @@
 #define CTR_MEMBER_F(type, name, kind, src, ...) CTR_MEMBER_##src(name)
 #define CTR_MEMBER_CTR(name)			 uint64_t name;
 #define CTR_MEMBER_SMP(name)
+#define CTR_MEMBER_MOD(name)
+#define CTR_MEMBER_STORE(name)
 #define CTR_MEMBER_D(...)
 #define CTR_MEMBER_S(...)
 #define CTR_MEMBER_I(type, name, ...) CTR_ITYPE_##type name CTR_IDIM_##type;
@@ -50,6 +53,8 @@
 #define CTR_READ_F(type, name, kind, src, ...) CTR_READ_##src(name)
 #define CTR_READ_CTR(name)		       m->name = counter_get(&c->name);
 #define CTR_READ_SMP(name)
+#define CTR_READ_MOD(name)
+#define CTR_READ_STORE(name)
 #define CTR_READ_D(...)
 #define CTR_READ_S(...)
 #define CTR_READ_I(...)

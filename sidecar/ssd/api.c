@@ -352,7 +352,7 @@ int ssd_lookup(struct ssd *ssd, uint32_t ns, const uint8_t key[SSD_KEY_SIZE], ui
 		return r;
 	if (loc.drive >= ssd->nr || !drive_serves(ssd->drives[loc.drive]))
 		return -ENOENT;
-	ADD(&ssd->hits, 1);
+	ADD(&ssd->lookup_hits, 1);
 	*ret_loc = loc;
 	return 0;
 }
@@ -610,57 +610,28 @@ const char *ssd_drive_path(const struct ssd *ssd, unsigned i)
 	return i < ssd->nr ? ssd->drives[i]->path : NULL;
 }
 
+/* The MOD rows of the tier and of a drive, each a relaxed load. */
+KVS_STATS_COPY(tier_copy, ssd_stats, ssd, KVS_STATS_SSD, MOD)
+KVS_STATS_COPY(drive_copy, ssd_drive_stats, ssd_drive_stats, KVS_STATS_SSD_DRIVE, MOD)
+
 void ssd_get_stats(struct ssd *ssd, struct ssd_stats *ret)
 {
 	struct ssd_stats s;
 
 	memset(&s, 0, sizeof(s));
 	s.nr_drives = ssd->nr;
-	s.lookups = LOAD(&ssd->lookups);
-	s.hits = LOAD(&ssd->hits);
-	s.admitted = LOAD(&ssd->admitted);
-	s.not_admitted = LOAD(&ssd->not_admitted);
-	s.exists = LOAD(&ssd->exists);
-	s.dropped = LOAD(&ssd->dropped);
-	s.displaced = LOAD(&ssd->displaced);
+	tier_copy(&s, ssd);
 	s.index_entries = LOAD(&ssd->idx.nvalid);
 	s.index_bytes = ssd_index_bytes(&ssd->idx);
 	for (unsigned i = 0; i < ssd->nr; i++) {
 		const struct ssd_drive_stats *src = &ssd->drives[i]->st;
 		struct ssd_drive_stats *o = &s.drive[i];
 
+		drive_copy(o, src);
 #define C(f) o->f = LOAD(&src->f)
-		C(state);
 		C(setup_flags);
 		C(fixed_file);
-		C(fixed_buffers);
-		C(last_clean);
-		C(formatted);
-		C(io_align);
-		C(nr_regions);
-		C(capacity_bytes);
-		C(bytes_written);
-		C(bytes_read);
-		C(writes);
-		C(reads);
-		C(write_errors);
-		C(read_errors);
-		C(crc_errors);
-		C(stale_reads);
-		C(drops);
-		C(regions_reclaimed);
-		C(blocks_evicted);
-		C(regions_abandoned);
-		C(regions_opened);
-		C(erase_syncs);
-		C(recovered_blocks);
-		C(recovered_regions);
-		C(recovery_bad);
 		C(recovery_ns);
-		C(recovery_bytes_read);
-		C(queued_writes);
-		C(inflight);
-		C(reads_pending);
 		for (unsigned b = 0; b < SSD_HIST_BUCKETS; b++) {
 			C(write_lat[b]);
 			C(read_lat[b]);

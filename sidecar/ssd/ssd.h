@@ -179,6 +179,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvstash/stats.h>
+
 #include "common/loghook.h"
 #include "ssd/index.h"
 
@@ -347,42 +349,26 @@ int ssd_wait_recovered(struct ssd *ssd, int timeout_ms);
  */
 int ssd_wait_idle(struct ssd *ssd, int timeout_ms);
 
+/*
+ * A drive's figures, and the tier's.  The fields of the rows of source MOD
+ * of KVS_STATS_SSD_DRIVE and KVS_STATS_SSD (<kvstash/stats.h>) come from
+ * the rows, so a counter is one row there; what the daemon computes
+ * (quantiles, sums over the drives, the recovery time in us) or only the
+ * tier keeps follows.
+ */
 struct ssd_drive_stats {
-	uint32_t state;	      /* enum ssd_drive_state */
+	KVS_STATS_SSD_DRIVE(KVS_STATS_MOD_MEMBER_)
 	uint32_t setup_flags; /* IORING_SETUP_* in use */
 	bool fixed_file;
-	bool fixed_buffers;
-	bool last_clean; /* the previous stop was clean */
-	bool formatted;	 /* formatted at this start */
-	uint32_t io_align;
-	uint32_t nr_regions;
-	uint64_t capacity_bytes;
-	uint64_t bytes_written, bytes_read;
-	uint64_t writes, reads;		    /* completed successfully */
-	uint64_t write_errors, read_errors; /* EIO, short I/O, ... */
-	uint64_t crc_errors;		    /* reads whose payload failed its checksum */
-	uint64_t stale_reads;		    /* region reused before the read started */
-	uint64_t drops;			    /* writes not made: backpressure or rate cap */
-	uint64_t regions_reclaimed;	    /* evictions: regions reused */
-	uint64_t blocks_evicted;	    /* blocks dropped from the index by reuse */
-	uint64_t regions_abandoned;
-	uint64_t regions_opened; /* cycles begun (their old cycle erased) */
-	uint64_t erase_syncs;	 /* datasyncs that made a batch of those erases durable */
-	uint64_t recovered_blocks, recovered_regions, recovery_bad;
-	uint64_t recovery_ns; /* 0 until done */
-	uint64_t recovery_bytes_read;
-	uint32_t queued_writes, inflight, reads_pending;
+	uint64_t recovery_ns;		      /* 0 until done */
 	uint64_t write_lat[SSD_HIST_BUCKETS]; /* submit to completion */
 	uint64_t read_lat[SSD_HIST_BUCKETS];
 	uint64_t write_lat_sum_ns, read_lat_sum_ns; /* of the I/Os in the histograms */
 };
 
 struct ssd_stats {
+	KVS_STATS_SSD(KVS_STATS_MOD_MEMBER_) /* admissions, lookups */
 	uint32_t nr_drives;
-	uint64_t lookups, hits;
-	uint64_t admitted, not_admitted; /* policy = filter */
-	uint64_t exists;		 /* writes skipped: already on SSD */
-	uint64_t dropped, displaced;	 /* backpressure: refused, removed from a queue */
 	uint64_t index_entries, index_bytes;
 	struct ssd_drive_stats drive[SSD_MAX_DRIVES];
 };

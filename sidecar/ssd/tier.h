@@ -237,7 +237,7 @@ struct ssd {
 	uint32_t door_adds;
 	uint64_t door_seed;
 	/* counters (relaxed atomics) */
-	uint64_t lookups, hits, admitted, not_admitted, exists, dropped, displaced;
+	KVS_STATS_SSD(KVS_STATS_MOD_MEMBER_)
 };
 
 #define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)

@@ -471,7 +471,7 @@ static void read_failed(struct store *st, struct block *b)
 		sh->state = SHARD_EMPTY;
 	}
 	cds_list_add_tail(&b->partial, &st->failed);
-	stat_add(&st->stats.ssd_read_failed, 1);
+	stat_add(&st->stats.read_failed, 1);
 	/* Release: a LOAD that sees FAILED (block_tier()) copies nothing of it. */
 	__atomic_store_n(&b->tier, BLOCK_FAILED, __ATOMIC_RELEASE);
 }

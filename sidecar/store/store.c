@@ -401,7 +401,7 @@ void store_query_tiers(struct store *st, const struct store_query_req *q,
 		query_ssd_pinned(st, q, &r, &ended);
 	else
 		query_ssd_counted(st, q, &r);
-	stat_add(&st->stats.ssd_hits, r.ssd);
+	stat_add(&st->stats.hits_ssd, r.ssd);
 	if (ended)
 		spill_wake(&st->tier);
 	*ret = r;
@@ -515,8 +515,8 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 	ret->spill_skipped = sp.skipped;
 	ret->spill_failed = sp.failed;
 	ret->spill_dropped = sp.dropped;
-	ret->ssd_hits = __atomic_load_n(&st->stats.ssd_hits, __ATOMIC_RELAXED);
-	ret->ssd_read_failed = __atomic_load_n(&st->stats.ssd_read_failed, __ATOMIC_RELAXED);
+	ret->hits_ssd = __atomic_load_n(&st->stats.hits_ssd, __ATOMIC_RELAXED);
+	ret->read_failed = __atomic_load_n(&st->stats.read_failed, __ATOMIC_RELAXED);
 	ret->spilling_bytes = sp.spilling_bytes;
 	ret->written_ahead = sp.written_ahead;
 }

@@ -19,6 +19,7 @@
 #include <urcu/rculfhash.h>
 
 #include <kvstash/abi.h>
+#include <kvstash/stats.h>
 #include <kvstash/wire.h>
 
 #include "store/evict.h"
@@ -165,15 +166,12 @@ struct store_stats {
 	uint64_t partial;	    /* blocks waiting for shards */
 	uint64_t evictions;
 	uint64_t partial_reclaimed;
-	/* The SSD tier, as the store uses it (ssd_get_stats() has the drives' side). */
-	uint64_t spilled;	/* evicted blocks whose shards were queued for SSD */
-	uint64_t spill_skipped; /* evicted and not kept: already on SSD, refused, no room */
-	uint64_t spill_failed;	/* queued, and the write did not make it */
-	uint64_t spill_dropped; /* evicted unwritten, needed at once: the drive was behind */
-	uint64_t ssd_hits; /* QUERY hits found on SSD (read back or, without a lease, counted) */
-	uint64_t ssd_read_failed; /* blocks whose read back failed: a shorter prefix */
-	uint64_t spilling_bytes;  /* pool bytes held by writes to SSD (gauge) */
-	uint64_t written_ahead;	  /* resident blocks written to SSD while the drives were idle */
+	/*
+	 * The SSD tier as the store uses it (spills, SSD hits; ssd_get_stats()
+	 * has the drives' side): the rows of source STORE of KVS_STATS_SSD
+	 * (<kvstash/stats.h>), so a counter is one row there.
+	 */
+	KVS_STATS_SSD(KVS_STATS_STORE_MEMBER_)
 };
 
 /*
