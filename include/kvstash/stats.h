@@ -339,7 +339,11 @@
 	X(F, NAME, incarnation, GAUGE, SMP, NONE, "", "incarnation", "state",                      \
 	  ", incarnation %s", NULL,                                                                \
 	  "This process's incarnation id: with the node and the epoch it names this node's "       \
-	  "incarnation, never repeated even when Redis forgot every epoch.")
+	  "incarnation, never repeated even when Redis forgot every epoch.")                       \
+	X(F, U64, connect_attempts, COUNTER, MOD, COUNT, "redis", "connect_attempts", "redis",     \
+	  ", %s attempts", "kvstash_registry_connect_attempts_total",                              \
+	  "Connections to Redis tried, made or not: less connects, the retries of a node that "    \
+	  "cannot reach it.")
 
 /*
  * The SSD tier (sidecar/ssd/ssd.h, sidecar/store/store.h): the tier-wide

@@ -228,6 +228,7 @@ void link_open(struct registry *r)
 		return;
 	}
 	r->role_ok = !r->sent;
+	ST_ADD(r, connect_attempts, 1);
 	rc = aconn_open(&r->mc, r->addr.unix_path ? r->addr.host : r->ip,
 			r->addr.unix_path ? 0 : r->addr.port, &r->budget, r, on_connect,
 			on_disconnect, why, sizeof(why));

@@ -191,7 +191,7 @@ gauges = ["state", "connected", "leased", "backfilling", "epoch", "queue_depth",
           "queue_capacity", "last_rtt_seconds"]
 counters = ["enqueued", "delivered", "dropped", "backfilled", "round_trips", "errors",
             "connects", "disconnects", "leases_acquired", "leases_lost", "queries",
-            "query_hits", "flushes", "failovers"]
+            "query_hits", "flushes", "failovers", "connect_attempts"]
 gauges.append("sentinels_up")
 for f in gauges + counters:
     name = "kvstash_registry_" + f + ("_total" if f in counters else "")
@@ -214,6 +214,8 @@ for why in ("overflow", "offline", "failed"):
     assert mine[f'kvstash_registry_dropped_total{{reason="{why}"}}'] == r["dropped"][why]
 assert mine["kvstash_registry_leases_acquired_total"] == r["leases"]["acquired"] >= 1
 assert 0 <= mine["kvstash_registry_last_rtt_seconds"] < 60
+assert mine["kvstash_registry_connect_attempts_total"] == r["redis"]["connect_attempts"] >= 1
+assert r["redis"]["connect_attempts"] >= r["redis"]["connects"]
 print("registry families ok:", len(mine), "samples")
 PY
 
@@ -239,6 +241,14 @@ scrape "$mport" "$dir/m2" || fail "scrape with Redis down"
 grep -q '^kvstash_registry_connected 0$' "$dir/m2" || fail "metrics: still connected"
 ! grep -q '^kvstash_registry_state 3$' "$dir/m2" || fail "metrics: still ready"
 grep -Eq '^kvstash_registry_disconnects_total [1-9]' "$dir/m2" || fail "metrics: no disconnect"
+# Redis is gone for good: the client retries, and each try counts.
+until_ok 30 "no connect attempt counted while Redis is down" sh -c \
+	"'$kvstash' --socket '$sock' stats --json >'$dir/stats.json' &&
+	 python3 -c 'import json,sys; r = json.load(open(sys.argv[1]))[\"registry\"][\"redis\"]
+sys.exit(not (r[\"connect_attempts\"] > r[\"connects\"]))' '$dir/stats.json'"
+ks stats >"$dir/out" || fail "stats with Redis down"
+grep -Eq '^  redis .*, [0-9]+ disconnects, [1-9][0-9]* attempts$' "$dir/out" ||
+	fail "stats: no attempts on the redis line: $(grep '^  redis' "$dir/out")"
 ks stats --json >"$dir/stats.json" || fail "stats with Redis down"
 json 'd["registry"]["state"] != "ready" and d["blocks"]["resident"] >= 1' "$dir/stats.json" ||
 	fail "stats JSON with Redis down"
