@@ -36,16 +36,9 @@ const char *kvspeer_version(void)
 	return PACKAGE_VERSION;
 }
 
-static const char *const fail_names[KVSPEER_FAIL__MAX] = {
-	[KVSPEER_FAIL_CONNECT] = "connect",	[KVSPEER_FAIL_TIMEOUT] = "timeout",
-	[KVSPEER_FAIL_RESET] = "reset",		[KVSPEER_FAIL_AUTH] = "auth",
-	[KVSPEER_FAIL_PROTOCOL] = "protocol",	[KVSPEER_FAIL_STALE] = "stale",
-	[KVSPEER_FAIL_ALLOC] = "alloc",		[KVSPEER_FAIL_REFUSED] = "refused",
-	[KVSPEER_FAIL_ALLOWLIST] = "allowlist", [KVSPEER_FAIL_LIMIT] = "limit",
-	[KVSPEER_FAIL_BAD_LOCK] = "bad_lock",	[KVSPEER_FAIL_RANGE] = "range",
-	[KVSPEER_FAIL_STALL] = "stall",		[KVSPEER_FAIL_HOST] = "host",
-	[KVSPEER_FAIL_TRANSPORT] = "transport",
-};
+#define FAIL_NAME_(_, KIND, kind, what) [KVSPEER_FAIL_##KIND] = #kind,
+static const char *const fail_names[KVSPEER_FAIL__MAX] = { KVS_PEER_FAILS(FAIL_NAME_, _) };
+#undef FAIL_NAME_
 
 const char *kvspeer_fail_name(unsigned kind)
 {

@@ -59,6 +59,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvstash/stats.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -378,25 +380,19 @@ struct kvspeer_health {
 int kvspeer_health(struct kvspeer *kp, const char *peer, int timeout_ms,
 		   struct kvspeer_health *ret_health);
 
-/* Failure kinds, counted per side in struct kvspeer_stats. */
+/*
+ * Failure kinds, counted per side in struct kvspeer_stats: KVSPEER_FAIL_<KIND>
+ * for each of KVS_PEER_FAILS (<kvstash/stats.h>: the kinds, what each is,
+ * in this order).
+ */
+#define KVSPEER_FAIL_ENUM_(_, KIND, kind, what) KVSPEER_FAIL_##KIND,
+/* clang-format off */
 enum kvspeer_fail {
-	KVSPEER_FAIL_CONNECT,	/* fetch: connect refused, unreachable */
-	KVSPEER_FAIL_TIMEOUT,	/* fetch: deadline; serve: handshake not done in time */
-	KVSPEER_FAIL_RESET,	/* connection lost mid-request */
-	KVSPEER_FAIL_AUTH,	/* wrong secret or cluster, either side */
-	KVSPEER_FAIL_PROTOCOL,	/* malformed, oversized or unexpected message */
-	KVSPEER_FAIL_STALE,	/* generation changed / epoch or node not expected */
-	KVSPEER_FAIL_ALLOC,	/* fetch: the host's alloc returned NULL */
-	KVSPEER_FAIL_REFUSED,	/* fetch: the peer answered with an error */
-	KVSPEER_FAIL_ALLOWLIST, /* serve: a connection from an address not allowed */
-	KVSPEER_FAIL_LIMIT,	/* serve: a connection or lock over a limit */
-	KVSPEER_FAIL_BAD_LOCK,	/* serve: a lock id this connection does not hold */
-	KVSPEER_FAIL_RANGE,	/* serve: blocks or sizes out of range */
-	KVSPEER_FAIL_STALL,	/* a peer stalled mid-message or stopped reading */
-	KVSPEER_FAIL_HOST,	/* serve: lock callback error, range outside registered memory */
-	KVSPEER_FAIL_TRANSPORT, /* UCX error */
+	KVS_PEER_FAILS(KVSPEER_FAIL_ENUM_, _)
 	KVSPEER_FAIL__MAX,
 };
+/* clang-format on */
+#undef KVSPEER_FAIL_ENUM_
 
 /* The name of a failure kind ("connect", ...), or NULL. */
 const char *kvspeer_fail_name(unsigned kind);

@@ -318,8 +318,8 @@
 	X(F, U64, flushes, COUNTER, MOD, COUNT, "", "flushes", "ops", ", %s flushes",              \
 	  "kvstash_registry_flushes_total", "Cluster flushes asked of the registry.")              \
 	X(F, NAME, master, GAUGE, SMP, NONE, "redis", "master", "master", "%s",                    \
-	  NULL, "The Redis this node registers with (HOST:PORT), or last did; empty: none yet.")    \
-	X(F, NAME, discovery, GAUGE, SMP, NONE, "redis", "discovery", "master", " (%s)",            \
+	  NULL, "The Redis this node registers with (HOST:PORT), or last did; empty: none yet.")   \
+	X(F, NAME, discovery, GAUGE, SMP, NONE, "redis", "discovery", "master", " (%s)",           \
 	  NULL, "How it was found: direct ([cluster] redis) or sentinel ([cluster] sentinels).")   \
 	X(F, NAME, master_name, GAUGE, SMP, NONE, "redis", "master_name", NULL, NULL,        \
 	  NULL, "With Sentinel: the master's name ([cluster] master_name); else empty.")           \
@@ -363,27 +363,28 @@
 	X(F, U64, hits_dram, COUNTER, SMP, COUNT, "hits", "dram", "hits", "%s in DRAM",            \
 	  "kvstash_tier_hits_total{tier=\"dram\"}",                                                \
 	  "Blocks found by QUERY, by the tier that held them (DRAM: query hits less SSD hits).")   \
-	X(F, U64, hits_ssd, COUNTER, STORE, COUNT, "hits", "ssd", "hits", ", %s on SSD",             \
+	X(F, U64, hits_ssd, COUNTER, STORE, COUNT, "hits", "ssd", "hits", ", %s on SSD",           \
 	  "kvstash_tier_hits_total{tier=\"ssd\"}",                                                 \
 	  "Blocks found by QUERY, by the tier that held them (DRAM: query hits less SSD hits).")   \
 	X(D, ssd_share, SHARE, hits_ssd, hits_dram, "hits", "ssd_share", "hits",                   \
 	  " (%s from SSD)", NULL, NULL)                                                            \
-	X(F, U64, read_failed, COUNTER, STORE, COUNT, "hits", "read_failed", "hits",                 \
+	X(F, U64, read_failed, COUNTER, STORE, COUNT, "hits", "read_failed", "hits",               \
 	  ", %s read back failed", "kvstash_ssd_read_failed_total",                                \
 	  "SSD hits whose read back failed (a shorter prefix, never wrong bytes).")                \
 	X(F, U64, reads_pending, GAUGE, SMP, COUNT, "hits", "reads_pending", "hits",               \
 	  ", %s being read", NULL, "SSD hits being read into DRAM now, every drive together.")     \
-	X(F, U64, spilled, COUNTER, STORE, COUNT, "spills", "spilled", "spills", "%s spilled",       \
+	X(F, U64, spilled, COUNTER, STORE, COUNT, "spills", "spilled", "spills", "%s spilled",     \
 	  "kvstash_ssd_spilled_total", "Evicted blocks whose shards were queued for the SSD.")     \
-	X(F, U64, spill_skipped, COUNTER, STORE, COUNT, "spills", "skipped", "spills",               \
+	X(F, U64, spill_skipped, COUNTER, STORE, COUNT, "spills", "skipped", "spills",             \
 	  ", %s skipped", "kvstash_ssd_spill_skipped_total",                                       \
 	  "Evicted blocks not written: already on SSD, refused, or no room.")                      \
-	X(F, U64, spill_failed, COUNTER, STORE, COUNT, "spills", "failed", "spills", ", %s failed",  \
-	  "kvstash_ssd_spill_failed_total", "Spilled blocks whose write did not make it.")         \
-	X(F, U64, spill_dropped, COUNTER, STORE, COUNT, "spills", "dropped", "spills",               \
+	X(F, U64, spill_failed, COUNTER, STORE, COUNT, "spills", "failed", "spills",               \
+	  ", %s failed", "kvstash_ssd_spill_failed_total",                                         \
+	  "Spilled blocks whose write did not make it.")                                           \
+	X(F, U64, spill_dropped, COUNTER, STORE, COUNT, "spills", "dropped", "spills",             \
 	  ", %s dropped (drive behind)", "kvstash_ssd_spill_dropped_total",                        \
 	  "Evicted blocks dropped unwritten: needed at once while the drive was behind.")          \
-	X(F, U64, spilling_bytes, GAUGE, STORE, BYTES, "spills", "spilling_bytes", "spills",         \
+	X(F, U64, spilling_bytes, GAUGE, STORE, BYTES, "spills", "spilling_bytes", "spills",       \
 	  ", %s being written", "kvstash_ssd_spilling_bytes",                                      \
 	  "Pool bytes held by writes to the SSD.")                                                 \
 	X(F, U64, admitted, COUNTER, MOD, COUNT, "writes", "admitted", "writes", "%s admitted",    \
@@ -414,7 +415,7 @@
 	  NULL, "Bytes written to every drive together.")                                          \
 	X(F, U64, bytes_read, COUNTER, SMP, BYTES, "bytes", "read", "bytes", ", %s read",          \
 	  NULL, "Bytes read from every drive together.")                                           \
-	X(F, U64, written_ahead, COUNTER, STORE, COUNT, "spills", "written_ahead", "spills",         \
+	X(F, U64, written_ahead, COUNTER, STORE, COUNT, "spills", "written_ahead", "spills",       \
 	  ", %s written ahead", "kvstash_ssd_written_ahead_total",                                 \
 	  "Resident blocks written to the SSD while its drives were idle, before eviction.")      \
 	X(S, SSD_DRIVE, "", "per_drive", NULL)
@@ -516,12 +517,38 @@
 	  "Time from a block I/O's submission to its completion, per direction.")
 
 /*
- * One failure kind of the peer service (enum kvspeer_fail, whose order the
+ * The failure kinds of the peer service, in the order of enum kvspeer_fail
+ * (<kvstash/peer.h>): M(..., KIND, kind, what) for each, the arguments
+ * after M first.  From this list come the enum, kvspeer_fail_name() and
+ * both sides' rows of KVS_STATS_PEER (and their copy in kvstashd), so a
+ * new kind is one line at its end.  Here rather than in <kvstash/peer.h>:
+ * wire.h's struct kvs_msg_stats_peer needs it where libkvspeer is not
+ * installed.
+ */
+#define KVS_PEER_FAILS(M, ...)                                                                     \
+	M(__VA_ARGS__, CONNECT, connect, "fetch: connect refused, unreachable")                    \
+	M(__VA_ARGS__, TIMEOUT, timeout, "fetch: deadline; serve: handshake not done in time")     \
+	M(__VA_ARGS__, RESET, reset, "connection lost mid-request")                                \
+	M(__VA_ARGS__, AUTH, auth, "wrong secret or cluster, either side")                         \
+	M(__VA_ARGS__, PROTOCOL, protocol, "malformed, oversized or unexpected message")           \
+	M(__VA_ARGS__, STALE, stale, "generation changed / epoch or node not expected")            \
+	M(__VA_ARGS__, ALLOC, alloc, "fetch: the host's alloc returned NULL")                      \
+	M(__VA_ARGS__, REFUSED, refused, "fetch: the peer answered with an error")                 \
+	M(__VA_ARGS__, ALLOWLIST, allowlist, "serve: a connection from an address not allowed")    \
+	M(__VA_ARGS__, LIMIT, limit, "serve: a connection or lock over a limit")                   \
+	M(__VA_ARGS__, BAD_LOCK, bad_lock, "serve: a lock id this connection does not hold")       \
+	M(__VA_ARGS__, RANGE, range, "serve: blocks or sizes out of range")                        \
+	M(__VA_ARGS__, STALL, stall, "a peer stalled mid-message or stopped reading")              \
+	M(__VA_ARGS__, HOST, host, "serve: lock callback error, range outside registered memory")  \
+	M(__VA_ARGS__, TRANSPORT, transport, "UCX error")
+
+/*
+ * One failure kind of the peer service (KVS_PEER_FAILS, whose order the
  * rows keep) on one side, fetching from peers or serving them: field,
  * JSON member and Prometheus label come from the same two words.  The
  * rows of both sides are consecutive: one family.
  */
-#define KVS_STATS_PEER_FAIL(X, side, kind)                                                         \
+#define KVS_STATS_PEER_FAIL(X, side, KIND, kind, what)                                             \
 	X(F, U64, side##_fail_##kind, COUNTER, SMP, COUNT, #side "_failures", #kind, NULL, NULL,   \
 	  "kvstash_peer_failures_total{side=\"" #side "\",kind=\"" #kind "\"}",                    \
 	  "Failures of the peer service, by side (fetching from peers, serving them) and kind.")
@@ -596,36 +623,8 @@
 	  "Connections accepted from peers.")                                                      \
 	X(F, U64, serve_failures, COUNTER, SMP, COUNT, "serves", "failures", "served",             \
 	  ", %s failures", NULL, "Failures serving peers (every kind together).")                  \
-	KVS_STATS_PEER_FAIL(X, fetch, connect)                                                     \
-	KVS_STATS_PEER_FAIL(X, fetch, timeout)                                                     \
-	KVS_STATS_PEER_FAIL(X, fetch, reset)                                                       \
-	KVS_STATS_PEER_FAIL(X, fetch, auth)                                                        \
-	KVS_STATS_PEER_FAIL(X, fetch, protocol)                                                    \
-	KVS_STATS_PEER_FAIL(X, fetch, stale)                                                       \
-	KVS_STATS_PEER_FAIL(X, fetch, alloc)                                                       \
-	KVS_STATS_PEER_FAIL(X, fetch, refused)                                                     \
-	KVS_STATS_PEER_FAIL(X, fetch, allowlist)                                                   \
-	KVS_STATS_PEER_FAIL(X, fetch, limit)                                                       \
-	KVS_STATS_PEER_FAIL(X, fetch, bad_lock)                                                    \
-	KVS_STATS_PEER_FAIL(X, fetch, range)                                                       \
-	KVS_STATS_PEER_FAIL(X, fetch, stall)                                                       \
-	KVS_STATS_PEER_FAIL(X, fetch, host)                                                        \
-	KVS_STATS_PEER_FAIL(X, fetch, transport)                                                   \
-	KVS_STATS_PEER_FAIL(X, serve, connect)                                                     \
-	KVS_STATS_PEER_FAIL(X, serve, timeout)                                                     \
-	KVS_STATS_PEER_FAIL(X, serve, reset)                                                       \
-	KVS_STATS_PEER_FAIL(X, serve, auth)                                                        \
-	KVS_STATS_PEER_FAIL(X, serve, protocol)                                                    \
-	KVS_STATS_PEER_FAIL(X, serve, stale)                                                       \
-	KVS_STATS_PEER_FAIL(X, serve, alloc)                                                       \
-	KVS_STATS_PEER_FAIL(X, serve, refused)                                                     \
-	KVS_STATS_PEER_FAIL(X, serve, allowlist)                                                   \
-	KVS_STATS_PEER_FAIL(X, serve, limit)                                                       \
-	KVS_STATS_PEER_FAIL(X, serve, bad_lock)                                                    \
-	KVS_STATS_PEER_FAIL(X, serve, range)                                                       \
-	KVS_STATS_PEER_FAIL(X, serve, stall)                                                       \
-	KVS_STATS_PEER_FAIL(X, serve, host)                                                        \
-	KVS_STATS_PEER_FAIL(X, serve, transport)                                                   \
+	KVS_PEER_FAILS(KVS_STATS_PEER_FAIL, X, fetch)                                              \
+	KVS_PEER_FAILS(KVS_STATS_PEER_FAIL, X, serve)                                              \
 	X(F, U64, conns_unauth, GAUGE, MOD, COUNT, "conns", "unauthenticated", "conns",            \
 	  ", %s not authenticated", "kvstash_peer_connections_unauthenticated",                    \
 	  "Peer connections served that have not authenticated yet.")                              \
@@ -661,7 +660,7 @@
 	  "holding the most of the unauthenticated budget gives its oldest).")                     \
 	X(F, U64, fetch_staged_bytes, GAUGE, SMP, BYTES, "fetches", "staged_bytes", "staged",      \
 	  "%s held by fetches in flight", "kvstash_peer_fetch_staged_bytes",                       \
-	  "Pool bytes fetches in flight hold, counted in their instances' unsealed share.")         \
+	  "Pool bytes fetches in flight hold, counted in their instances' unsealed share.")        \
 	X(S, PEER_INFO, "", "per_peer", NULL)
 
 /*
@@ -771,17 +770,21 @@
  * message, with a function of KVS_STATS_COPY(): so a counter of the
  * module is one row here and the line that counts it.
  */
-#define KVS_STATS_MOD_MEMBER_(shape, ...)   KVS_STATS_OWN_##shape(MOD, KVS_STATS_OWN_MEMBER, __VA_ARGS__)
-#define KVS_STATS_STORE_MEMBER_(shape, ...) KVS_STATS_OWN_##shape(STORE, KVS_STATS_OWN_MEMBER, __VA_ARGS__)
-#define KVS_STATS_MOD_COPY_(shape, ...)	    KVS_STATS_OWN_##shape(MOD, KVS_STATS_OWN_COPY, __VA_ARGS__)
-#define KVS_STATS_STORE_COPY_(shape, ...)   KVS_STATS_OWN_##shape(STORE, KVS_STATS_OWN_COPY, __VA_ARGS__)
+#define KVS_STATS_MOD_MEMBER_(shape, ...) \
+	KVS_STATS_OWN_##shape(MOD, KVS_STATS_OWN_MEMBER, __VA_ARGS__)
+#define KVS_STATS_STORE_MEMBER_(shape, ...) \
+	KVS_STATS_OWN_##shape(STORE, KVS_STATS_OWN_MEMBER, __VA_ARGS__)
+#define KVS_STATS_MOD_COPY_(shape, ...) KVS_STATS_OWN_##shape(MOD, KVS_STATS_OWN_COPY, __VA_ARGS__)
+#define KVS_STATS_STORE_COPY_(shape, ...) \
+	KVS_STATS_OWN_##shape(STORE, KVS_STATS_OWN_COPY, __VA_ARGS__)
 
 /* f(type, name) for a row of source @own, nothing for the others. */
-#define KVS_STATS_OWN_F(own, f, type, name, kind, src, ...) KVS_STATS_IF_##own##_##src(f, type, name)
+#define KVS_STATS_OWN_F(own, f, type, name, kind, src, ...) \
+	KVS_STATS_IF_##own##_##src(f, type, name)
 #define KVS_STATS_OWN_D(...)
 #define KVS_STATS_OWN_S(...)
 #define KVS_STATS_OWN_I(...)
-#define KVS_STATS_IF_MOD_MOD(f, ...)	 f(__VA_ARGS__)
+#define KVS_STATS_IF_MOD_MOD(f, ...) f(__VA_ARGS__)
 #define KVS_STATS_IF_MOD_STORE(...)
 #define KVS_STATS_IF_MOD_CTR(...)
 #define KVS_STATS_IF_MOD_SMP(...)

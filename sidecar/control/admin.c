@@ -232,8 +232,6 @@ static void put_ssd(struct daemon *d, struct train *t, uint32_t seq)
 }
 
 _Static_assert(METRICS_SSD_BUCKETS == KVSPEER_HIST_BUCKETS, "metrics.h mirrors the peer histogram");
-_Static_assert(KVSPEER_FAIL__MAX == 15,
-	       "a new peer failure kind needs its rows (stats.h: KVS_STATS_PEER) and a FAIL_ line");
 _Static_assert(KVSPEER_ADDR_MAX <= KVS_NAME_MAX && KVSPEER_NAME_MAX <= KVS_NAME_MAX,
 	       "a peer's address and node name fit a wire name");
 
@@ -295,27 +293,13 @@ static bool sample_peer(struct daemon *d, struct kvs_msg_stats_peer *m,
 		m->fetch_failures += st.fetch_fail[k];
 		m->serve_failures += st.serve_fail[k];
 	}
-	/* Both sides of a kind: its rows of KVS_STATS_PEER (stats.h). */
-#define FAIL_(KIND, kind)                                                  \
+	/* Both sides of each kind: its rows of KVS_STATS_PEER (stats.h). */
+#define FAIL_(_, KIND, kind, what)                                         \
 	do {                                                               \
 		m->fetch_fail_##kind = st.fetch_fail[KVSPEER_FAIL_##KIND]; \
 		m->serve_fail_##kind = st.serve_fail[KVSPEER_FAIL_##KIND]; \
-	} while (0)
-	FAIL_(CONNECT, connect);
-	FAIL_(TIMEOUT, timeout);
-	FAIL_(RESET, reset);
-	FAIL_(AUTH, auth);
-	FAIL_(PROTOCOL, protocol);
-	FAIL_(STALE, stale);
-	FAIL_(ALLOC, alloc);
-	FAIL_(REFUSED, refused);
-	FAIL_(ALLOWLIST, allowlist);
-	FAIL_(LIMIT, limit);
-	FAIL_(BAD_LOCK, bad_lock);
-	FAIL_(RANGE, range);
-	FAIL_(STALL, stall);
-	FAIL_(HOST, host);
-	FAIL_(TRANSPORT, transport);
+	} while (0);
+	KVS_PEER_FAILS(FAIL_, _)
 #undef FAIL_
 	if (hist)
 		hist_copy(hist, st.fetch_latency_us, st.fetch_latency_sum_us * 1000);
