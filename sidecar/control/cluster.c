@@ -32,7 +32,7 @@ static void on_visible(void *arg, const uint8_t tag[KVS_KEY_SIZE], const uint8_t
 	/*
 	 * Set before the workers start, freed after they stopped (lifecycle.c).
 	 * @owner: the tally of the session whose SAVE sealed it (its worker's
-	 * finish_save()), or NULL.
+	 * save_finish()), or NULL.
 	 */
 	if (d->reg)
 		registry_insert(d->reg, owner, tag, (const uint8_t(*)[REG_KEY_SIZE])key, 1);

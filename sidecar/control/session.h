@@ -4,7 +4,7 @@
  * the socket.  The control thread owns the socket side (handshake,
  * registration, death); the I/O worker serving the session owns the ring
  * side.  What the worker reads of the session is its data-path view,
- * struct wsession (io/worker.h), embedded here as `w` and filled by the
+ * struct wsession (io/worker-types.h), embedded here as `w` and filled by the
  * control thread (session_new(), create_region(), before ATTACH).  They
  * hand over through worker commands and acks, which carry the view;
  * session_of() goes back from it to the session.

@@ -6,7 +6,7 @@
  * when stored; a flush waits until nothing older than its mark is left.
  *
  * The instance (control/instance.h) embeds one; workers reach it through
- * their session's data-path view (struct wsession, io/worker.h), so the
+ * their session's data-path view (struct wsession, io/worker-types.h), so the
  * data path needs no control-plane header.
  *
  * Locking: the mutex orders every enter, leave and mark of all workers
