@@ -151,44 +151,35 @@ bool proto_mem_has_fd(uint32_t kind)
 	return kind == KVS_MEM_HOST_FD || kind == KVS_MEM_CUDA_VMM_FD;
 }
 
-int proto_parse_register(const void *buf, size_t len, unsigned nfds, uint32_t max_layers,
-			 struct reg_req *ret, char *why, size_t wl)
+/* REGISTER's fixed part: its flags, its counts and the length they imply. */
+static int register_check_counts(const struct kvs_msg_register *m, size_t len, unsigned nfds,
+				 uint32_t max_layers, char *why, size_t wl)
 {
-	struct kvs_msg_register m;
-	struct reg_req r = { 0 };
 	uint64_t want;
-	bool fd_used[KVS_MAX_FDS] = { false };
-	unsigned fd_kinds = 0;
-	const char *p;
 
-	if (len < sizeof(m)) {
-		WHY("REGISTER of %zu bytes is too short", len);
-		return -EBADMSG;
-	}
-	memcpy(&m, buf, sizeof(m));
-	if (m.resv0) {
+	if (m->resv0) {
 		WHY("reserved REGISTER field is not zero");
 		return -EINVAL;
 	}
-	if (m.flags & ~KVS_REGISTER_REPLICATED) {
-		WHY("unknown REGISTER flags 0x%x", m.flags);
+	if (m->flags & ~KVS_REGISTER_REPLICATED) {
+		WHY("unknown REGISTER flags 0x%x", m->flags);
 		return -EINVAL;
 	}
-	if (m.nr_layers == 0 || m.nr_mems == 0) {
+	if (m->nr_layers == 0 || m->nr_mems == 0) {
 		WHY("a registration needs at least one layer and one allocation");
 		return -EINVAL;
 	}
-	if (m.nr_layers > max_layers) {
-		WHY("%u layers exceed the limit of %u", m.nr_layers, max_layers);
+	if (m->nr_layers > max_layers) {
+		WHY("%u layers exceed the limit of %u", m->nr_layers, max_layers);
 		return -E2BIG;
 	}
-	if (m.nr_mems > m.nr_layers) {
-		WHY("%u allocations for %u layers: every allocation must be used", m.nr_mems,
-		    m.nr_layers);
+	if (m->nr_mems > m->nr_layers) {
+		WHY("%u allocations for %u layers: every allocation must be used", m->nr_mems,
+		    m->nr_layers);
 		return -EINVAL;
 	}
-	want = sizeof(m) + (uint64_t)m.nr_mems * sizeof(struct kvs_wire_mem) +
-	       (uint64_t)m.nr_layers * sizeof(struct kvs_wire_layer);
+	want = sizeof(*m) + (uint64_t)m->nr_mems * sizeof(struct kvs_wire_mem) +
+	       (uint64_t)m->nr_layers * sizeof(struct kvs_wire_layer);
 	if (want != len) {
 		WHY("REGISTER of %zu bytes, counts imply %llu", len, (unsigned long long)want);
 		return -EBADMSG;
@@ -197,6 +188,138 @@ int proto_parse_register(const void *buf, size_t len, unsigned nfds, uint32_t ma
 		WHY("too many fds");
 		return -EBADF;
 	}
+	return 0;
+}
+
+/*
+ * Allocation @i: a known kind of nonzero size, with a received fd used by
+ * no other (counted in @fd_used, @fd_kinds) or an IPC handle and no fd.
+ */
+static int register_check_mem(const struct kvs_wire_mem *mm, uint32_t i, unsigned nfds,
+			      bool *fd_used, unsigned *fd_kinds, char *why, size_t wl)
+{
+	if (!all_zero(mm->resv, sizeof(mm->resv))) {
+		WHY("allocation %u: reserved fields are not zero", i);
+		return -EINVAL;
+	}
+	if (mm->kind != KVS_MEM_HOST_FD && mm->kind != KVS_MEM_CUDA_IPC &&
+	    mm->kind != KVS_MEM_CUDA_VMM_FD) {
+		WHY("allocation %u: unknown memory kind %u", i, mm->kind);
+		return -EINVAL;
+	}
+	if (mm->size == 0) {
+		WHY("allocation %u: size 0", i);
+		return -EINVAL;
+	}
+	if (!proto_mem_has_fd(mm->kind)) {
+		if (mm->fd_index != 0) {
+			WHY("allocation %u: fd_index set for an IPC handle", i);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (mm->fd_index >= nfds) {
+		WHY("allocation %u: fd %u missing (%u received)", i, mm->fd_index, nfds);
+		return -EBADF;
+	}
+	if (fd_used[mm->fd_index]) {
+		WHY("allocation %u: fd %u used twice", i, mm->fd_index);
+		return -EBADF;
+	}
+	if (!all_zero(mm->ipc_handle, sizeof(mm->ipc_handle))) {
+		WHY("allocation %u: an fd allocation carries no IPC handle", i);
+		return -EINVAL;
+	}
+	fd_used[mm->fd_index] = true;
+	(*fd_kinds)++;
+	return 0;
+}
+
+/* Every allocation valid, and every fd received used by exactly one. */
+static int register_check_mems(const struct reg_req *r, unsigned nfds, char *why, size_t wl)
+{
+	bool fd_used[KVS_MAX_FDS] = { false };
+	unsigned fd_kinds = 0;
+
+	for (uint32_t i = 0; i < r->nr_mems; i++) {
+		int err = register_check_mem(&r->mems[i], i, nfds, fd_used, &fd_kinds, why, wl);
+
+		if (err)
+			return err;
+	}
+	if (fd_kinds != nfds) {
+		WHY("%u fds received, %u allocations use one", nfds, fd_kinds);
+		return -EBADF;
+	}
+	return 0;
+}
+
+/* Layer @i: a valid name no earlier layer has, over an allocation that exists. */
+static int register_check_layer(const struct reg_req *r, uint32_t i, char *why, size_t wl)
+{
+	const struct kvs_wire_layer *l = &r->layers[i];
+
+	if (!memchr(l->name, '\0', sizeof(l->name)) ||
+	    proto_check_name(l->name, sizeof(l->name)) < 0) {
+		WHY("layer %u: name must be 1-%u characters of [A-Za-z0-9._:/@+=-]", i,
+		    KVS_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	if (l->resv0 || !all_zero(l->resv, sizeof(l->resv))) {
+		WHY("layer %s: reserved fields are not zero", l->name);
+		return -EINVAL;
+	}
+	if (l->mem_index >= r->nr_mems) {
+		WHY("layer %s: allocation %u does not exist", l->name, l->mem_index);
+		return -EINVAL;
+	}
+	for (uint32_t j = 0; j < i; j++) {
+		if (strcmp(r->layers[j].name, l->name) == 0) {
+			WHY("layer name %s is used twice", l->name);
+			return -EEXIST;
+		}
+	}
+	return 0;
+}
+
+/* Every layer valid, and every allocation used by one. */
+static int register_check_layers(const struct reg_req *r, char *why, size_t wl)
+{
+	for (uint32_t i = 0; i < r->nr_layers; i++) {
+		int err = register_check_layer(r, i, why, wl);
+
+		if (err)
+			return err;
+	}
+	for (uint32_t i = 0; i < r->nr_mems; i++) {
+		bool used = false;
+
+		for (uint32_t j = 0; j < r->nr_layers && !used; j++)
+			used = r->layers[j].mem_index == i;
+		if (!used) {
+			WHY("allocation %u is not used by any layer", i);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int proto_parse_register(const void *buf, size_t len, unsigned nfds, uint32_t max_layers,
+			 struct reg_req *ret, char *why, size_t wl)
+{
+	const char *p = (const char *)buf + sizeof(struct kvs_msg_register);
+	struct kvs_msg_register m;
+	struct reg_req r = { 0 };
+	int err;
+
+	if (len < sizeof(m)) {
+		WHY("REGISTER of %zu bytes is too short", len);
+		return -EBADMSG;
+	}
+	memcpy(&m, buf, sizeof(m));
+	err = register_check_counts(&m, len, nfds, max_layers, why, wl);
+	if (err)
+		return err;
 	r.flags = m.flags;
 	r.nr_mems = m.nr_mems;
 	r.nr_layers = m.nr_layers;
@@ -207,93 +330,15 @@ int proto_parse_register(const void *buf, size_t len, unsigned nfds, uint32_t ma
 		WHY("out of memory");
 		return -ENOMEM;
 	}
-	p = (const char *)buf + sizeof(m);
 	memcpy(r.mems, p, m.nr_mems * sizeof(*r.mems));
 	p += m.nr_mems * sizeof(*r.mems);
 	memcpy(r.layers, p, m.nr_layers * sizeof(*r.layers));
-
-	for (uint32_t i = 0; i < r.nr_mems; i++) {
-		const struct kvs_wire_mem *mm = &r.mems[i];
-		int err = 0;
-
-		if (!all_zero(mm->resv, sizeof(mm->resv))) {
-			WHY("allocation %u: reserved fields are not zero", i);
-			err = -EINVAL;
-		} else if (mm->kind != KVS_MEM_HOST_FD && mm->kind != KVS_MEM_CUDA_IPC &&
-			   mm->kind != KVS_MEM_CUDA_VMM_FD) {
-			WHY("allocation %u: unknown memory kind %u", i, mm->kind);
-			err = -EINVAL;
-		} else if (mm->size == 0) {
-			WHY("allocation %u: size 0", i);
-			err = -EINVAL;
-		} else if (proto_mem_has_fd(mm->kind)) {
-			if (mm->fd_index >= nfds) {
-				WHY("allocation %u: fd %u missing (%u received)", i, mm->fd_index, nfds);
-				err = -EBADF;
-			} else if (fd_used[mm->fd_index]) {
-				WHY("allocation %u: fd %u used twice", i, mm->fd_index);
-				err = -EBADF;
-			} else if (!all_zero(mm->ipc_handle, sizeof(mm->ipc_handle))) {
-				WHY("allocation %u: an fd allocation carries no IPC handle", i);
-				err = -EINVAL;
-			} else {
-				fd_used[mm->fd_index] = true;
-				fd_kinds++;
-			}
-		} else if (mm->fd_index != 0) {
-			WHY("allocation %u: fd_index set for an IPC handle", i);
-			err = -EINVAL;
-		}
-		if (err) {
-			proto_reg_free(&r);
-			return err;
-		}
-	}
-	if (fd_kinds != nfds) {
-		WHY("%u fds received, %u allocations use one", nfds, fd_kinds);
+	err = register_check_mems(&r, nfds, why, wl);
+	if (!err)
+		err = register_check_layers(&r, why, wl);
+	if (err) {
 		proto_reg_free(&r);
-		return -EBADF;
-	}
-
-	for (uint32_t i = 0; i < r.nr_layers; i++) {
-		struct kvs_wire_layer *l = &r.layers[i];
-		int err = 0;
-
-		if (!memchr(l->name, '\0', sizeof(l->name)) ||
-		    proto_check_name(l->name, sizeof(l->name)) < 0) {
-			WHY("layer %u: name must be 1-%u characters of [A-Za-z0-9._:/@+=-]", i,
-			    KVS_NAME_MAX - 1);
-			err = -EINVAL;
-		} else if (l->resv0 || !all_zero(l->resv, sizeof(l->resv))) {
-			WHY("layer %s: reserved fields are not zero", l->name);
-			err = -EINVAL;
-		} else if (l->mem_index >= r.nr_mems) {
-			WHY("layer %s: allocation %u does not exist", l->name, l->mem_index);
-			err = -EINVAL;
-		} else {
-			for (uint32_t j = 0; j < i; j++) {
-				if (strcmp(r.layers[j].name, l->name) == 0) {
-					WHY("layer name %s is used twice", l->name);
-					err = -EEXIST;
-					break;
-				}
-			}
-		}
-		if (err) {
-			proto_reg_free(&r);
-			return err;
-		}
-	}
-	for (uint32_t i = 0; i < r.nr_mems; i++) {
-		bool used = false;
-
-		for (uint32_t j = 0; j < r.nr_layers && !used; j++)
-			used = r.layers[j].mem_index == i;
-		if (!used) {
-			WHY("allocation %u is not used by any layer", i);
-			proto_reg_free(&r);
-			return -EINVAL;
-		}
+		return err;
 	}
 	*ret = r;
 	return 0;
