@@ -506,13 +506,92 @@ static int set_string(char **field, const char *value)
 	return 0;
 }
 
+/* A T_U32 or T_SIZE value into @f, within the key's [min, max] when it has one. */
+static int apply_number(const struct key *k, const char *value, void *f, char *why, size_t wl)
+{
+	uint64_t v = 0;
+	int r = k->type == T_U32 ? parse_u64(value, &v) : parse_size(value, &v);
+
+	if (r == -ERANGE) {
+		snprintf(why, wl, "%s is too large", value);
+		return -ERANGE;
+	}
+	if (r < 0) {
+		snprintf(why, wl, "'%s' is not a %s", value,
+			 k->type == T_U32 ? "number" : "size (e.g. 512M, 4G)");
+		return -EINVAL;
+	}
+	if ((k->min || k->max) && (v < k->min || v > k->max)) {
+		snprintf(why, wl, "%s is outside [%" PRIu64 ", %" PRIu64 "]", value, k->min, k->max);
+		return -ERANGE;
+	}
+	if (k->type == T_U32)
+		*(uint32_t *)f = (uint32_t)v;
+	else
+		*(uint64_t *)f = v;
+	return 0;
+}
+
+/* A T_MS duration into @f, in milliseconds within the key's [min, max]. */
+static int apply_ms(const struct key *k, const char *value, void *f, char *why, size_t wl)
+{
+	uint32_t ms;
+
+	if (parse_duration_ms(value, &ms) < 0) {
+		snprintf(why, wl, "'%s' is not a duration (e.g. 600s, 250ms, 10m)", value);
+		return -EINVAL;
+	}
+	if (ms < k->min || ms > k->max) {
+		snprintf(why, wl, "%s is outside [%" PRIu64 "ms, %" PRIu64 "ms]", value, k->min,
+			 k->max);
+		return -ERANGE;
+	}
+	*(uint32_t *)f = ms;
+	return 0;
+}
+
+/* A T_MODE octal file mode into @f, at most the key's max. */
+static int apply_mode(const struct key *k, const char *value, void *f, char *why, size_t wl)
+{
+	char *end;
+	unsigned long m;
+
+	errno = 0;
+	m = strtoul(value, &end, 8);
+	if (errno || end == value || *end || m > k->max) {
+		snprintf(why, wl, "'%s' is not an octal mode <= %04" PRIo64, value, k->max);
+		return -EINVAL;
+	}
+	*(uint32_t *)f = (uint32_t)m;
+	return 0;
+}
+
+/* A T_ENUM name into @f as its index in the key's names; else the names in @why. */
+static int apply_enum(const struct key *k, const char *value, void *f, char *why, size_t wl)
+{
+	int len = snprintf(why, wl, "'%s' is not ", value);
+
+	for (int i = 0; k->names[i]; i++) {
+		if (strcmp(value, k->names[i]) == 0) {
+			*(int *)f = i;
+			return 0;
+		}
+	}
+	/* "'x' is not auto, dma or kernel" */
+	for (int i = 0; k->names[i] && len >= 0 && (size_t)len < wl; i++)
+		len += snprintf(why + len, wl - (size_t)len, "%s%s",
+				i == 0		  ? ""
+				: k->names[i + 1] ? ", "
+						  : " or ",
+				k->names[i]);
+	return -EINVAL;
+}
+
 /* Apply one value; on error a reason (without the key) goes into @why. */
 static int apply(struct kvs_config *cfg, const struct key *k, const char *value, char *why,
 		 size_t wl)
 {
 	void *f = (char *)cfg + k->off;
-	uint64_t v = 0;
-	uint32_t ms;
 	bool b;
 	int r;
 
@@ -521,26 +600,7 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 		return set_string(f, value);
 	case T_U32:
 	case T_SIZE:
-		r = k->type == T_U32 ? parse_u64(value, &v) : parse_size(value, &v);
-		if (r == -ERANGE) {
-			snprintf(why, wl, "%s is too large", value);
-			return -ERANGE;
-		}
-		if (r < 0) {
-			snprintf(why, wl, "'%s' is not a %s", value,
-				 k->type == T_U32 ? "number" : "size (e.g. 512M, 4G)");
-			return -EINVAL;
-		}
-		if ((k->min || k->max) && (v < k->min || v > k->max)) {
-			snprintf(why, wl, "%s is outside [%" PRIu64 ", %" PRIu64 "]", value, k->min,
-				 k->max);
-			return -ERANGE;
-		}
-		if (k->type == T_U32)
-			*(uint32_t *)f = (uint32_t)v;
-		else
-			*(uint64_t *)f = v;
-		return 0;
+		return apply_number(k, value, f, why, wl);
 	case T_BOOL:
 		if (parse_bool(value, &b) < 0) {
 			snprintf(why, wl, "'%s' is not yes or no", value);
@@ -549,30 +609,9 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 		*(bool *)f = b;
 		return 0;
 	case T_MS:
-		if (parse_duration_ms(value, &ms) < 0) {
-			snprintf(why, wl, "'%s' is not a duration (e.g. 600s, 250ms, 10m)", value);
-			return -EINVAL;
-		}
-		if (ms < k->min || ms > k->max) {
-			snprintf(why, wl, "%s is outside [%" PRIu64 "ms, %" PRIu64 "ms]", value,
-				 k->min, k->max);
-			return -ERANGE;
-		}
-		*(uint32_t *)f = ms;
-		return 0;
-	case T_MODE: {
-		char *end;
-		unsigned long m;
-
-		errno = 0;
-		m = strtoul(value, &end, 8);
-		if (errno || end == value || *end || m > k->max) {
-			snprintf(why, wl, "'%s' is not an octal mode <= %04" PRIo64, value, k->max);
-			return -EINVAL;
-		}
-		*(uint32_t *)f = (uint32_t)m;
-		return 0;
-	}
+		return apply_ms(k, value, f, why, wl);
+	case T_MODE:
+		return apply_mode(k, value, f, why, wl);
 	case T_UIDS:
 	case T_GIDS:
 		return parse_ids(value, k->type == T_GIDS, f, why, wl);
@@ -590,24 +629,8 @@ static int apply(struct kvs_config *cfg, const struct key *k, const char *value,
 			return -EINVAL;
 		}
 		return set_string(f, value);
-	case T_ENUM: {
-		int len = snprintf(why, wl, "'%s' is not ", value);
-
-		for (int i = 0; k->names[i]; i++) {
-			if (strcmp(value, k->names[i]) == 0) {
-				*(int *)f = i;
-				return 0;
-			}
-		}
-		/* "'x' is not auto, dma or kernel" */
-		for (int i = 0; k->names[i] && len >= 0 && (size_t)len < wl; i++)
-			len += snprintf(why + len, wl - (size_t)len, "%s%s",
-					i == 0		  ? ""
-					: k->names[i + 1] ? ", "
-							  : " or ",
-					k->names[i]);
-		return -EINVAL;
-	}
+	case T_ENUM:
+		return apply_enum(k, value, f, why, wl);
 	case T_NUMA:
 		if (check_numa(value) < 0) {
 			snprintf(why, wl, "'%s' is not auto, off or a node list like 0,1", value);
