@@ -18,6 +18,7 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "common/mem.h"
 #include "base/conf.h"
 #include "control/cluster.h"
 #include "control/peer.h"
@@ -112,7 +113,22 @@ static void raise_fd_limit(const struct kvs_config *cfg)
 			   cfg->max_sessions);
 }
 
-int main(int argc, char **argv)
+/* The command line, before the configuration file is read. */
+struct cmdline {
+	const char *config;
+	bool explicit_config; /* -c or KVSTASH_CONFIG: the file must exist */
+	bool check;	      /* --check-config */
+	char **sets;	      /* SECTION.KEY=VALUE from -o and --SECTION-KEY, in order */
+	unsigned nsets;
+};
+
+#define GO_ON (-1) /* not an exit code: the step passed */
+
+/*
+ * The options, with one generated per configuration key: GO_ON, or the
+ * exit code (--help, --version, a bad option).
+ */
+static int parse_args(int argc, char **argv, struct cmdline *cl)
 {
 	static char names[128][64];
 	struct option opts[160] = {
@@ -122,41 +138,30 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 	};
 	unsigned nopts = 4, nkeys = 0;
-	const char *config = getenv("KVSTASH_CONFIG");
-	bool check = false, explicit_config = false;
-	struct kvs_config cfg;
-	char err[512];
-	char **sets;
-	unsigned nsets = 0;
-	struct daemon d;
-	int c, r;
+	int c;
 
-	if (!config)
-		config = DEFAULT_CONFIG;
-	else
-		explicit_config = true;
 	while (config_key_at(nkeys) && nkeys < 128) {
 		option_name(config_key_at(nkeys), names[nkeys], sizeof(names[nkeys]));
 		opts[nopts++] = (struct option){ names[nkeys], required_argument, NULL,
 						 OPT_KEY_BASE + (int)nkeys };
 		nkeys++;
 	}
-	sets = calloc((size_t)argc, sizeof(*sets));
-	if (!sets)
+	cl->sets = calloc((size_t)argc, sizeof(*cl->sets));
+	if (!cl->sets)
 		return EXIT_RUNTIME;
 
 	/* Options first, applied after the file so the command line wins. */
 	while ((c = getopt_long(argc, argv, "c:o:hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config = optarg;
-			explicit_config = true;
+			cl->config = optarg;
+			cl->explicit_config = true;
 			break;
 		case 'o':
-			sets[nsets++] = strdup(optarg);
+			cl->sets[cl->nsets++] = strdup(optarg);
 			break;
 		case OPT_CHECK:
-			check = true;
+			cl->check = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -174,7 +179,7 @@ int main(int argc, char **argv)
 				if (!s)
 					return EXIT_RUNTIME;
 				snprintf(s, n, "%s.%s=%s", k->section, k->key, optarg);
-				sets[nsets++] = s;
+				cl->sets[cl->nsets++] = s;
 				break;
 			}
 			usage(stderr);
@@ -185,57 +190,96 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvstashd: unexpected argument '%s'\n", argv[optind]);
 		return EXIT_USAGE;
 	}
+	return GO_ON;
+}
 
-	r = config_init(&cfg);
+/*
+ * The file, then the command line's assignments over it, validated (and
+ * with --check-config, each module's section checked and the result
+ * printed): GO_ON with @cfg to run, or the exit code with @cfg freed.
+ */
+static int load_config(struct kvs_config *cfg, struct cmdline *cl)
+{
+	char err[512];
+	int r;
+
+	r = config_init(cfg);
 	if (r < 0) {
 		fprintf(stderr, "kvstashd: %s\n", strerror(-r));
 		return EXIT_RUNTIME;
 	}
-	r = config_load(&cfg, config, explicit_config, err, sizeof(err));
-	for (unsigned i = 0; r == 0 && i < nsets; i++) {
+	r = config_load(cfg, cl->config, cl->explicit_config, err, sizeof(err));
+	for (unsigned i = 0; r == 0 && i < cl->nsets; i++) {
 		char e2[384];
 
-		r = config_set_assignment(&cfg, sets[i], e2, sizeof(e2));
+		r = config_set_assignment(cfg, cl->sets[i], e2, sizeof(e2));
 		if (r < 0)
 			snprintf(err, sizeof(err), "command line: %s", e2);
 	}
 	if (r == 0)
-		r = config_validate(&cfg, err, sizeof(err));
-	for (unsigned i = 0; i < nsets; i++)
-		free(sets[i]);
-	free(sets);
+		r = config_validate(cfg, err, sizeof(err));
+	for (unsigned i = 0; i < cl->nsets; i++)
+		free(cl->sets[i]);
+	cl->sets = mfree(cl->sets);
 	if (r < 0) {
 		fprintf(stderr, "kvstashd: %s\n", err);
-		config_free(&cfg);
+		config_free(cfg);
 		return EXIT_USAGE;
 	}
-	if (check && ((r = cluster_check_config(&cfg, err, sizeof(err))) < 0 ||
-		      (r = tier_check_config(&cfg, err, sizeof(err))) < 0 ||
-		      (r = peer_check_config(&cfg, err, sizeof(err))) < 0)) {
+	if (cl->check && ((r = cluster_check_config(cfg, err, sizeof(err))) < 0 ||
+			  (r = tier_check_config(cfg, err, sizeof(err))) < 0 ||
+			  (r = peer_check_config(cfg, err, sizeof(err))) < 0)) {
 		fprintf(stderr, "kvstashd: %s\n", err);
-		config_free(&cfg);
+		config_free(cfg);
 		return EXIT_USAGE;
 	}
-	if (check) {
-		printf("# effective configuration (from %s and the command line)\n", config);
-		config_print(&cfg, stdout);
-		config_free(&cfg);
+	if (cl->check) {
+		printf("# effective configuration (from %s and the command line)\n", cl->config);
+		config_print(cfg, stdout);
+		config_free(cfg);
 		return 0;
 	}
+	return GO_ON;
+}
 
-	r = log_open(strcmp(cfg.log_target, "syslog") == 0 ? LOG_TARGET_SYSLOG :
-		     strcmp(cfg.log_target, "file") == 0   ? LOG_TARGET_FILE :
-							       LOG_TARGET_STDERR,
-		     cfg.log_file, cfg.log_level);
+/* The log as configured, and the fd limit the sessions need. */
+static void open_log(const struct kvs_config *cfg, const char *config)
+{
+	int r;
+
+	r = log_open(strcmp(cfg->log_target, "syslog") == 0 ? LOG_TARGET_SYSLOG :
+		     strcmp(cfg->log_target, "file") == 0   ? LOG_TARGET_FILE :
+								LOG_TARGET_STDERR,
+		     cfg->log_file, cfg->log_level);
 	if (r < 0)
-		log_warning_errno(r, "cannot open log file %s; logging to stderr", cfg.log_file);
-	log_set_ratelimit((uint64_t)cfg.log_ratelimit_interval_ms * 1000000ull,
-			  cfg.log_ratelimit_burst);
+		log_warning_errno(r, "cannot open log file %s; logging to stderr", cfg->log_file);
+	log_set_ratelimit((uint64_t)cfg->log_ratelimit_interval_ms * 1000000ull,
+			  cfg->log_ratelimit_burst);
 	log_info("kvstashd %s starting (wire %u.%u, config %s)", PACKAGE_VERSION, KVS_WIRE_MAJOR,
 		 KVS_WIRE_MINOR, config);
-	raise_fd_limit(&cfg);
+	raise_fd_limit(cfg);
+}
 
-	r = daemon_init(&d, &cfg, config);
+int main(int argc, char **argv)
+{
+	struct cmdline cl = { .config = getenv("KVSTASH_CONFIG") };
+	struct kvs_config cfg;
+	struct daemon d;
+	int r;
+
+	if (!cl.config)
+		cl.config = DEFAULT_CONFIG;
+	else
+		cl.explicit_config = true;
+	r = parse_args(argc, argv, &cl);
+	if (r != GO_ON)
+		return r;
+	r = load_config(&cfg, &cl);
+	if (r != GO_ON)
+		return r;
+	open_log(&cfg, cl.config);
+
+	r = daemon_init(&d, &cfg, cl.config);
 	if (r == 0) {
 		log_notice("ready: %s", cfg.socket_path);
 		metrics_set_ready(true);

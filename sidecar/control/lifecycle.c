@@ -192,6 +192,68 @@ static void close_slot(struct slot_holder *h, int why)
 /* The movers pin the pool's chunks as its start-up threads fault them. */
 static const struct pool_pin pool_pin = { movers_pin, movers_unpin };
 
+/*
+ * The control loop and its first sources: the signalfd, the workers'
+ * acks, the tick and the sweep.  First of all: it makes what
+ * daemon_fini() takes apart (also on failure).
+ */
+static int init_loop(struct daemon *d)
+{
+	sigset_t mask;
+	int r;
+
+	/* Signals go to the signalfd only: block them before any thread starts. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = ev_loop_init(&d->loop);
+	if (r == 0)
+		r = worker_acks_init(&d->acks);
+	if (r == 0) {
+		d->signals.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+		r = d->signals.fd < 0 ? -errno : 0;
+	}
+	if (r < 0)
+		return log_error_errno(r, "cannot create the control loop's fds");
+	d->signals.fn = handle_signals;
+	d->acked.fd = d->acks.efd;
+	d->acked.fn = on_acks;
+	ev_add(&d->loop, &d->signals, EPOLLIN);
+	ev_add(&d->loop, &d->acked, EPOLLIN);
+	ev_timer_add(&d->loop, &d->tick, 0, on_tick);
+	ev_timer_add(&d->loop, &d->sweep, NSEC_PER_SEC, on_sweep);
+	return 0;
+}
+
+/*
+ * The pool on NUMA nodes @nodes (@n of them), pinned for the movers, and
+ * the store over it, with @sp's limits.
+ */
+static int init_store(struct daemon *d, struct store_params *sp, const int *nodes, unsigned n)
+{
+	struct pool *pool;
+	int r;
+
+	r = pool_create(d->cfg, nodes, n, movers_pin_memory() ? &pool_pin : NULL, &pool);
+	if (r < 0)
+		return r;
+	/* Ours from here: daemon_fini() unpins and destroys it. */
+	d->pool = pool;
+	sp->pool = pool;
+	sp->revoke = lease_revoke_for;
+	sp->leases = d->leases;
+	cluster_store_hooks(d, &d->hooks);
+	sp->hooks = &d->hooks;
+	r = store_new(sp, &d->store);
+	if (r < 0)
+		return log_error_errno(r, "cannot create the block index");
+	return 0;
+}
+
 int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_path)
 {
 	const struct lease_params lp = {
@@ -221,9 +283,7 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 		.admin_idle_ns = (uint64_t)cfg->admin_idle_timeout_ms * NSEC_PER_MSEC,
 		.log_window_ns = (uint64_t)cfg->log_ratelimit_interval_ms * NSEC_PER_MSEC,
 	};
-	struct pool *pool;
 	int nodes[POOL_MAX_REGIONS];
-	sigset_t mask;
 	int n, r;
 
 	memset(d, 0, sizeof(*d));
@@ -234,38 +294,14 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	CDS_INIT_LIST_HEAD(&d->sessions);
 	slots_init(&d->slots, &slot_lim, &d->ctr, close_slot);
 	d->acks.efd = -1;
-
-	/* Signals go to the signalfd only: block them before any thread starts. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	/* The loop first: it makes what daemon_fini() takes apart (also on failure). */
-	r = ev_loop_init(&d->loop);
-	if (r == 0)
-		r = worker_acks_init(&d->acks);
-	if (r == 0) {
-		d->signals.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-		r = d->signals.fd < 0 ? -errno : 0;
-	}
+	r = init_loop(d);
 	if (r < 0)
-		return log_error_errno(r, "cannot create the control loop's fds");
-	d->signals.fn = handle_signals;
-	d->acked.fd = d->acks.efd;
-	d->acked.fn = on_acks;
-	ev_add(&d->loop, &d->signals, EPOLLIN);
-	ev_add(&d->loop, &d->acked, EPOLLIN);
-	ev_timer_add(&d->loop, &d->tick, 0, on_tick);
-	ev_timer_add(&d->loop, &d->sweep, NSEC_PER_SEC, on_sweep);
+		return r;
 
 	urcu_memb_register_thread();
 	r = lease_table_new(&lp, &d->leases);
 	if (r < 0)
 		return log_error_errno(r, "cannot create the lease table");
-
 	/* Every mover finds its devices: the pool goes where they are. */
 	r = movers_init(cfg);
 	if (r < 0)
@@ -277,19 +313,9 @@ int daemon_init(struct daemon *d, struct kvs_config *cfg, const char *config_pat
 	r = server_listen(d);
 	if (r < 0)
 		return r;
-	r = pool_create(cfg, nodes, (unsigned)n, movers_pin_memory() ? &pool_pin : NULL, &pool);
+	r = init_store(d, &sp, nodes, (unsigned)n);
 	if (r < 0)
 		return r;
-	/* Ours from here: daemon_fini() unpins and destroys it. */
-	d->pool = pool;
-	sp.pool = pool;
-	sp.revoke = lease_revoke_for;
-	sp.leases = d->leases;
-	cluster_store_hooks(d, &d->hooks);
-	sp.hooks = &d->hooks;
-	r = store_new(&sp, &d->store);
-	if (r < 0)
-		return log_error_errno(r, "cannot create the block index");
 	/* Before the workers: they enqueue registrations from their first SAVE on. */
 	r = cluster_init(d);
 	if (r < 0)

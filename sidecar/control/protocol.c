@@ -207,15 +207,109 @@ static int create_region(struct session *s, char *why, size_t wl)
 	return 0;
 }
 
+/* An admin session: its own pool (it never takes an engine's slot), no region, no worker. */
+static int hello_admin(struct session *s, uint32_t seq)
+{
+	struct kvs_msg_hello_reply rep;
+	char why[KVS_TEXT_MAX] = "";
+
+	slots_hello(&s->sl, SLOT_ADMIN, why, sizeof(why));
+	s->state = S_ACTIVE;
+	memset(&rep, 0, sizeof(rep));
+	proto_make_reply(&rep.r, seq, 0, NULL);
+	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
+	rep.r.hdr.size = sizeof(rep);
+	rep.session_id = s->id;
+	return send_msg(s, &rep, sizeof(rep), NULL, 0);
+}
+
+/*
+ * What an engine session holds, in order: its slot and fds, the worker of
+ * the device it named (into *@ret_wid), its namespace, its instance, its
+ * registry tally and its region.  -errno with the reason in @why.
+ */
+static int hello_join(struct session *s, unsigned *ret_wid, char *why, size_t wl)
+{
+	struct daemon *d = s->d;
+	int r;
+
+	/* The session's socket and its region's memfd count against the uid's fds. */
+	if ((r = slots_hello(&s->sl, SLOT_ENGINE, why, wl)) < 0 ||
+	    (r = slots_take_fds(&s->sl, 2, why, wl)) < 0) {
+		/* why set */
+	} else if ((r = mover_route(s->hello.device_kind, s->hello.device_uuid, ret_wid, why,
+				    wl)) < 0) {
+		/* why set */
+	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
+		snprintf(why, wl, "namespace %s: %s", s->hello.ns,
+			 r == -EUSERS ? "too many namespaces" : strerror(-r));
+	} else if ((r = instance_join(d->instances, s, why, wl, &s->inst)) < 0) {
+		/* why set */
+	} else if ((r = cluster_session_open(d, s)) < 0) {
+		snprintf(why, wl, "registry tally: %s", strerror(-r));
+	} else {
+		r = create_region(s, why, wl);
+	}
+	return r;
+}
+
+/* The HELLO reply of an engine session served by @w, with its region's fd. */
+static int hello_reply(struct session *s, uint32_t seq, const struct worker *w)
+{
+	const struct kvs_config *cfg = s->d->cfg;
+	struct kvs_msg_hello_reply rep;
+	int fd;
+
+	memset(&rep, 0, sizeof(rep));
+	proto_make_reply(&rep.r, seq, 0, NULL);
+	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
+	rep.r.hdr.size = sizeof(rep);
+	rep.session_id = s->id;
+	rep.sq_entries = s->sq_entries;
+	rep.cq_entries = s->cq_entries;
+	rep.arg_bytes = s->arg_bytes;
+	rep.region_size = shmq_region_size(s->region);
+	rep.max_keys = cfg->max_keys;
+	rep.max_inflight = s->max_inflight;
+	rep.max_layers = cfg->max_layers;
+	rep.lease_ttl_ms = cfg->lease_ttl_ms;
+	rep.worker = w->id;
+	fd = shmq_region_fd(s->region);
+	return send_msg(s, &rep, sizeof(rep), &fd, 1);
+}
+
+/* An engine session that got its reply: active, and given to worker @w. */
+static void hello_attach(struct session *s, struct worker *w)
+{
+	s->worker = w;
+	s->state = S_ACTIVE;
+	account_session_open(&s->d->ctr);
+	slog_info(s, "connected: uid %u, namespace %s, tp %u/%u, %s, SQ %u CQ %u args %" PRIu64
+		  " KiB", s->uid, s->hello.ns, s->hello.tp_rank, s->hello.tp_size,
+		  s->hello.role == KVS_ROLE_WORKER ? "worker" : "scheduler", s->sq_entries,
+		  s->cq_entries, s->arg_bytes >> 10);
+	/*
+	 * The rest of the worker's view, from HELLO, the instance and the
+	 * namespace joined above; ATTACH (worker_command()'s mutex) orders it
+	 * before the worker reads it.
+	 */
+	s->w.role = s->hello.role;
+	s->w.tp_rank = s->hello.tp_rank;
+	s->w.order = &s->inst->saves;
+	s->w.sealed = &s->inst->sealed;
+	s->w.tenant = s->inst->tenant;
+	s->w.lh = &s->inst->lh;
+	s->w.ns = &s->ns->in_store;
+	worker_command(s->worker, WCMD_ATTACH, &s->w);
+}
+
 static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t seq)
 {
 	struct daemon *d = s->d;
-	const struct kvs_config *cfg = d->cfg;
-	struct kvs_msg_hello_reply rep;
 	char why[KVS_TEXT_MAX] = "";
 	struct worker *w;
 	unsigned wid = 0;
-	int fd, r;
+	int r;
 
 	if (s->state != S_NEW) {
 		reply(s, seq, -EISCONN, "HELLO was already said");
@@ -235,60 +329,18 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 		reply(s, seq, -EACCES, "uid %u is not allowed to use this kvstashd", s->uid);
 		return -EACCES;
 	}
-	if (s->hello.role == KVS_ROLE_ADMIN) {
-		/* Its own pool: admin sessions never take an engine's slot. */
-		slots_hello(&s->sl, SLOT_ADMIN, why, sizeof(why));
-		s->state = S_ACTIVE;
-		memset(&rep, 0, sizeof(rep));
-		proto_make_reply(&rep.r, seq, 0, NULL);
-		rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
-		rep.r.hdr.size = sizeof(rep);
-		rep.session_id = s->id;
-		return send_msg(s, &rep, sizeof(rep), NULL, 0);
-	}
-
-	/* The session's socket and its region's memfd count against the uid's fds. */
-	if ((r = slots_hello(&s->sl, SLOT_ENGINE, why, sizeof(why))) < 0 ||
-	    (r = slots_take_fds(&s->sl, 2, why, sizeof(why))) < 0) {
-		/* why set */
-	} else if ((r = mover_route(s->hello.device_kind, s->hello.device_uuid, &wid, why,
-				    sizeof(why))) < 0) {
-		/* why set */
-	} else if ((r = nspace_get(d->nspaces, s->hello.ns, &s->ns)) < 0) {
-		snprintf(why, sizeof(why), "namespace %s: %s", s->hello.ns,
-			 r == -EUSERS ? "too many namespaces" : strerror(-r));
-	} else if ((r = instance_join(d->instances, s, why, sizeof(why), &s->inst)) < 0) {
-		/* why set */
-	} else if ((r = cluster_session_open(d, s)) < 0) {
-		snprintf(why, sizeof(why), "registry tally: %s", strerror(-r));
-	} else {
-		r = create_region(s, why, sizeof(why));
-	}
+	if (s->hello.role == KVS_ROLE_ADMIN)
+		return hello_admin(s, seq);
+	r = hello_join(s, &wid, why, sizeof(why));
 	if (r < 0) {
 		clog_warning_errno(&s->sl, r, "HELLO refused: %s", why);
 		account_session_refused(&d->ctr);
 		reply(s, seq, r, "%s", why);
 		return r;
 	}
-
 	/* The worker of the device it named (start_workers() made one per device, in order). */
 	w = d->workers[wid];
-	memset(&rep, 0, sizeof(rep));
-	proto_make_reply(&rep.r, seq, 0, NULL);
-	rep.r.hdr.type = KVS_MSG_HELLO_REPLY;
-	rep.r.hdr.size = sizeof(rep);
-	rep.session_id = s->id;
-	rep.sq_entries = s->sq_entries;
-	rep.cq_entries = s->cq_entries;
-	rep.arg_bytes = s->arg_bytes;
-	rep.region_size = shmq_region_size(s->region);
-	rep.max_keys = cfg->max_keys;
-	rep.max_inflight = s->max_inflight;
-	rep.max_layers = cfg->max_layers;
-	rep.lease_ttl_ms = cfg->lease_ttl_ms;
-	rep.worker = w->id;
-	fd = shmq_region_fd(s->region);
-	r = send_msg(s, &rep, sizeof(rep), &fd, 1);
+	r = hello_reply(s, seq, w);
 	/*
 	 * The engine may be gone already (killed right after its HELLO).  The
 	 * session has no worker yet, so session_close() frees it at once; a
@@ -297,26 +349,7 @@ static int handle_hello(struct session *s, const void *buf, size_t len, uint32_t
 	 */
 	if (r < 0)
 		return r;
-	s->worker = w;
-	s->state = S_ACTIVE;
-	account_session_open(&d->ctr);
-	slog_info(s, "connected: uid %u, namespace %s, tp %u/%u, %s, SQ %u CQ %u args %" PRIu64
-		  " KiB", s->uid, s->hello.ns, s->hello.tp_rank, s->hello.tp_size,
-		  s->hello.role == KVS_ROLE_WORKER ? "worker" : "scheduler", s->sq_entries,
-		  s->cq_entries, s->arg_bytes >> 10);
-	/*
-	 * The rest of the worker's view, from HELLO, the instance and the
-	 * namespace joined above; ATTACH (worker_command()'s mutex) orders it
-	 * before the worker reads it.
-	 */
-	s->w.role = s->hello.role;
-	s->w.tp_rank = s->hello.tp_rank;
-	s->w.order = &s->inst->saves;
-	s->w.sealed = &s->inst->sealed;
-	s->w.tenant = s->inst->tenant;
-	s->w.lh = &s->inst->lh;
-	s->w.ns = &s->ns->in_store;
-	worker_command(s->worker, WCMD_ATTACH, &s->w);
+	hello_attach(s, w);
 	return 0;
 }
 
