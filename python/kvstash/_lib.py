@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 """ctypes declarations of libkvstash: structs, constants and prototypes.
 
-Everything here mirrors include/kvstash/{kvstash,abi,wire}.h.  The struct
-sizes are checked against the C headers' own _Static_asserts when this
-module is imported, so a header change that is not carried over here fails
-loudly instead of corrupting memory.
+The constants and struct layouts come from include/kvstash/{kvstash,abi,wire}.h
+through kvstash._abi, which the build generates from them (python/gen-abi.c),
+so a header change reaches Python with the next build; the prototypes below
+are declared here.  Each struct's ctypes layout is checked against the
+compiler's offsets when this module is imported.
 
 The library is loaded lazily (first call of lib()), so that modules which do
 not talk to kvstashd, such as kvstash.keys, work where libkvstash is not
@@ -21,277 +22,87 @@ from ctypes import (
     CFUNCTYPE,
     POINTER,
     Structure,
-    c_char,
     c_char_p,
     c_int,
     c_int32,
     c_uint,
     c_uint8,
-    c_uint16,
     c_uint32,
     c_uint64,
     c_void_p,
 )
 
-KEY_SIZE = 16
-
-# Opcodes (abi.h).
-OP_NOP, OP_SAVE, OP_QUERY, OP_LOAD, OP_RELEASE, OP_FLUSH = range(6)
-QUERY_NOLEASE = 1 << 0
-QUERY_CLUSTER = 1 << 1
-QUERY_DRAM = 1 << 2  # DRAM hits only, none read back from the SSD tier (wire minor 2)
-QUERY_FETCH = 1 << 3  # fetch what is missing from another node first (wire minor 3)
-FETCH_HINT_MAX = 64  # a node hint "ADDR:PORT", NUL included
-FLUSH_INSTANCE = 1 << 0
-FLUSH_CLUSTER = 1 << 1
-CQE_LOCAL = 1 << 0
-CQE_CLUSTER = 1 << 1
-# A QUERY's flags bits 8-31: hits still being read from the SSD tier (KVS_CQE_PENDING).
-CQE_PENDING_SHIFT = 8
-CQE_PENDING_MAX = 0xFFFFFF
+try:
+    from ._abi import *  # noqa: F403  (the constants)
+    from ._abi import CQE_PENDING_SHIFT
+    from ._abi import STRUCTS as _STRUCTS
+except ModuleNotFoundError as e:
+    raise ImportError(
+        "kvstash._abi is missing: the build generates it from the C headers (make); "
+        "a build tree's python/ must be on sys.path next to the sources"
+    ) from e
 
 
 def cqe_pending(flags: int) -> int:
     """KVS_CQE_PENDING(flags): a QUERY's hits still being read from SSD."""
     return (flags & 0xFFFFFFFF) >> CQE_PENDING_SHIFT
 
-CONNECT_CLUSTER = 1 << 0  # kvstash.h: kvs_connect_opts.flags
-CONNECT_FENCES = 1 << 1
-FENCE_SLOTS = 4096  # abi.h: KVS_FENCE_SLOTS
-
-# The cluster answer (abi.h).
-CLUSTER_NAME_MAX = 64
-CLUSTER_ADDR_MAX = 128
-CLUSTER_HOLDERS = 4
-
-# Roles, device and memory kinds (wire.h).
-ROLE_WORKER, ROLE_SCHEDULER, ROLE_ADMIN = 1, 2, 3
-DEVICE_HOST, DEVICE_CUDA = 1, 2
-MEM_HOST_FD, MEM_CUDA_IPC, MEM_CUDA_VMM_FD = 1, 2, 3
-REGISTER_REPLICATED = 1 << 0
-
-# Admin message types (wire.h).
-MSG_STATUS = 16
-MSG_STATUS_DAEMON = 17
-MSG_STATUS_SESSION = 18
-MSG_STATS = 19
-MSG_STATS_GLOBAL = 20
-MSG_STATS_NODE = 21
-MSG_STATS_SESSION = 22
-
-NAME_MAX = 64
-NS_MAX = 128
-IPC_HANDLE_SIZE = 64
-
-LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG = 3, 4, 6, 7
 
 LogFn = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 AdminFn = CFUNCTYPE(c_int, c_void_p, c_void_p)
 
-
-class ConnectOpts(Structure):
-    _fields_ = [
-        ("role", c_uint32),
-        ("tp_rank", c_uint32),
-        ("tp_size", c_uint32),
-        ("world_size", c_uint32),
-        ("device_kind", c_uint32),
-        ("device_uuid", c_uint8 * 16),
-        ("instance", c_char_p),
-        ("ns", c_char_p),
-        ("sq_entries", c_uint32),
-        ("cq_entries", c_uint32),
-        ("arg_bytes", c_uint64),
-        ("timeout_ms", c_int),
-        ("log", LogFn),
-        ("log_arg", c_void_p),
-        ("flags", c_uint32),
-        ("wait_spin_us", c_uint32),
-        ("resv", c_uint64 * 3),
-    ]
+# The ctypes types _abi.STRUCTS names that are not ctypes' own: the callback
+# types above and the structs already built (each comes after the ones it
+# embeds).
+_TYPES: dict[str, object] = {"LogFn": LogFn}
 
 
-class SessionInfo(Structure):
-    _fields_ = [
-        ("session_id", c_uint64),
-        ("sq_entries", c_uint32),
-        ("cq_entries", c_uint32),
-        ("arg_bytes", c_uint64),
-        ("max_keys", c_uint32),
-        ("max_inflight", c_uint32),
-        ("max_layers", c_uint32),
-        ("lease_ttl_ms", c_uint32),
-        ("daemon_rev_major", c_uint16),
-        ("daemon_rev_minor", c_uint16),
-        ("resv0", c_uint32),
-    ]
+def _struct(name: str) -> type[Structure]:
+    """The ctypes Structure of _abi.STRUCTS[name], checked against C's layout.
+
+    ctypes lays the fields out by its own rules; each offset and the size
+    must come out as the C compiler's (written by gen-abi), else a type
+    mapping is wrong and the binding would corrupt memory: fail at import.
+    """
+    size, fields = _STRUCTS[name]
+    members = []
+    for field, ctype, count, _ in fields:
+        t = _TYPES[ctype] if ctype in _TYPES else getattr(ctypes, ctype)
+        members.append((field, t * count if count else t))
+    cls = type(name, (Structure,), {"_fields_": members})
+    for field, _, _, offset in fields:
+        got = getattr(cls, field).offset
+        if got != offset:
+            raise ImportError(f"kvstash._abi: {name}.{field} at {got} in ctypes, {offset} in C")
+    if ctypes.sizeof(cls) != size:
+        raise ImportError(f"kvstash._abi: {name} is {ctypes.sizeof(cls)} bytes in ctypes, {size} in C")
+    _TYPES[name] = cls
+    return cls
 
 
-class Mem(Structure):
-    _fields_ = [
-        ("kind", c_uint32),
-        ("fd", c_int),
-        ("size", c_uint64),
-        ("ipc_handle", c_uint8 * IPC_HANDLE_SIZE),
-    ]
-
-
-class LayerDesc(Structure):
-    _fields_ = [
-        ("name", c_char_p),
-        ("mem", c_uint32),
-        ("segments", c_uint32),
-        ("offset", c_uint64),
-        ("num_blocks", c_uint32),
-        ("segment_bytes", c_uint64),
-        ("kv_stride", c_uint64),
-        ("block_stride", c_uint64),
-    ]
-
-
-class Cqe(Structure):
-    _fields_ = [
-        ("user_data", c_uint64),
-        ("res", c_int32),
-        ("flags", c_uint32),
-        ("result0", c_uint64),
-        ("result1", c_uint64),
-    ]
-
-
-class ClusterHolder(Structure):
-    _fields_ = [
-        ("node", c_char * CLUSTER_NAME_MAX),
-        ("addr", c_char * CLUSTER_ADDR_MAX),
-        ("epoch", c_uint64),
-        ("blocks", c_uint32),
-        ("resv0", c_uint32),
-    ]
-
-
-class ClusterAnswer(Structure):
-    _fields_ = [
-        ("status", c_int32),
-        ("best", c_uint32),
-        ("nr_holders", c_uint32),
-        ("round_trips", c_uint32),
-        ("resv", c_uint64 * 2),
-        ("holders", ClusterHolder * CLUSTER_HOLDERS),
-    ]
-
-
-class CudaArena(Structure):
-    _fields_ = [
-        ("dptr", c_uint64),
-        ("size", c_uint64),
-        ("kind", c_uint32),
-        ("device", c_int),
-        ("priv", c_uint64 * 4),
-    ]
-
-
-class CudaLayerDesc(Structure):
-    _fields_ = [
-        ("name", c_char_p),
-        ("base", c_uint64),
-        ("segments", c_uint32),
-        ("num_blocks", c_uint32),
-        ("segment_bytes", c_uint64),
-        ("kv_stride", c_uint64),
-        ("block_stride", c_uint64),
-    ]
-
-
-# ---- admin replies (wire.h) ------------------------------------------------
-
-
-class MsgHdr(Structure):
-    _fields_ = [
-        ("type", c_uint32),
-        ("size", c_uint32),
-        ("seq", c_uint32),
-        ("flags", c_uint32),
-    ]
-
-
-class StatusDaemon(Structure):
-    _fields_ = [
-        ("hdr", MsgHdr),
-        ("version", c_char * 32),
-        ("pid", c_uint32),
-        ("nr_sessions", c_uint32),
-        ("uptime_ms", c_uint64),
-        ("nr_workers", c_uint32),
-        ("nr_instances", c_uint32),
-        ("cuda_available", c_uint32),
-        ("resv0", c_uint32),
-        ("resv", c_uint64 * 4),
-    ]
-
-
-class StatusSession(Structure):
-    _fields_ = [
-        ("hdr", MsgHdr),
-        ("session_id", c_uint64),
-        ("pid", c_uint32),
-        ("uid", c_uint32),
-        ("role", c_uint32),
-        ("tp_rank", c_uint32),
-        ("tp_size", c_uint32),
-        ("world_size", c_uint32),
-        ("device_kind", c_uint32),
-        ("worker", c_uint32),
-        ("device_uuid", c_uint8 * 16),
-        ("nr_layers", c_uint32),
-        ("sealed", c_uint32),
-        ("slot_bytes", c_uint64),
-        ("mapped_bytes", c_uint64),
-        ("instance", c_char * NAME_MAX),
-        ("ns", c_char * NS_MAX),
-        ("first_layer", c_char * NAME_MAX),
-        ("last_layer", c_char * NAME_MAX),
-        ("resv", c_uint64 * 4),
-    ]
-
-
-# The stats messages (KVS_MSG_STATS_*) are not declared here: admin.py builds
-# their structures from the library's own tables (kvs_stats_group/field).
-
-
-# The C headers' sizes (checked there by _Static_assert).
-for _s, _size in (
-    (ConnectOpts, 128),
-    (SessionInfo, 48),
-    (Mem, 80),
-    (LayerDesc, 56),
-    (Cqe, 32),
-    (ClusterHolder, 208),
-    (ClusterAnswer, 32 + 4 * 208),
-    (CudaArena, 56),
-    (CudaLayerDesc, 48),
-    (MsgHdr, 16),
-    (StatusDaemon, 112),
-    (StatusSession, 448),
-):
-    assert ctypes.sizeof(_s) == _size, f"{_s.__name__}: {ctypes.sizeof(_s)} bytes, C says {_size}"
+ConnectOpts = _struct("ConnectOpts")
+SessionInfo = _struct("SessionInfo")
+Mem = _struct("Mem")
+LayerDesc = _struct("LayerDesc")
+Cqe = _struct("Cqe")
+FenceRef = _struct("FenceRef")  # struct kvs_fence_ref: an armed fence slot
+ClusterHolder = _struct("ClusterHolder")
+ClusterAnswer = _struct("ClusterAnswer")
+CudaArena = _struct("CudaArena")
+CudaLayerDesc = _struct("CudaLayerDesc")
+# Admin replies (wire.h).  The stats messages (KVS_MSG_STATS_*) are not
+# declared here: admin.py builds their structures from the library's own
+# tables (kvs_stats_group/field).
+MsgHdr = _struct("MsgHdr")
+StatusDaemon = _struct("StatusDaemon")
+StatusSession = _struct("StatusSession")
 
 ADMIN_STRUCTS: dict[int, type[Structure]] = {
-    MSG_STATUS_DAEMON: StatusDaemon,
-    MSG_STATUS_SESSION: StatusSession,
+    MSG_STATUS_DAEMON: StatusDaemon,  # noqa: F405
+    MSG_STATUS_SESSION: StatusSession,  # noqa: F405
 }
 
 CqePtr = POINTER(Cqe)
-
-
-class FenceRef(Structure):
-    """struct kvs_fence_ref (kvstash.h): an armed fence slot."""
-
-    _fields_ = [
-        ("slot", c_uint32),
-        ("base", c_uint32),
-        ("count", c_uint32),
-        ("gen", c_uint32),
-    ]
 
 # name: (restype, argtypes)
 _PROTOTYPES: dict[str, tuple[object, list[object]]] = {

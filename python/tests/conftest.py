@@ -26,6 +26,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 TOP = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))  # the kvstash package of this source tree
+# ... and of the build tree, where the build generated kvstash._abi.
+sys.path.insert(1, str(Path(os.environ.get("top_builddir", TOP)) / "python"))
 
 if "KVSTASH_LIB" not in os.environ:
     _intree = TOP / "client" / ".libs" / "libkvstash.so.0"

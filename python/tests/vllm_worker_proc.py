@@ -18,7 +18,8 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE)]
+# The package of the source tree, its generated kvstash._abi in the build tree's.
+sys.path[:0] = [str(HERE.parent), str(Path(os.environ.get("top_builddir", HERE.parents[1])) / "python"), str(HERE)]
 
 import vllm_stubs  # noqa: E402
 
