@@ -44,7 +44,8 @@ untrack() {
 }
 
 export KVSTASH_LIB="$b/client/.libs/libkvstash.so.0"
-export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
+# The build tree's python/ holds kvstash/_abi.py, generated from the headers.
+export PYTHONPATH="$src/python:$b/python${PYTHONPATH:+:$PYTHONPATH}"
 level=info
 [ -n "${KVSTASH_TEST_DEBUG:-}" ] && level=debug
 
