@@ -221,7 +221,7 @@ void load_start(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 
 	account_load(w->ctr);
 	/* Everything that can refuse the LOAD before the share is spent (lease_take() checks n). */
-	op = calloc(1, sizeof(*op));
+	op = op_new(s, sqe, KVS_OP_LOAD);
 	if (!op) {
 		load_refused(w, s, sqe, -ENOMEM);
 		return;
@@ -233,9 +233,6 @@ void load_start(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		return;
 	}
 	/* The share is spent from here on, whatever happens to the copy. */
-	op->s = s;
-	op->opcode = KVS_OP_LOAD;
-	op->user_data = sqe->user_data;
 	op->lease = lease;
 	op->nblocks = a->n;
 	op->batch.dir = COPY_FROM_POOL;

@@ -14,6 +14,19 @@
 #include "io/post.h"
 #include "base/util.h"
 
+struct op *op_new(struct wsession *s, const struct kvs_sqe *sqe, uint8_t opcode)
+{
+	struct op *op = calloc(1, sizeof(*op));
+
+	if (!op)
+		return NULL;
+	op->s = s;
+	op->opcode = opcode;
+	op->flags = sqe->flags;
+	op->user_data = sqe->user_data;
+	return op;
+}
+
 void op_free(struct op *op)
 {
 	copy_batch_free(&op->batch);

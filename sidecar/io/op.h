@@ -11,6 +11,11 @@
 
 #include "io/worker-types.h"
 
+/*
+ * A zeroed op of @s for @sqe (opcode, flags, user_data set); NULL without
+ * memory.  op_free() frees what the op's path allocated into it too.
+ */
+struct op *op_new(struct wsession *s, const struct kvs_sqe *sqe, uint8_t opcode);
 void op_free(struct op *op);
 /*
  * Count @op as a copy of its session and hand its batch to the mover

@@ -20,6 +20,22 @@
 #include "wire/sqe.h"
 #include "base/util.h"
 
+/* A QUERY's op with its answer and room for @n keys; NULL without memory. */
+static struct op *query_op_new(struct wsession *s, const struct kvs_sqe *sqe, uint32_t n)
+{
+	struct op *op = op_new(s, sqe, KVS_OP_QUERY);
+
+	if (!op)
+		return NULL;
+	op->ans = calloc(1, sizeof(*op->ans));
+	op->ckeys = malloc((size_t)n * KVS_KEY_SIZE);
+	if (!op->ans || !op->ckeys) {
+		op_free(op);
+		return NULL;
+	}
+	return op;
+}
+
 /*
  * The cluster part of a QUERY, made before the local lookup so that
  * nothing can fail after a lease is made: the op, its answer and room for
@@ -36,19 +52,9 @@ static int cluster_query_prep(struct worker *w, struct wsession *s, const struct
 		return -EINVAL;
 	if (!w->cluster)
 		return -EOPNOTSUPP;
-	op = calloc(1, sizeof(*op));
+	op = query_op_new(s, sqe, n);
 	if (!op)
 		return -ENOMEM;
-	op->ans = calloc(1, sizeof(*op->ans));
-	op->ckeys = malloc((size_t)n * KVS_KEY_SIZE);
-	if (!op->ans || !op->ckeys) {
-		op_free(op);
-		return -ENOMEM;
-	}
-	op->s = s;
-	op->opcode = KVS_OP_QUERY;
-	op->flags = sqe->flags;
-	op->user_data = sqe->user_data;
 	*ret = op;
 	return 0;
 }
@@ -131,21 +137,11 @@ static void do_query_fetch(struct worker *w, struct wsession *s, const struct kv
 			   r < 0 ? 0 : cflags);
 		return;
 	}
-	op = calloc(1, sizeof(*op));
-	if (op) {
-		op->ans = calloc(1, sizeof(*op->ans));
-		op->ckeys = malloc((size_t)a->n * KVS_KEY_SIZE);
-	}
-	if (!op || !op->ans || !op->ckeys) {
-		if (op)
-			op_free(op);
+	op = query_op_new(s, sqe, a->n);
+	if (!op) {
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	op->s = s;
-	op->opcode = KVS_OP_QUERY;
-	op->flags = sqe->flags;
-	op->user_data = sqe->user_data;
 	memcpy(op->tag, s->ns->tag, KVS_KEY_SIZE);
 	memcpy(op->ckeys, a->keys, (size_t)a->n * KVS_KEY_SIZE);
 	op->nckeys = a->n;

@@ -66,7 +66,7 @@ void save_start(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		const struct sqe_args *a, const struct registration *reg)
 {
 	const struct layout *lay = reg->layout;
-	struct op *op = calloc(1, sizeof(*op));
+	struct op *op = op_new(s, sqe, KVS_OP_SAVE);
 
 	account_save(w->ctr);
 	if (op)
@@ -76,9 +76,6 @@ void save_start(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	op->s = s;
-	op->opcode = KVS_OP_SAVE;
-	op->user_data = sqe->user_data;
 	op->batch.dir = COPY_TO_POOL;
 	store_save_begin(w->store, s->tenant, s->ns, &reg->place, a->keys, a->block_ids, a->n,
 			 op->ents, &op->nents, &op->skipped, &op->nospace, &op->quota);
@@ -206,15 +203,11 @@ void flush_start(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe
 		post(w, s, sqe->user_data, -EOPNOTSUPP, 0, 0);
 		return;
 	}
-	op = calloc(1, sizeof(*op));
+	op = op_new(s, sqe, KVS_OP_FLUSH);
 	if (!op) {
 		post(w, s, sqe->user_data, -ENOMEM, 0, 0);
 		return;
 	}
-	op->s = s;
-	op->opcode = KVS_OP_FLUSH;
-	op->flags = sqe->flags;
-	op->user_data = sqe->user_data;
 	op->mark = (sqe->flags & KVS_FLUSH_INSTANCE) ? save_order_mark(s->order) : s->save_next;
 	cds_list_add_tail(&op->node, &w->flushes);
 }
