@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* libkvstash internals shared by client.c, register.c and sync.c. */
+/*
+ * libkvstash internals shared by the files of client/: client.c (requests,
+ * completions), connect.c (the session), prep.c (submission), register.c,
+ * sync.c, admin.c, fence.c and cuda.c.  Declarations only: it includes
+ * none of them.
+ */
 #ifndef KVS_CLIENT_H
 #define KVS_CLIENT_H
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <shmq/shmq.h>
 #include <kvstash/kvstash.h>
@@ -34,7 +40,7 @@ struct pending {
 	/*
 	 * Its prep failed while SQEs after it were handed out (the ring can
 	 * give back only the newest): it goes as a NOP whose completion the
-	 * library takes (client.c, prep_fail()).
+	 * library takes (prep.c, prep_fail()).
 	 */
 	bool swallow;
 	int32_t fence; /* SAVE AFTER, LOAD PROGRESS: its fence slot; -1: none */
@@ -126,8 +132,15 @@ void client_log(struct kvs_client *c, int level, const char *fmt, ...)
 ssize_t client_request(struct kvs_client *c, void *msg, size_t len, const int *fds, unsigned nfds,
 		       void *reply, size_t cap, int *ret_fd);
 
+/* Is @status a 0 or -errno a reply may carry? */
+bool client_status_plausible(int32_t status);
+
 /* kvstashd is gone: complete everything pending locally. */
 void client_mark_dead(struct kvs_client *c);
+/* Operation slot @slot is free again (a new gen: its old tag matches nothing). */
+void client_pend_put(struct kvs_client *c, uint32_t slot);
+/* Complete operation @slot locally with -ECONNRESET (kvstashd is gone). */
+void client_complete_reset(struct kvs_client *c, uint32_t slot);
 
 /* Pop one completion (ring or local) as a copy, with its tag.  0 or -EAGAIN. */
 int client_reap(struct kvs_client *c, struct local_cqe *ret);
@@ -136,6 +149,8 @@ void client_defer(struct kvs_client *c, const struct local_cqe *l);
 /* Sleep until a completion may be there, up to @timeout_ns, noticing death. */
 int client_wait(struct kvs_client *c, int64_t timeout_ns);
 
+/* A slot for a checked cluster answer, or ANS_NONE when none is free. */
+uint32_t client_ans_get(struct kvs_client *c);
 /* The answer of a kept completion: its slot back to the free list (ANS_NONE: nothing). */
 void client_ans_put(struct kvs_client *c, uint32_t ans);
 
