@@ -340,6 +340,19 @@ static int open_socket(struct kvs_client *c)
 	return 0;
 }
 
+/* The socket and the session region go (a failed start, kvs_reconnect()). */
+static void drop_session(struct kvs_client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	/* Streams may still wait on its fence slots (released): those stay mapped. */
+	if (!client_fences_retire(c, c->region))
+		shmq_region_destroy(c->region);
+	c->region = NULL;
+	c->ans_part = NULL;
+}
+
 static int start_session(struct kvs_client *c)
 {
 	int r = open_socket(c);
@@ -350,12 +363,7 @@ static int start_session(struct kvs_client *c)
 	if (r == 0)
 		r = alloc_state(c);
 	if (r < 0) {
-		close(c->fd);
-		c->fd = -1;
-		if (!client_fences_retire(c, c->region))
-			shmq_region_destroy(c->region);
-		c->region = NULL;
-		c->ans_part = NULL;
+		drop_session(c);
 		c->dead = true;
 	}
 	return r;
@@ -445,14 +453,7 @@ int kvs_reconnect(struct kvs_client *c)
 			c->lq_n--;
 		}
 	}
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	/* Streams may still wait on its fence slots (released): those stay mapped. */
-	if (!client_fences_retire(c, c->region))
-		shmq_region_destroy(c->region);
-	c->region = NULL;
-	c->ans_part = NULL;
+	drop_session(c);
 	r = start_session(c);
 	if (r == 0 && c->registered)
 		r = client_send_registration(c);
