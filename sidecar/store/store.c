@@ -115,14 +115,19 @@ void store_tenant_put(struct store_tenant *t)
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* One SAVE's first phase under the store lock, (key, shard) after (key, shard). */
+/* One SAVE's first phase under the store lock, key after key. */
 struct save_run {
 	struct store_tenant *t;
 	struct store_ns *ns;
 	uint64_t bytes; /* of a slot of the class */
 	bool full;	/* a key got no slot: the rest of the class gets none either */
 	bool revoked;	/* leases were revoked once for this SAVE */
-	struct store_save_res res;
+	struct {
+		uint32_t nents;	  /* begun: WRITING, to copy */
+		uint32_t skipped; /* in the index already (saved, being saved or fetched) */
+		uint32_t nospace; /* no slot (or no memory for the block) */
+		uint32_t quota;	  /* past the tenant's unsealed share */
+	} res;
 };
 
 /*
@@ -233,49 +238,14 @@ void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns 
 	*ret_quota = run.res.quota;
 }
 
-int store_save_begin_shards(struct store *st, struct store_tenant *t, struct store_ns *ns,
-			    const struct store_place *p, const uint8_t *keys,
-			    const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
-			    struct store_save_res *ret)
-{
-	struct save_run run = { .t = t, .ns = ns };
-	struct store_place place = *p;
-	uint64_t total = (uint64_t)n * p->nshards, k = 0;
-
-	if (p->nshards == 0 || p->nshards > UINT16_MAX || total > UINT32_MAX)
-		return -EINVAL;
-	store_lock(st);
-	/* The caller holds the class (store_class_get()): its size cannot change under us. */
-	run.bytes = st->pool->classes[p->class_id].slot_bytes;
-	/* Key by key, each key's shards in order: a shorter prefix when the room runs out. */
-	while (k < total) {
-		uint32_t i = (uint32_t)(k / p->nshards);
-		struct shard *sh = NULL;
-		int r;
-
-		place.shard = (uint32_t)(k % p->nshards);
-		r = save_one(st, &run, &place, keys + (size_t)i * KVS_KEY_SIZE, total - k, &sh);
-		if (r == -EAGAIN)
-			continue;
-		ents[k] = (struct save_ent){ sh, block_ids ? block_ids[i] : i };
-		k++;
-	}
-	store_unlock(st);
-	*ret = run.res;
-	return (int)run.res.nents;
-}
-
 void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok, void *owner)
 {
 	pthread_mutex_lock(&st->lock);
 	urcu_memb_read_lock();
 	for (uint32_t i = 0; i < n; i++) {
 		struct shard *sh = ents[i].shard;
-		struct block *b;
+		struct block *b = sh->blk;
 
-		if (!sh)
-			continue; /* not begun (store_save_begin_shards()) */
-		b = sh->blk;
 		b->writers--;
 		if (ok) {
 			sh->state = SHARD_DONE;

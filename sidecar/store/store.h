@@ -97,42 +97,8 @@ void store_save_begin(struct store *st, struct store_tenant *t, struct store_ns 
 		      uint32_t n, struct save_ent *ents, uint32_t *ret_nents, uint32_t *ret_skipped,
 		      uint32_t *ret_nospace, uint32_t *ret_quota);
 
-/* What a SAVE's first phase did, shard by shard (store_save_begin_shards()). */
-struct store_save_res {
-	uint32_t nents;	  /* shards begun: WRITING, to copy */
-	uint32_t skipped; /* in the index already (saved, being saved or fetched) */
-	uint32_t nospace; /* no slot (or no memory for the block) */
-	uint32_t quota;	  /* past the tenant's unsealed share */
-};
-
-/*
- * SAVE, phase 1 for every shard of each key, under one store lock: what
- * store_save_begin() does for shard @p->shard, done for shards 0 to
- * @p->nshards - 1 of each of the @n keys (@p->shard is not read), key
- * after key, each key's shards in order, as one SAVE (one lease
- * revocation at most; once a shard gets no slot, the rest get none).
- * For a caller that places a whole block itself, as a peer fetch does:
- * one lock for the fetch, not one per shard.
- *
- * @ents has @n * @p->nshards entries, in that order: entry
- * i * nshards + s is shard s of key i, with block id @block_ids[i] (i
- * when @block_ids is NULL) and shard NULL when that shard was not begun
- * (skipped, no room, past the share: counted in @ret).  The whole array
- * may go to store_save_end(), which passes over the NULL ones.
- *
- * Returns how many shards were begun (ret->nents), or -EINVAL when
- * @p->nshards is 0 or too many (@n * nshards past UINT32_MAX, or above
- * a shard index's range); *@ret and @ents are untouched then.  May
- * revoke leases with the store lock dropped, as store_save_begin().
- */
-int store_save_begin_shards(struct store *st, struct store_tenant *t, struct store_ns *ns,
-			    const struct store_place *p, const uint8_t *keys,
-			    const uint32_t *block_ids, uint32_t n, struct save_ent *ents,
-			    struct store_save_res *ret);
-
 /*
  * SAVE, phase 2 (after the copy): DONE and seal when @ok, else drop.
- * Entries whose shard is NULL (not begun) are passed over.
  */
 void store_save_end(struct store *st, struct save_ent *ents, uint32_t n, bool ok, void *owner);
 

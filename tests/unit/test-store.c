@@ -20,10 +20,7 @@
  *     bytes than itself, never of a smaller holder;
  *   - a namespace's blocks are dropped with it; an unused block size
  *     gives its class up when all 64 are taken;
- *   - two stores are two stores: nothing of one is seen in the other;
- *   - store_save_begin_shards(): every shard of each key under one call,
- *     one entry per (key, shard) in place, NULL where a shard was skipped
- *     or got no room (whole keys first), the array ending as a whole.
+ *   - two stores are two stores: nothing of one is seen in the other.
  */
 #include <check.h>
 #include <errno.h>
@@ -497,116 +494,6 @@ START_TEST(test_region_stats)
 }
 END_TEST
 
-/* ---- SAVE of whole blocks (store_save_begin_shards()) ------------------------------------ */
-
-#define SHARDS_KEYS 8u
-
-/* Every shard of each key under one call: positional entries, skips, a whole-array end. */
-START_TEST(test_save_shards)
-{
-	struct store_place p = st_place(st, ST_SLOT, 0, 2), p1 = st_place(st, ST_SLOT, 1, 2);
-	static uint8_t keys[SHARDS_KEYS * KVS_KEY_SIZE];
-	static struct save_ent ents[SHARDS_KEYS * 2];
-	static struct st_save one;
-	struct store_save_res res;
-
-	for (uint32_t i = 0; i < SHARDS_KEYS; i++)
-		st_key(keys + (size_t)i * KVS_KEY_SIZE, i);
-	/* Shard 1 of key 3 is being saved already: the batch skips it, and only it. */
-	st_save_begin(st, NULL, &ns, &p1, 3, 1, &one);
-	ck_assert_uint_eq(one.nents, 1);
-	p.shard = 1; /* not read */
-	ck_assert_int_eq(store_save_begin_shards(st, NULL, &ns, &p, keys, NULL, SHARDS_KEYS, ents,
-						 &res),
-			 2 * SHARDS_KEYS - 1);
-	ck_assert_uint_eq(res.nents, 2 * SHARDS_KEYS - 1);
-	ck_assert_uint_eq(res.skipped, 1);
-	ck_assert_uint_eq(res.nospace, 0);
-	ck_assert_uint_eq(res.quota, 0);
-	for (uint32_t i = 0; i < SHARDS_KEYS; i++)
-		for (uint32_t s = 0; s < 2; s++) {
-			const struct save_ent *e = &ents[i * 2 + s];
-
-			ck_assert_uint_eq(e->block_id, i);
-			if (i == 3 && s == 1) {
-				ck_assert_ptr_null(e->shard);
-				continue;
-			}
-			ck_assert_ptr_nonnull(e->shard);
-			ck_assert_uint_eq(e->shard->idx, s);
-			ck_assert_uint_eq(e->shard->state, SHARD_WRITING);
-			/* One block per key, both its shards. */
-			ck_assert_ptr_eq(e->shard->blk, (i == 3 ? one.ents[0] : ents[i * 2]).shard->blk);
-		}
-	ck_assert_uint_eq(pool_used_bytes(pool), 2 * SHARDS_KEYS * ST_SLOT);
-	ck_assert_uint_eq(st_query(st, &ns, 0, SHARDS_KEYS, NULL, NULL), 0);
-	/* The whole array to the end: the NULL entry passed over, key 3 still partial. */
-	store_save_end(st, ents, 2 * SHARDS_KEYS, true, NULL);
-	ck_assert_uint_eq(st_query(st, &ns, 0, SHARDS_KEYS, NULL, NULL), 3);
-	ck_assert_uint_eq(stats().partial, 1);
-	store_save_end(st, one.ents, one.nents, true, NULL);
-	ck_assert_uint_eq(st_query(st, &ns, 0, SHARDS_KEYS, NULL, NULL), SHARDS_KEYS);
-	ck_assert_uint_eq(stats().resident, SHARDS_KEYS);
-	ck_assert_uint_eq(stats().partial, 0);
-	/* Saved already, every shard: all skipped, nothing taken. */
-	ck_assert_int_eq(store_save_begin_shards(st, NULL, &ns, &p, keys, NULL, SHARDS_KEYS, ents,
-						 &res),
-			 0);
-	ck_assert_uint_eq(res.skipped, 2 * SHARDS_KEYS);
-	ck_assert_uint_eq(pool_used_bytes(pool), 2 * SHARDS_KEYS * ST_SLOT);
-}
-END_TEST
-
-/* The room runs out mid-block: a shorter prefix of whole keys, the rest counted, NULL. */
-START_TEST(test_save_shards_nospace)
-{
-	const uint32_t n = ST_SLOTS / 2, pinned = SHARDS_KEYS, fit = (ST_SLOTS - 2 * pinned) / 2;
-	struct store_place p = st_place(st, ST_SLOT, 0, 2);
-	static uint8_t keys[ST_SLOTS / 2 * KVS_KEY_SIZE];
-	static struct save_ent ents[ST_SLOTS];
-	static uint32_t ids[ST_SLOTS / 2];
-	struct block *b[SHARDS_KEYS];
-	struct store_save_res res, untouched = { 7, 7, 7, 7 };
-
-	/* Blocks of two shards pinned in 2 * pinned slots: nothing can be evicted for the batch. */
-	for (uint32_t k = 0; k < 2; k++) {
-		struct store_place pk = st_place(st, ST_SLOT, k, 2);
-
-		ck_assert_uint_eq(st_save(st, NULL, &ns, &pk, 1000, pinned), pinned);
-	}
-	ck_assert_uint_eq(st_query(st, &ns, 1000, pinned, b, NULL), pinned);
-	for (uint32_t i = 0; i < n; i++) {
-		st_key(keys + (size_t)i * KVS_KEY_SIZE, i);
-		ids[i] = 100 + i;
-	}
-	ck_assert_int_eq(store_save_begin_shards(st, NULL, &other, &p, keys, ids, n, ents, &res),
-			 2 * fit);
-	ck_assert_uint_eq(res.nents, 2 * fit);
-	ck_assert_uint_eq(res.nospace, 2 * (n - fit));
-	ck_assert_uint_eq(res.skipped, 0);
-	for (uint32_t k = 0; k < 2 * n; k++) {
-		ck_assert_uint_eq(ents[k].block_id, 100 + k / 2);
-		if (k < 2 * fit)
-			ck_assert_ptr_nonnull(ents[k].shard);
-		else
-			ck_assert_ptr_null(ents[k].shard);
-	}
-	ck_assert_uint_eq(pool_used_bytes(pool), ST_POOL);
-	/* A failed copy of the whole batch gives every slot back. */
-	store_save_end(st, ents, 2 * n, false, NULL);
-	ck_assert_uint_eq(pool_used_bytes(pool), 2 * pinned * ST_SLOT);
-	ck_assert_uint_eq(__atomic_load_n(&other.blocks, __ATOMIC_RELAXED), 0);
-	st_unpin(b, pinned);
-
-	/* No shards: refused, the outputs untouched. */
-	res = untouched;
-	p.nshards = 0;
-	ck_assert_int_eq(store_save_begin_shards(st, NULL, &other, &p, keys, ids, n, ents, &res),
-			 -EINVAL);
-	ck_assert_mem_eq(&res, &untouched, sizeof(res));
-}
-END_TEST
-
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_save_query);
@@ -620,8 +507,6 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_class_reclaim);
 	tcase_add_test(tc, test_two_stores);
 	tcase_add_test(tc, test_region_stats);
-	tcase_add_test(tc, test_save_shards);
-	tcase_add_test(tc, test_save_shards_nospace);
 }
 
 const struct unit_suite unit_suite = {
