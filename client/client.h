@@ -2,7 +2,7 @@
 /*
  * libkvstash internals shared by the files of client/: client.c (requests,
  * completions), connect.c (the session), prep.c (submission), register.c,
- * sync.c, admin.c, fence.c and cuda.c.  Declarations only: it includes
+ * sync.c, status.c, fence.c and cuda.c.  Declarations only: it includes
  * none of them.
  */
 #ifndef KVS_CLIENT_H

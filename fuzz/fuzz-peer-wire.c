@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-peer-wire: a byte stream from a peer through libkvspeer's parsers
- * (peer/wire.c), as a connection reads it: header first, its payload only
+ * (peer/pwire.c), as a connection reads it: header first, its payload only
  * once the header's bounds held, then the parser of its type.
  *
  * Input: byte 0 picks the side (bit 0: 0 = a server reading a client's
@@ -14,7 +14,7 @@
  */
 #include <errno.h>
 
-#include "peer/wire.h"
+#include "peer/pwire.h"
 #include "fuzz.h"
 
 static bool name_ok(const char *s, size_t n)

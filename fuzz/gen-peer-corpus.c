@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "peer/wire.h"
+#include "peer/pwire.h"
 
 static const char *outdir;
 

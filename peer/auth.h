@@ -5,7 +5,7 @@
  * Both sides prove that they hold the secret without sending it: each
  * picks a fresh 32-byte nonce, and each proof is an HMAC-SHA256 (nettle,
  * the library the registry's digests use too) over a label naming the side and the handshake's bytes, which
- * carry both nonces and both names (wire.h).  A proof is compared in
+ * carry both nonces and both names (pwire.h).  A proof is compared in
  * constant time.
  */
 #ifndef KVS_PEER_AUTH_H
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "peer/wire.h"
+#include "peer/pwire.h"
 
 #define PEER_SECRET_MIN 32u
 #define PEER_SECRET_MAX 4096u

@@ -7,7 +7,7 @@
  * modules' real graph (conn.c calls neither side: struct conn_ops and
  * struct conn_rx are how a side's code is reached).
  *
- * Ownership.  Everything here belongs to the service thread (peer.c's
+ * Ownership.  Everything here belongs to the service thread (service.c's
  * loop), except what names another guard:
  *   kp->cmd_lock   the queue of submitted work (cmds) and kp->stopping
  *   kp->reg_lock   the registered regions (read by the thread when it
@@ -33,7 +33,7 @@
 
 #include "peer/addr.h"
 #include "peer/auth.h"
-#include "peer/wire.h"
+#include "peer/pwire.h"
 
 struct pucx;
 struct pucx_ep;
@@ -55,7 +55,7 @@ static inline uint64_t peer_now_ns(void)
 
 /*
  * What an epoll event's data.ptr points at: the function its events go
- * to, set by whoever owns the fd (the wake eventfd and UCX: peer.c; the
+ * to, set by whoever owns the fd (the wake eventfd and UCX: service.c; the
  * listening socket: serve.c; a connection: conn.c), which finds its object
  * again with caa_container_of().  The loop knows no kind of source.
  */

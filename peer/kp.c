@@ -3,7 +3,7 @@
  * The service's shared helpers (kp.h): logging with a rate limit for what
  * peers cause, the thread's identity, the epoch, registered memory's
  * lookup, epoll registration, and the command queue that the callers'
- * threads fill and the service thread empties (run_cmds() in peer.c).
+ * threads fill and the service thread empties (run_cmds() in service.c).
  * Called from any thread where a function says so, else from the
  * service thread.
  */

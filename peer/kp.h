@@ -23,7 +23,7 @@ int kp_region_find(struct kvspeer *kp, const void *addr, uint64_t len);
 /* Watch @fd for @events; they go to @src->fn on the service thread.  0 or -errno. */
 int kp_epoll_add(struct kvspeer *kp, int fd, struct ev_src *src, uint32_t events);
 
-/* Make the service thread run its queues (run_cmds() in peer.c). */
+/* Make the service thread run its queues (run_cmds() in service.c). */
 void kp_wake(struct kvspeer *kp);
 /* Queue a fetch for the thread.  -ESHUTDOWN once kvspeer_free() began. */
 int kp_submit(struct kvspeer *kp, struct fetch *f);

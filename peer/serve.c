@@ -247,7 +247,7 @@ static int on_hello(struct conn *c, const struct pw_hdr *h, const uint8_t *p)
 	rep.lock_ttl_ms = kp->p.lock_ttl_ms;
 	rep.max_keys = kp->p.max_keys;
 	rep.max_locks = kp->p.max_locks_per_peer;
-	/* proof_s over the HELLO and this reply with its proof zeroed (wire.h). */
+	/* proof_s over the HELLO and this reply with its proof zeroed (pwire.h). */
 	r = peer_proof(&kp->secret, PEER_SIDE_SERVER, c->hello, c->hello_len, &rep, sizeof(rep),
 		       rep.proof);
 	if (r < 0)

@@ -554,7 +554,7 @@
 	  "Failures of the peer service, by side (fetching from peers, serving them) and kind.")
 
 /*
- * The peer service (libkvspeer, <kvstash/peer.h>; sidecar/control/peer.h):
+ * The peer service (libkvspeer, <kvstash/peer.h>; sidecar/control/peer-host.h):
  * struct kvspeer_stats of peer_sample(), the fetch latency as quantiles
  * (the upper bound of the log2 microsecond bucket where the quantile
  * falls, 0 before any fetch) and, for Prometheus, as a histogram (the I

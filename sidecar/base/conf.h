@@ -133,7 +133,7 @@ struct kvs_config {
 	uint32_t cluster_query_timeout_ms;
 	uint32_t cluster_queue_entries;
 	uint32_t cluster_entry_ttl_ms;
-	/* [cluster] peer transfer (control/peer.c, libkvspeer) */
+	/* [cluster] peer transfer (control/peer-host.c, libkvspeer) */
 	char *peer_listen; /* empty: no peer service */
 	char *peer_allow;
 	char *peer_secret_file;

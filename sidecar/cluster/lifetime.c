@@ -29,14 +29,14 @@
 #include <unistd.h>
 
 #include "cluster/aconn.h"
-#include "cluster/addr.h"
+#include "cluster/regaddr.h"
 #include "cluster/barrier.h"
 #include "cluster/ledger.h"
 #include "cluster/link.h"
 #include "cluster/nodelease.h"
 #include "cluster/pipeline.h"
 #include "cluster/pump.h"
-#include "cluster/query.h"
+#include "cluster/regquery.h"
 #include "cluster/queue.h"
 #include "cluster/registry-internal.h"
 #include "cluster/registry.h"

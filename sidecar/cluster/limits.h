@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The registry's sizes, apart from its API so that the pure parsers
- * (addr.h, reply.h) take them without depending on the registry: the
+ * (regaddr.h, reply.h) take them without depending on the registry: the
  * registry is built on the parsers, not the other way round.
  */
 #ifndef KVS_REG_LIMITS_H

@@ -32,7 +32,7 @@
 #include "cluster/nodelease.h"
 #include "cluster/pipeline.h"
 #include "cluster/pump.h"
-#include "cluster/query.h"
+#include "cluster/regquery.h"
 #include "cluster/queue.h"
 #include "cluster/registry-internal.h"
 #include "cluster/sentinel.h"

@@ -10,7 +10,7 @@
  *   nodelease.c  the node's lease: acquire, renew, release, the epoch
  *   pipeline.c   the registration pipeline: queue -> netted batches -> REGISTER, backfill
  *   barrier.c    what producers call (changes, marks) and the FLUSH barrier
- *   query.c      the cluster QUERY
+ *   regquery.c   the cluster QUERY
  *
  * Data and a few one-line helpers only: it includes none of those files'
  * headers, so that they can include it without closing a circle.
@@ -45,7 +45,7 @@
 
 #include "common/loghook.h"
 #include "cluster/aconn.h"
-#include "cluster/addr.h"
+#include "cluster/regaddr.h"
 #include "cluster/ledger.h"
 #include "cluster/queue.h"
 #include "cluster/registry.h"

@@ -127,7 +127,7 @@
  * whose lease is live and whose run set of that epoch and namespace holds
  * the key.  -> {node, 1, epoch, addr, ...} per candidate, at most 1024
  * (reply.c's bound).  The rest of the query is plain SMISMEMBERs on the
- * candidates' sets (query.c): no script call per key.
+ * candidates' sets (regquery.c): no script call per key.
  */
 #define SCRIPT_QUERY                                                                   \
 	"local out = {}\n"                                                             \

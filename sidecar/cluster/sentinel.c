@@ -20,7 +20,7 @@
 
 #include "common/loghook.h"
 #include "cluster/aconn.h"
-#include "cluster/addr.h"
+#include "cluster/regaddr.h"
 #include "cluster/limits.h"
 #include "cluster/reply.h"
 #include "cluster/sentinel.h"

@@ -19,7 +19,7 @@
 #include "obs/metrics.h"
 #include "cluster/registry.h"
 #include "ssd/ssd.h"
-#include "control/peer.h"
+#include "control/peer-host.h"
 #include "base/util.h"
 
 #define HDR(m, t, sq)                     \

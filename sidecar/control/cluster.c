@@ -9,7 +9,7 @@
 #include "control/cluster.h"
 #include "control/daemon.h"
 #include "control/instance.h"
-#include "control/peer.h"
+#include "control/peer-host.h"
 #include "control/session.h"
 #include "obs/log.h"
 #include "store/store.h"

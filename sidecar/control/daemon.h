@@ -78,14 +78,14 @@ struct daemon {
 	struct worker_cluster wcluster; /* the workers' view of reg (cluster_init()) */
 	struct ev_source reg_ev;
 	/*
-	 * The peer service (control/peer.c, libkvspeer); NULL without
+	 * The peer service (control/peer-host.c, libkvspeer); NULL without
 	 * [cluster] peer_listen.  Set at start, freed by peer_fini(); from
 	 * the drain on its closing flag refuses new fetches.  Control thread;
 	 * peer_sample() from the metrics thread too.
 	 */
 	struct peer *peer;
 	/*
-	 * The SSD tier (control/tier.c); NULL without [ssd].  Its functions
+	 * The SSD tier (control/tier-attach.c); NULL without [ssd].  Its functions
 	 * are safe from any thread (ssd/ssd.h); opened and closed here.
 	 */
 	struct ssd *ssd;

@@ -19,8 +19,8 @@
 #include "io/mover.h"
 #include "control/admin.h"
 #include "control/cluster.h"
-#include "control/peer.h"
-#include "control/tier.h"
+#include "control/peer-host.h"
+#include "control/tier-attach.h"
 #include "control/daemon.h"
 #include "control/lifecycle.h"
 #include "control/instance.h"
@@ -411,7 +411,7 @@ void daemon_fini(struct daemon *d)
 	metrics_stop();
 	/*
 	 * The SSD tier first: its last writes read pool slots and free them
-	 * in the store, its last reads wake the workers (tier.h).
+	 * in the store, its last reads wake the workers (control/tier-attach.h).
 	 */
 	tier_close(d);
 	/*

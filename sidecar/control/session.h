@@ -26,7 +26,7 @@
 #include <kvstash/abi.h>
 
 #include "control/loop.h"
-#include "control/registration.h"
+#include "control/reg-build.h"
 #include "control/slots.h"
 #include "io/worker.h"
 #include "obs/counters.h"

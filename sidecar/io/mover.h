@@ -31,7 +31,7 @@
  * A mover sees of the worker only the batch (its pieces, direction and
  * sink) and its own instance; it never sees an op, a session or a worker.
  *
- * The SSD tier (ssd/) and peer transfer (libkvspeer, control/peer.c) are
+ * The SSD tier (ssd/) and peer transfer (libkvspeer, control/peer-host.c) are
  * not movers: each runs its own threads (an io_uring per drive, kvspeer's
  * service thread) and meets the store, not a worker's batches; what they
  * need of a worker is its wake path (worker_wake()) and its command path

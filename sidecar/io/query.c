@@ -107,7 +107,7 @@ static int query_local(struct worker *w, struct wsession *s, const uint8_t *keys
 /*
  * A fetching QUERY: count the local prefix without pinning it (a fetch
  * may take seconds), then hand the keys to the control thread, which
- * fetches what follows from a peer (control/peer.c) and gives the op
+ * fetches what follows from a peer (control/peer-host.c) and gives the op
  * back (query_fetch_answer()).  Nothing to fetch: a plain QUERY.
  */
 static void do_query_fetch(struct worker *w, struct wsession *s, const struct kvs_sqe *sqe,

@@ -8,7 +8,7 @@
  * class, held for as long as the registration lives, the pool region of
  * the session's worker, and its shard of each block.
  *
- * Defined here, not with its builder (control/registration.h), so that
+ * Defined here, not with its builder (control/reg-build.h), so that
  * the I/O worker reads it without a control-plane header.  Immutable once
  * published to the worker (wsession_publish_reg(), io/worker.h); freed
  * by the control thread after the worker handed it back (UNREGISTER) or

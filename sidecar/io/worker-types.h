@@ -254,7 +254,7 @@ struct op {
 	/*
 	 * Fetching QUERY (KVS_QUERY_FETCH): ckeys holds every key of the SQE
 	 * (nckeys), hits0 the local hits before the fetch, hint the node hint
-	 * ("" for the registry's choice); the control side (control/peer.c)
+	 * ("" for the registry's choice); the control side (control/peer-host.c)
 	 * sets fetched (blocks sealed from the peer) and fetch_err.
 	 */
 	uint32_t hits0;
@@ -334,7 +334,7 @@ struct worker_env {
 	struct store *store;		      /* the block store: SAVE, QUERY */
 	struct lease_table *leases;	      /* QUERY's leases: LOAD, RELEASE */
 	const struct worker_cluster *cluster; /* NULL: no cluster */
-	bool peer;			      /* the peer service runs (control/peer.c) */
+	bool peer;			      /* the peer service runs (control/peer-host.c) */
 };
 
 #endif /* KVS_WORKER_TYPES_H */

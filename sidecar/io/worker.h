@@ -46,8 +46,8 @@ void worker_wake(struct worker *w);
  * A cluster op the worker handed over (WCMD_CLUSTER ack) is done, its
  * results set: back to its worker as a command, which it posts.  Called
  * on the control thread (a registry answer, an op that could not start:
- * control/cluster.c, control/peer.c) and on the peer service thread (a
- * fetch's done and join callbacks, control/peer.c); the command mutex
+ * control/cluster.c, control/peer-host.c) and on the peer service thread (a
+ * fetch's done and join callbacks, control/peer-host.c); the command mutex
  * makes any thread fine.
  */
 void worker_cluster_done(struct op *op);

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "ssd/format.h"
-#include "ssd/region.h"
+#include "ssd/region-alloc.h"
 
 #define SSD_INDEX_STRIPES  32u
 #define SSD_CHUNK_SHIFT	   16u

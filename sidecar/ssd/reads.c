@@ -8,7 +8,7 @@
  * wrong bytes.
  *
  * Threads: the drive thread; ssd_read() on any thread fills the queue
- * under qlock (loop.c's pull() takes it).  read_done runs here with no
+ * under qlock (drive-thread.c's pull() takes it).  read_done runs here with no
  * lock held.
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reclaim: regions are reused in FIFO order (region.h), the oldest next.
+ * Reclaim: regions are reused in FIFO order (region-alloc.h), the oldest next.
  * Opening one drops its old cycle's blocks from the index (the eviction
  * ssd_get_stats() counts as regions_reclaimed and blocks_evicted), then
  * zeroes its old first zone unit and trailer and makes that durable with

@@ -8,7 +8,7 @@
  * trailer were erased (reclaim.c) reads as empty.
  *
  * Threads: the drive thread, while the drive is SSD_DRIVE_RECOVERING
- * (loop.c calls recovery_pump() each turn); the index it fills is read by
+ * (drive-thread.c calls recovery_pump() each turn); the index it fills is read by
  * lookups on any thread (index.c's stripes order them).
  */
 #include <errno.h>

@@ -8,10 +8,10 @@
  *   crc32c.c   CRC-32C, SSE4.2 (three streams) with a table fallback
  *   format.c   on-disk structures: superblock, block header, region trailer
  *              (format.h draws the layout and says what makes a miss)
- *   region.c   the region allocator (FIFO over regions, placement, head pick)
+ *   region-alloc.c the region allocator (FIFO over regions, placement, head pick)
  *   index.c    the in-memory index over all drives (52 bytes per block)
  *   fault.c    the fault-injection seam (tests only; inert unless configured)
- *   config.c   [ssd] keys of kvstash.conf into a struct ssd_config
+ *   ssdconf.c  [ssd] keys of kvstash.conf into a struct ssd_config
  *   dev.h      the drive I/O layer: an ops table per drive, so the tier
  *              never names io_uring; dev-uring.c (files and block devices,
  *              O_DIRECT, one io_uring each) and dev-mem.c (a memory buffer,
@@ -20,7 +20,7 @@
  *              tier.c (shared steps), super.c (superblocks), recover.c
  *              (recovery on open), writeout.c (writes, header zones,
  *              sealing), reclaim.c (FIFO reuse: eviction, erase), reads.c
- *              (reads, checksums), loop.c (the drive thread)
+ *              (reads, checksums), drive-thread.c (the drive thread)
  *   api.c      this API: open, close, lookups, writes (backpressure,
  *              admission), reads, stats
  *   stub.c     the same API without liburing: ssd_open() says it is not
@@ -56,7 +56,7 @@
  * ---- How kvstashd uses it ---------------------------------------------
  *
  * In kvstashd the tier is the store's second tier: besides the store,
- * only kvstashd's side in control/tier.c (open, close) and the stats
+ * only kvstashd's side in control/tier-attach.c (open, close) and the stats
  * sampler (control/admin.c: ssd_get_stats()) call this module.
  *
  * 1. Start-up (tier_init(), from daemon_init() after the store, before
@@ -136,7 +136,7 @@
  *    hook; if a shard failed (-EIO, -EBADMSG: checksum, -ESTALE: region
  *    reused, -ENODEV), its slots are freed and it stays BLOCK_FAILED
  *    until its last pin goes (store_reclaim_partial()).  Either way the
- *    store's wake hook (control/tier.c) wakes every worker.  A block read
+ *    store's wake hook (control/tier-attach.c) wakes every worker.  A block read
  *    back stays valid on SSD, so evicting it again costs no write
  *    (-EEXIST).
  *

@@ -13,7 +13,7 @@
  *   reclaim.c  opening regions in FIFO order: old cycle out of the
  *              index (eviction), erased, synced, ahead of the writes
  *   reads.c    block reads and their checksums
- *   loop.c     the drive thread: its loop, completions, close
+ *   drive-thread.c the drive thread: its loop, completions, close
  *   api.c      the public API (ssd.h), open and close
  *
  * Threads: everything of a struct drive not marked otherwise below is its
@@ -33,7 +33,7 @@
 #include "ssd/fault.h"
 #include "ssd/format.h"
 #include "ssd/index.h"
-#include "ssd/region.h"
+#include "ssd/region-alloc.h"
 #include "ssd/ssd.h"
 
 #define DEF_REGION_BYTES   (256ull << 20)
@@ -338,7 +338,7 @@ void check_landed(struct drive *d);
 void fail_read(struct drive *d, struct rreq *rr, int res);
 void dispatch_reads(struct drive *d);
 
-/* ---- loop.c ------------------------------------------------------------ */
+/* ---- drive-thread.c ----------------------------------------------------- */
 
 void *drive_main(void *arg); /* the drive thread (pthread_create() in ssd_open()) */
 

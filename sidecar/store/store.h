@@ -9,7 +9,7 @@
  * SAVE a tenant, a namespace (struct store_ns) and where the shards go
  * (struct store_place: slot class, pool region, shard, shard count).  It
  * includes nothing of the control plane; the control plane embeds and
- * fills these types (control/registration.h, control/nspace.h,
+ * fills these types (control/reg-build.h, control/nspace.h,
  * control/instance.h).
  *
  * Index: liburcu's lock-free RCU hash table keyed by (namespace, 16-byte

@@ -30,7 +30,7 @@
 
 #include "peer/addr.h"
 #include "peer/auth.h"
-#include "peer/wire.h"
+#include "peer/pwire.h"
 #include "common.h"
 
 static struct peer_secret secret;

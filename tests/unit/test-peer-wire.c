@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libkvspeer's wire protocol (peer/wire.h): the layout and numbers that
+ * libkvspeer's wire protocol (peer/pwire.h): the layout and numbers that
  * cross hosts are pinned here, and every parser refuses what it must,
  * with the errno the library acts on (a different major before anything
  * else, EBADMSG for lengths that do not add up, E2BIG for counts over a
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "peer/wire.h"
+#include "peer/pwire.h"
 #include "unit.h"
 
 #define OFF(type, field, off) ck_assert_uint_eq(offsetof(type, field), off)

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "base/conf.h"
-#include "cluster/addr.h"
+#include "cluster/regaddr.h"
 #include "cluster/registry.h"
 #include "unit.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * [ssd] of kvstash.conf (sidecar/base/conf.c's table, sidecar/ssd/config.c):
+ * [ssd] of kvstash.conf (sidecar/base/conf.c's table, sidecar/ssd/ssdconf.c):
  * without a path there is no SSD tier; paths are split on commas and must
  * be absolute, at most SSD_MAX_DRIVES; every key reaches struct
  * ssd_config; a write policy other than spill or filter and a region

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The SSD region allocator (sidecar/ssd/region.c): payloads are placed back
+ * The SSD region allocator (sidecar/ssd/region-alloc.c): payloads are placed back
  * to back from a region's start, never over its header zone and never more
  * than the zone has entries; entries land in the zone image where the disk
  * has them and mark their unit dirty; FIFO order wraps from the last
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ssd/region.h"
+#include "ssd/region-alloc.h"
 #include "unit.h"
 
 static struct ssd_geom geom;

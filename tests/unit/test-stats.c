@@ -417,7 +417,7 @@ START_TEST(test_peer)
 		{ "authenticated", 332, NULL },
 		{ "last_error_text", 336, NULL },
 	};
-	/* kvspeer_fail_name() of each kind, in order (peer/peer.c). */
+	/* kvspeer_fail_name() of each kind, in order (peer/service.c). */
 	static const char *const kinds[] = {
 		"connect",  "timeout", "reset",	  "auth",      "protocol",
 		"stale",    "alloc",   "refused", "allowlist", "limit",

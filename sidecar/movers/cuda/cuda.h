@@ -7,7 +7,7 @@
  *   device.c  GPU discovery, pool pinning, the driver entry points and
  *             the CUresult / cudaError_t -> errno mapping
  *   import.c  engine GPU memory: legacy IPC handles and VMM fds
- *   mover.c   the data path: copy engines and a gather kernel
+ *   copy.c    the data path: copy engines and a gather kernel
  *   stub.c    all of it for builds without CUDA: no device
  *
  * The CUDA runtime is linked statically and driver functions are reached
@@ -46,7 +46,7 @@ const struct cuda_device_info *cuda_device(unsigned idx);
 int cuda_device_find(const uint8_t uuid[16]);
 
 /*
- * The find_device op of both CUDA mover tables (mover.c, stub.c): the
+ * The find_device op of both CUDA mover tables (copy.c, stub.c): the
  * GPU a HELLO names by UUID, or -ENODEV and what the engine is told.
  */
 static inline int cuda_find_device(const uint8_t uuid[16], char *why, size_t wl)

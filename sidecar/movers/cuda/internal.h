@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared by the CUDA mover's files (device.c, import.c, mover.c) and by
+ * Shared by the CUDA mover's files (device.c, import.c, copy.c) and by
  * nothing else: it includes the CUDA headers, which builds without CUDA
  * do not have.
  */

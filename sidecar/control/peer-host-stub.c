@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "control/daemon.h"
-#include "control/peer.h"
+#include "control/peer-host.h"
 #include "io/worker.h"
 #include "obs/log.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/mem.h"
-#include "ssd/region.h"
+#include "ssd/region-alloc.h"
 
 uint64_t ssd_region_max_payload(const struct ssd_geom *g)
 {

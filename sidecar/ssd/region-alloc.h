@@ -17,8 +17,8 @@
  * at a time (a second one could land first and lose an entry), a unit
  * changed meanwhile is written again after it.
  */
-#ifndef KVS_SSD_REGION_H
-#define KVS_SSD_REGION_H
+#ifndef KVS_SSD_REGION_ALLOC_H
+#define KVS_SSD_REGION_ALLOC_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,4 +107,4 @@ static inline uint32_t ssd_zone_units(const struct ssd_geom *g)
  */
 int ssd_pick_head(const uint32_t *seq, const bool *valid, uint32_t n, uint32_t *ret_head);
 
-#endif /* KVS_SSD_REGION_H */
+#endif /* KVS_SSD_REGION_ALLOC_H */

@@ -13,7 +13,7 @@
 #include "cluster/registry.h"
 #include "control/daemon.h"
 #include "control/nspace.h"
-#include "control/peer.h"
+#include "control/peer-host.h"
 #include "control/session.h"
 #include "io/worker.h"
 #include "obs/log.h"

@@ -28,8 +28,8 @@
  * registered RCU reader: thread_start).  The in-flight list has its own
  * mutex (the join's ordering partner of done).
  */
-#ifndef KVS_CONTROL_PEER_H
-#define KVS_CONTROL_PEER_H
+#ifndef KVS_CONTROL_PEER_HOST_H
+#define KVS_CONTROL_PEER_HOST_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -80,4 +80,4 @@ void peer_set_epoch(struct daemon *d, uint64_t epoch);
 void peer_fetch(struct daemon *d, struct op *op, const char *addr, const char *node,
 		uint64_t epoch, uint32_t nkeys);
 
-#endif /* KVS_CONTROL_PEER_H */
+#endif /* KVS_CONTROL_PEER_HOST_H */

@@ -15,7 +15,7 @@
 
 #include "common/why.h"
 #include "base/conf.h"
-#include "cluster/addr.h"
+#include "cluster/regaddr.h"
 #include "cluster/registry.h"
 #include "cluster/sentinel.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/why.h"
-#include "cluster/addr.h"
+#include "cluster/regaddr.h"
 
 
 int reg_addr_parse(const char *s, struct reg_addr *ret, char *why, size_t wl)

@@ -8,8 +8,8 @@
  * by the control thread after the worker handed it back (UNREGISTER) or
  * with the session.
  */
-#ifndef KVS_REGISTRATION_H
-#define KVS_REGISTRATION_H
+#ifndef KVS_CONTROL_REG_BUILD_H
+#define KVS_CONTROL_REG_BUILD_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -49,4 +49,4 @@ int registration_build(const struct registration_spec *spec, struct registration
 /* Release the imports and the class.  NULL is fine. */
 void registration_free(struct registration *reg);
 
-#endif /* KVS_REGISTRATION_H */
+#endif /* KVS_CONTROL_REG_BUILD_H */

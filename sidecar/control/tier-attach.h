@@ -13,8 +13,8 @@
  *
  * Control thread only (start-up and shutdown).
  */
-#ifndef KVS_CONTROL_TIER_H
-#define KVS_CONTROL_TIER_H
+#ifndef KVS_CONTROL_TIER_ATTACH_H
+#define KVS_CONTROL_TIER_ATTACH_H
 
 #include <stddef.h>
 
@@ -38,4 +38,4 @@ int tier_init(struct daemon *d);
  */
 void tier_close(struct daemon *d);
 
-#endif /* KVS_CONTROL_TIER_H */
+#endif /* KVS_CONTROL_TIER_ATTACH_H */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The peer protocol's parsers and builders (wire.h says what they promise). */
+/* The peer protocol's parsers and builders (pwire.h says what they promise). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "common/bits.h"
 #include "common/name.h"
 #include "common/why.h"
-#include "peer/wire.h"
+#include "peer/pwire.h"
 
 
 static bool has_nul(const char *s, size_t n)

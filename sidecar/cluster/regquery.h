@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cluster QUERY (query.c; registry_query() is registry.h's): which
+ * The cluster QUERY (regquery.c; registry_query() is registry.h's): which
  * other live node holds the longest run of a list of keys.  Control
  * thread only.
  */

@@ -20,7 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "cluster/command.h"
-#include "cluster/query.h"
+#include "cluster/regquery.h"
 #include "cluster/registry-internal.h"
 #include "cluster/reply.h"
 

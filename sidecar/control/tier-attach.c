@@ -7,7 +7,7 @@
 #include <urcu/urcu-memb.h>
 
 #include "control/daemon.h"
-#include "control/tier.h"
+#include "control/tier-attach.h"
 #include "io/worker.h"
 #include "obs/log.h"
 #include "ssd/ssd.h"

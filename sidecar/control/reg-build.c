@@ -8,7 +8,7 @@
 
 #include "control/nspace.h"
 #include "obs/log.h"
-#include "control/registration.h"
+#include "control/reg-build.h"
 #include "io/mem.h"
 #include "io/mover.h"
 #include "wire/layout.h"

@@ -41,8 +41,8 @@
  * receive buffer) and fill host structures.  No I/O, no state: the
  * fuzzer (fuzz/fuzz-peer-wire.c) drives exactly this code.
  */
-#ifndef KVS_PEER_WIRE_H
-#define KVS_PEER_WIRE_H
+#ifndef KVS_PEER_PWIRE_H
+#define KVS_PEER_PWIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -51,7 +51,7 @@
 #include <kvstash/peer.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-	       "the peer wire structs are little-endian bytes: convert in wire.c first");
+	       "the peer wire structs are little-endian bytes: convert in pwire.c first");
 
 #define PW_MAGIC       0x5053564bu /* "KVSP" as little-endian bytes */
 #define PW_MAJOR       1u
@@ -378,4 +378,4 @@ int pw_put(struct pw_buf *b, unsigned type, uint32_t seq, const void *fixed, siz
 /* Fill an ERROR payload. */
 void pw_make_error(struct pw_error *e, int status, unsigned req_type, const char *text);
 
-#endif /* KVS_PEER_WIRE_H */
+#endif /* KVS_PEER_PWIRE_H */
